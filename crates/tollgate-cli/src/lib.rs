@@ -1,0 +1,4 @@
+//! The `tollgate` command line as a library, so that tests run each
+//! subcommand in-process: `main.rs` only parses arguments and calls in here.
+
+pub mod replay;

@@ -1,0 +1,105 @@
+//! The async boundary between a service and wherever limit state lives.
+//!
+//! The core is synchronous; services (HTTP, gRPC, middleware) talk to a store
+//! through this one async trait, implemented here for memory and in
+//! `tollgate-redis` for Redis, so that no decision logic is written twice.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::plan::{Plan, PlanDecision, PlanLimiter};
+
+/// A boxed future returned by [`Store`] methods.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// A store could not decide (Redis down, timed out, answered nonsense).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StoreError {
+    /// What went wrong, for logs.
+    pub message: String,
+    /// True when trying again later may succeed (connection lost, timeout):
+    /// the caller's failure policy applies. False for errors that retrying
+    /// cannot fix (a misconfiguration, a script error).
+    pub transient: bool,
+}
+
+impl StoreError {
+    /// An error that may go away by itself.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            transient: true,
+        }
+    }
+
+    /// An error that will not go away by retrying.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            transient: false,
+        }
+    }
+}
+
+/// Where per-client limit state lives, seen from a service.
+///
+/// A check is atomic per client: all limits of the plan are decided and
+/// consumed together, or nothing is consumed.
+pub trait Store: Send + Sync {
+    /// Decides a request of `cost` units (0 only asks) for `client` against
+    /// every limit of `plan` at `now_ms`.
+    ///
+    /// # Errors
+    /// A [`StoreError`] when the store could not be reached or could not decide.
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision>;
+}
+
+/// The in-memory store behind the async boundary: decisions are immediate.
+#[derive(Default)]
+pub struct MemoryBackend {
+    limiter: PlanLimiter,
+}
+
+impl MemoryBackend {
+    /// An empty in-memory store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The synchronous limiter inside.
+    pub fn limiter(&self) -> &PlanLimiter {
+        &self.limiter
+    }
+}
+
+impl Store for MemoryBackend {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        let decision = self.limiter.check(plan, client, now_ms, cost);
+        Box::pin(std::future::ready(Ok(decision)))
+    }
+}
+
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        (**self).check(plan, client, now_ms, cost)
+    }
+}

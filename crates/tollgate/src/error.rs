@@ -1,0 +1,45 @@
+//! The one error type of the core crate.
+
+/// Why a limiter, a policy or a plan could not be built.
+///
+/// Decisions themselves never fail in memory: every error here is about
+/// arguments, and is returned before any state is touched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The policy name is not one of [`crate::POLICY_NAMES`] (names are case-sensitive).
+    #[error("unknown policy {name:?}: known policies are {}", crate::POLICY_NAMES.join(", "))]
+    UnknownPolicy {
+        /// The name that was asked for.
+        name: String,
+    },
+    /// A limit of zero would reject every request; use a limit of at least 1.
+    #[error("limit must be at least 1 (got 0)")]
+    ZeroLimit,
+    /// A window of zero milliseconds holds no request.
+    #[error("window must be at least 1 ms (got 0)")]
+    ZeroWindow,
+    /// The token bucket drips one token every `window_ms / limit` ms, which
+    /// must be a whole number of milliseconds.
+    #[error("token-bucket needs the window ({window_ms} ms) to be a multiple of the limit ({limit}) so that one token drips back every whole millisecond interval")]
+    WindowNotMultipleOfLimit {
+        /// The limit asked for.
+        limit: u32,
+        /// The window asked for.
+        window_ms: u64,
+    },
+    /// A plan must hold at least one limit.
+    #[error("plan {plan:?} has no limits")]
+    EmptyPlan {
+        /// The plan's name.
+        plan: String,
+    },
+    /// Two limits of one plan share a name, so their states and headers would collide.
+    #[error("plan {plan:?} names the limit {limit:?} twice")]
+    DuplicateLimit {
+        /// The plan's name.
+        plan: String,
+        /// The repeated limit name.
+        limit: String,
+    },
+}

@@ -1,0 +1,309 @@
+//! Plans: several named limits checked together, all or nothing.
+//!
+//! A client on plan `free` might get 10 requests per second on a sliding
+//! window and 1,000 per day on a token bucket. A request is allowed only if
+//! every limit allows it, and a rejected request consumes nothing from any
+//! of them. Limits marked `shadow` are decided and reported but never reject
+//! (for dark launches).
+
+use std::sync::Arc;
+
+use crate::policy::{AnyPolicy, AnyState, Policy};
+use crate::store::MemoryStore;
+use crate::{Decision, Error};
+
+/// One named limit of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    name: Arc<str>,
+    policy: AnyPolicy,
+    shadow: bool,
+    id: u64,
+}
+
+impl Limit {
+    /// A limit called `name` (unique within its plan) applying `policy`.
+    /// A `shadow` limit never rejects a request.
+    pub fn new(name: impl Into<Arc<str>>, policy: AnyPolicy, shadow: bool) -> Self {
+        Self {
+            name: name.into(),
+            policy,
+            shadow,
+            id: 0,
+        }
+    }
+
+    /// The limit's name, as shown in decisions and headers.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The policy applied.
+    pub fn policy(&self) -> &AnyPolicy {
+        &self.policy
+    }
+
+    /// Whether the limit only observes.
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// A stable identity for this limit's per-client state: the same for the
+    /// same plan name, limit name, policy, limit and window in every process
+    /// and across config reloads (so unchanged limits keep their state), and
+    /// different when any of them changes. Shadowing does not change it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+/// A named list of limits, checked together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    name: Arc<str>,
+    limits: Vec<Limit>,
+}
+
+impl Plan {
+    /// A plan with at least one limit, limit names unique.
+    ///
+    /// # Errors
+    /// [`Error::EmptyPlan`] or [`Error::DuplicateLimit`].
+    pub fn new(name: impl Into<Arc<str>>, limits: Vec<Limit>) -> Result<Self, Error> {
+        let name = name.into();
+        if limits.is_empty() {
+            return Err(Error::EmptyPlan {
+                plan: name.to_string(),
+            });
+        }
+        let mut limits = limits;
+        for i in 0..limits.len() {
+            if limits[..i].iter().any(|l| l.name == limits[i].name) {
+                return Err(Error::DuplicateLimit {
+                    plan: name.to_string(),
+                    limit: limits[i].name.to_string(),
+                });
+            }
+            let limit = &mut limits[i];
+            limit.id = stable_id(&[
+                name.as_bytes(),
+                limit.name.as_bytes(),
+                limit.policy.name().as_bytes(),
+                &limit.policy.limit().to_le_bytes(),
+                &limit.policy.window_ms().to_le_bytes(),
+            ]);
+        }
+        Ok(Self { name, limits })
+    }
+
+    /// The plan's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The plan's limits, in order.
+    pub fn limits(&self) -> &[Limit] {
+        &self.limits
+    }
+}
+
+/// FNV-1a over length-prefixed fields: deterministic everywhere, so servers
+/// sharing one Redis agree on the key of every limit.
+fn stable_id(fields: &[&[u8]]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |byte: u8| {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    };
+    for field in fields {
+        for byte in (field.len() as u64).to_le_bytes() {
+            feed(byte);
+        }
+        for &byte in *field {
+            feed(byte);
+        }
+    }
+    hash
+}
+
+/// The decision of one limit within a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitDecision {
+    /// The limit's name.
+    pub name: Arc<str>,
+    /// The limit's policy name.
+    pub policy: &'static str,
+    /// The limit's window in milliseconds.
+    pub window_ms: u64,
+    /// Whether the limit is a shadow (its rejection does not reject the request).
+    pub shadow: bool,
+    /// The limit's own decision. When the request as a whole was rejected,
+    /// `remaining` and the waits describe the limit as it stays (nothing was
+    /// consumed), even if this limit alone would have allowed it.
+    pub decision: Decision,
+}
+
+/// Who made a decision: the store, or the failure policy standing in for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DecidedBy {
+    /// The store decided, with the client's real state.
+    #[default]
+    Store,
+    /// The store failed and the failure policy let the request in.
+    FailOpen,
+    /// The store failed and the failure policy rejected the request.
+    FailClosed,
+    /// The store failed and a local in-memory limiter decided instead.
+    LocalFallback,
+}
+
+impl DecidedBy {
+    /// A short name for logs, metrics and JSON (`"store"`, `"fail-open"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecidedBy::Store => "store",
+            DecidedBy::FailOpen => "fail-open",
+            DecidedBy::FailClosed => "fail-closed",
+            DecidedBy::LocalFallback => "local-fallback",
+        }
+    }
+}
+
+/// The decision for one request against a whole plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanDecision {
+    /// Whether every non-shadow limit allowed the request.
+    pub allowed: bool,
+    /// How long until this same request would be allowed by every limit:
+    /// `Some(0)` when allowed, `None` when its cost exceeds a (non-shadow) limit.
+    pub retry_after_ms: Option<u64>,
+    /// One decision per limit, in the plan's order.
+    pub limits: Vec<LimitDecision>,
+    /// Whether the store decided or a failure policy stood in for it.
+    pub decided_by: DecidedBy,
+}
+
+impl PlanDecision {
+    /// Builds the overall answer from each limit's decision. Waiting for the
+    /// longest wait among the rejecting limits is exact, because without
+    /// consumption no limit gets stricter as time passes.
+    pub fn from_limits(limits: Vec<LimitDecision>) -> Self {
+        let mut allowed = true;
+        let mut retry_after_ms = Some(0);
+        for limit in limits.iter().filter(|l| !l.shadow && !l.decision.allowed) {
+            allowed = false;
+            retry_after_ms = match (retry_after_ms, limit.decision.retry_after_ms) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
+        Self {
+            allowed,
+            retry_after_ms,
+            limits,
+            decided_by: DecidedBy::Store,
+        }
+    }
+}
+
+/// The states of one client under every limit it has met, by limit id.
+pub type PlanStates = Vec<(u64, AnyState)>;
+
+/// Checks clients against plans, with state in memory, atomically per client.
+#[derive(Default)]
+pub struct PlanLimiter {
+    store: MemoryStore<PlanStates>,
+}
+
+impl PlanLimiter {
+    /// A limiter with no clients yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decides a request of `cost` units for `client` against every limit of
+    /// `plan`, and consumes from each limit only if the request is allowed
+    /// (shadow limits that would reject consume nothing). A cost of 0 only asks.
+    pub fn check(&self, plan: &Plan, client: &str, now_ms: u64, cost: u32) -> PlanDecision {
+        self.store.with_entry(
+            client,
+            now_ms,
+            |_| Vec::new(),
+            |states, _| !states.is_empty(),
+            |access| check_plan(plan, access.state, access.now_ms, cost),
+        )
+    }
+
+    /// The numbers for `client` under `plan` without using anything.
+    pub fn peek(&self, plan: &Plan, client: &str, now_ms: u64) -> PlanDecision {
+        self.check(plan, client, now_ms, 0)
+    }
+
+    /// Drops limit states that no longer matter (see [`crate::Limiter::sweep`]),
+    /// given the plans they belong to; states of limits in none of `plans`
+    /// (left behind by a config change) are dropped too. Returns how many
+    /// clients were dropped entirely.
+    pub fn sweep(&self, plans: &[Plan], now_ms: u64, reset_phase: bool) -> usize {
+        let find = |id: u64| {
+            plans
+                .iter()
+                .flat_map(|p| p.limits.iter())
+                .find(|l| l.id == id)
+        };
+        self.store.sweep_with(now_ms, |states, now| {
+            states.retain(|(id, state)| {
+                find(*id).is_some_and(|limit| {
+                    !limit.policy.reclaim(state, now).allows_removal(reset_phase)
+                })
+            });
+            states.is_empty()
+        })
+    }
+
+    /// Number of clients with stored state.
+    pub fn clients(&self) -> usize {
+        self.store.len()
+    }
+}
+
+/// The plan check on one client's states: decide every limit, then consume
+/// from all of them or (when rejected) from none.
+pub fn check_plan(plan: &Plan, states: &mut PlanStates, now: u64, cost: u32) -> PlanDecision {
+    let mut decisions = Vec::with_capacity(plan.limits.len());
+    for limit in &plan.limits {
+        let decision = match states.iter().find(|(id, _)| *id == limit.id) {
+            Some((_, state)) => limit.policy.decide(state, now, cost),
+            None => limit.policy.decide(&limit.policy.new_state(now), now, cost),
+        };
+        decisions.push(LimitDecision {
+            name: limit.name.clone(),
+            policy: limit.policy.name(),
+            window_ms: limit.policy.window_ms(),
+            shadow: limit.shadow,
+            decision,
+        });
+    }
+    let mut outcome = PlanDecision::from_limits(decisions);
+    for (limit, reported) in plan.limits.iter().zip(outcome.limits.iter_mut()) {
+        let position = states.iter().position(|(id, _)| *id == limit.id);
+        let consume = outcome.allowed && cost > 0 && reported.decision.allowed;
+        if !outcome.allowed && cost > 0 && reported.decision.allowed {
+            // This limit would have taken the request but another rejected
+            // it: report this limit as it stays, since nothing is consumed.
+            reported.decision = match position {
+                Some(i) => limit.policy.decide(&states[i].1, now, 0),
+                None => limit.policy.decide(&limit.policy.new_state(now), now, 0),
+            };
+        }
+        if consume || limit.policy.first_call_anchors() {
+            let i = position.unwrap_or_else(|| {
+                states.push((limit.id, limit.policy.new_state(now)));
+                states.len() - 1
+            });
+            if consume {
+                limit.policy.consume(&mut states[i].1, now, cost);
+            }
+        }
+    }
+    outcome
+}
