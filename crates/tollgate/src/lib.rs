@@ -23,13 +23,14 @@
 //! assert!(limiter.allow("app", 0));
 //! assert!(limiter.allow("app", 10));
 //! assert!(!limiter.allow("app", 20));
-//! assert_eq!(limiter.remaining("app", 499), 0);
 //!
 //! // The numbers that rate-limit headers need.
 //! let decision = limiter.check("app", 20, 1);
 //! assert!(!decision.allowed);
 //! assert_eq!(decision.retry_after_ms, Some(480)); // the drip at 500
 //! assert_eq!(decision.reset_after_ms, 980); // full again at 1000
+//! assert_eq!(limiter.remaining("app", 499), 0);
+//! assert_eq!(limiter.remaining("app", 500), 1);
 //! # Ok::<(), tollgate::Error>(())
 //! ```
 //!
@@ -43,6 +44,7 @@ mod async_store;
 mod clock;
 mod decision;
 mod error;
+pub mod headers;
 mod limiter;
 mod plan;
 pub mod policy;
@@ -52,6 +54,7 @@ pub use async_store::{MemoryBackend, Store, StoreError, StoreFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::Decision;
 pub use error::Error;
+pub use headers::RateLimitHeaders;
 pub use limiter::{Limiter, RateLimiter};
 pub use plan::{
     check_plan, DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanLimiter, PlanStates,

@@ -1,0 +1,153 @@
+//! The IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers),
+//! formatted once here for every front end (HTTP API, middleware, proxy, Envoy).
+//!
+//! ```text
+//! RateLimit-Policy: "free-1s";q=10;w=1, "free-1d";q=1000;w=86400
+//! RateLimit: "free-1s";r=3;t=1, "free-1d";r=997;t=260
+//! Retry-After: 1
+//! ```
+//!
+//! Each limit is one item named `PLAN-LIMIT`; `q` is its quota, `w` its
+//! window and `t` the time until its quota is fully back, in whole seconds
+//! rounded up. Shadow limits are left out: they never reject, so clients need
+//! not pace themselves by them.
+
+use std::fmt::Write;
+
+use crate::plan::PlanDecision;
+
+/// The header values for one decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitHeaders {
+    /// The value of `RateLimit-Policy`.
+    pub policy: String,
+    /// The value of `RateLimit`.
+    pub ratelimit: String,
+    /// The value of `Retry-After` (delay in seconds, rounded up so that it is
+    /// never earlier than the real wait): present only on a rejection that
+    /// waiting can cure.
+    pub retry_after: Option<String>,
+}
+
+impl RateLimitHeaders {
+    /// The header values for `decision`, taken against the plan named `plan`.
+    pub fn new(plan: &str, decision: &PlanDecision) -> Self {
+        let mut policy = String::new();
+        let mut ratelimit = String::new();
+        for limit in decision.limits.iter().filter(|l| !l.shadow) {
+            let separator = if policy.is_empty() { "" } else { ", " };
+            let name = sf_string(&format!("{plan}-{}", limit.name));
+            let d = &limit.decision;
+            // Writing to a String cannot fail.
+            let _ = write!(
+                policy,
+                "{separator}{name};q={};w={}",
+                d.limit,
+                seconds_up(limit.window_ms)
+            );
+            let _ = write!(
+                ratelimit,
+                "{separator}{name};r={};t={}",
+                d.remaining,
+                seconds_up(d.reset_after_ms)
+            );
+        }
+        let retry_after = match (decision.allowed, decision.retry_after_ms) {
+            (false, Some(ms)) => Some(seconds_up(ms).to_string()),
+            _ => None,
+        };
+        Self {
+            policy,
+            ratelimit,
+            retry_after,
+        }
+    }
+}
+
+/// Milliseconds as whole seconds, rounded up.
+pub fn seconds_up(ms: u64) -> u64 {
+    ms.div_ceil(1000)
+}
+
+/// A structured-field string (RFC 8941 sf-string): quoted, with `"` and `\`
+/// escaped and characters outside printable ASCII replaced by `?`.
+fn sf_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('?'),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AnyPolicy, Limit, Plan, PlanLimiter};
+
+    fn plan() -> Plan {
+        Plan::new(
+            "free",
+            vec![
+                Limit::new(
+                    "1s",
+                    AnyPolicy::from_name("sliding-window", 2, 1_000).unwrap(),
+                    false,
+                ),
+                Limit::new(
+                    "1d",
+                    AnyPolicy::from_name("token-bucket", 1_000, 86_400_000).unwrap(),
+                    false,
+                ),
+                Limit::new(
+                    "dark",
+                    AnyPolicy::from_name("gcra", 1, 1_000).unwrap(),
+                    true,
+                ),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn allowed_decision_lists_every_enforced_limit() {
+        let limiter = PlanLimiter::new();
+        let decision = limiter.check(&plan(), "a", 0, 1);
+        let headers = RateLimitHeaders::new("free", &decision);
+        assert_eq!(
+            headers.policy,
+            r#""free-1s";q=2;w=1, "free-1d";q=1000;w=86400"#
+        );
+        assert_eq!(
+            headers.ratelimit,
+            r#""free-1s";r=1;t=1, "free-1d";r=999;t=87"#
+        );
+        assert_eq!(headers.retry_after, None);
+    }
+
+    #[test]
+    fn rejection_rounds_retry_after_up() {
+        let limiter = PlanLimiter::new();
+        let plan = plan();
+        limiter.check(&plan, "a", 0, 1);
+        limiter.check(&plan, "a", 1, 1);
+        let decision = limiter.check(&plan, "a", 1, 1);
+        assert!(!decision.allowed);
+        assert_eq!(decision.retry_after_ms, Some(999));
+        let headers = RateLimitHeaders::new("free", &decision);
+        assert_eq!(headers.retry_after.as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn names_are_escaped() {
+        assert_eq!(sf_string("a\"b\\c\u{e9}"), r#""a\"b\\c?""#);
+    }
+}
