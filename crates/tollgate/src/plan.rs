@@ -229,7 +229,8 @@ impl PlanLimiter {
             client,
             now_ms,
             |_| Vec::new(),
-            |states, _| !states.is_empty(),
+            // Always kept, to remember the latest time seen (see `Limiter`).
+            |_, _| true,
             |access| check_plan(plan, access.state, access.now_ms, cost),
         )
     }
