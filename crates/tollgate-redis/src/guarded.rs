@@ -8,6 +8,10 @@
 //! returned as they are: no failure policy can make them right. Recovery
 //! needs no restart: the next call goes to the store again, whose connection
 //! reconnects by itself.
+//!
+//! A call that timed out had already been sent: Redis may still run it later
+//! (a paused or slow Redis does), so the request may have been counted even
+//! though the failure policy answered it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
