@@ -120,7 +120,12 @@ fn same_as_memory<B: Backend>(backend: &B, session: &str, expected: Option<&str>
     let got = run(&mut backend.target(), session);
     let reference = run(&mut Memory::default(), session);
     for (n, (g, r)) in got.lines().zip(reference.lines()).enumerate() {
-        assert_eq!(g, r, "output line {} differs from memory\nsession:\n{session}", n + 1);
+        assert_eq!(
+            g,
+            r,
+            "output line {} differs from memory\nsession:\n{session}",
+            n + 1
+        );
     }
     assert_eq!(got.lines().count(), reference.lines().count(), "line count");
     if let Some(expected) = expected {
@@ -217,7 +222,11 @@ mod suite {
 
     /// A limit and window for `policy`, mostly small so limits are hit.
     pub fn random_limit(rng: &mut Rng, policy: &str) -> (u32, u64) {
-        let limit = if rng.chance(80) { rng.range(1, 5) } else { rng.range(1, 60) };
+        let limit = if rng.chance(80) {
+            rng.range(1, 5)
+        } else {
+            rng.range(1, 60)
+        };
         let window = if policy == "token-bucket" {
             limit * rng.range(1, 400)
         } else {
@@ -247,7 +256,11 @@ mod suite {
                 let policy = POLICY_NAMES[rng.range(0, POLICY_NAMES.len() as u64 - 1) as usize];
                 let (limit, w) = random_limit(rng, policy);
                 window = w;
-                now = if rng.chance(20) { rng.range(0, 2_000_000_000_000) } else { rng.range(0, 5_000) };
+                now = if rng.chance(20) {
+                    rng.range(0, 2_000_000_000_000)
+                } else {
+                    rng.range(0, 5_000)
+                };
                 session.push_str(&format!("new {policy} {limit} {window}\n"));
             }
             now = next_time(rng, now, window);
@@ -302,11 +315,19 @@ mod suite {
                     let plan = &plans[usize::from(rng.chance(25))];
                     let window = plan.limits()[0].policy().window_ms();
                     now = next_time(&mut rng, now, window);
-                    let max_limit = plan.limits().iter().map(|l| l.policy().limit()).max().unwrap_or(1);
+                    let max_limit = plan
+                        .limits()
+                        .iter()
+                        .map(|l| l.policy().limit())
+                        .max()
+                        .unwrap_or(1);
                     let cost = rng.range(0, u64::from(max_limit) + 1) as u32;
                     let client = ["x", "y", "", "z:{}"][rng.range(0, 3) as usize];
                     let want = reference.check(plan, client, now, cost);
-                    let got = store.check(plan, client, now, cost).await.expect("store answers");
+                    let got = store
+                        .check(plan, client, now, cost)
+                        .await
+                        .expect("store answers");
                     assert_eq!(
                         got, want,
                         "round {round} step {step}: {client:?} at {now} cost {cost} on {plan:?}"

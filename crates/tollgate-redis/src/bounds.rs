@@ -72,7 +72,10 @@ pub fn check(plan: &Plan, now_ms: Option<u64>, margin_ms: u64) -> Result<(), Red
             continue;
         };
         let (largest, formula) = match code {
-            "g" => ((now + 2 * window) * count, "(now_ms + 2 * window_ms) * limit"),
+            "g" => (
+                (now + 2 * window) * count,
+                "(now_ms + 2 * window_ms) * limit",
+            ),
             _ => (now + window, "now_ms + window_ms"),
         };
         if largest > max {
@@ -100,7 +103,10 @@ mod tests {
     fn the_contract_domain_is_inside_the_bounds() {
         for name in tollgate::POLICY_NAMES {
             let p = plan(name, 1_000, 1_000_000_000);
-            assert!(check(&p, Some(2_000_000_000_000), 3_600_000).is_ok(), "{name}");
+            assert!(
+                check(&p, Some(2_000_000_000_000), 3_600_000).is_ok(),
+                "{name}"
+            );
         }
     }
 

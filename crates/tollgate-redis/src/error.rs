@@ -68,7 +68,10 @@ fn is_transient_redis(e: &redis::RedisError) -> bool {
         return true;
     }
     // BUSY: another script is running; LOADING: Redis is loading its data.
-    if matches!(e.code(), Some("BUSY" | "LOADING" | "TRYAGAIN" | "CLUSTERDOWN")) {
+    if matches!(
+        e.code(),
+        Some("BUSY" | "LOADING" | "TRYAGAIN" | "CLUSTERDOWN")
+    ) {
         return true;
     }
     !matches!(e.retry_method(), RetryMethod::NoRetry)

@@ -93,7 +93,10 @@ mod tests {
     fn keys_keep_the_layout_whatever_the_client_id() {
         let layout = KeyLayout::new("tg").unwrap();
         assert_eq!(layout.seen_key("rahul"), "tg:{c:rahul}:seen");
-        assert_eq!(layout.limit_key("rahul", 0xab), "tg:{c:rahul}:00000000000000ab");
+        assert_eq!(
+            layout.limit_key("rahul", 0xab),
+            "tg:{c:rahul}:00000000000000ab"
+        );
         assert_eq!(layout.seen_key(""), "tg:{c:}:seen");
         assert_eq!(
             layout.seen_key("a}:{b%\n é"),
@@ -122,9 +125,18 @@ mod tests {
 
     #[test]
     fn prefixes_that_would_capture_the_tag_are_refused() {
-        assert!(matches!(KeyLayout::new("a{b"), Err(RedisStoreError::Config(_))));
-        assert!(matches!(KeyLayout::new("a}"), Err(RedisStoreError::Config(_))));
-        assert!(matches!(KeyLayout::new(""), Err(RedisStoreError::Config(_))));
+        assert!(matches!(
+            KeyLayout::new("a{b"),
+            Err(RedisStoreError::Config(_))
+        ));
+        assert!(matches!(
+            KeyLayout::new("a}"),
+            Err(RedisStoreError::Config(_))
+        ));
+        assert!(matches!(
+            KeyLayout::new(""),
+            Err(RedisStoreError::Config(_))
+        ));
         assert!(KeyLayout::new("tollgate:prod").is_ok());
     }
 }

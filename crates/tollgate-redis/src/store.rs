@@ -92,7 +92,11 @@ impl RedisStore {
             .set_max_delay(Duration::from_millis(200))
             .set_connection_timeout(Some(Duration::from_millis(500)));
         let manager = ConnectionManager::new_with_config(client, manager_config).await?;
-        Ok(Self::with_connection(Connection::Single(manager), keys, config))
+        Ok(Self::with_connection(
+            Connection::Single(manager),
+            keys,
+            config,
+        ))
     }
 
     /// Connects to a Redis Cluster given some of its nodes. All keys of one
@@ -110,7 +114,11 @@ impl RedisStore {
             .retries(3)
             .build()?;
         let connection = client.get_async_connection().await?;
-        Ok(Self::with_connection(Connection::Cluster(connection), keys, config))
+        Ok(Self::with_connection(
+            Connection::Cluster(connection),
+            keys,
+            config,
+        ))
     }
 
     fn with_connection(connection: Connection, keys: KeyLayout, config: RedisStoreConfig) -> Self {
@@ -220,8 +228,7 @@ fn read_reply(plan: &Plan, reply: &[i64]) -> Result<PlanDecision, RedisStoreErro
         )));
     }
     let number = |value: i64, what: &str| {
-        u64::try_from(value)
-            .map_err(|_| RedisStoreError::Reply(format!("negative {what} {value}")))
+        u64::try_from(value).map_err(|_| RedisStoreError::Reply(format!("negative {what} {value}")))
     };
     let mut decisions = Vec::with_capacity(limits.len());
     for (limit, fields) in limits.iter().zip(reply[2..].chunks_exact(4)) {

@@ -57,8 +57,12 @@ pub fn free_port() -> u16 {
 /// (up to 4 KiB), or `None` if Redis did not answer within 500 ms.
 pub fn raw_command(port: u16, command: &str) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
-    stream.set_write_timeout(Some(Duration::from_millis(500))).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    stream
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
     stream.write_all(format!("{command}\r\n").as_bytes()).ok()?;
     let mut buf = [0u8; 4096];
     let n = stream.read(&mut buf).ok()?;
@@ -131,7 +135,16 @@ impl RedisServer {
         let port = self.port.to_string();
         let mut command = Command::new("redis-server");
         command
-            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.extra)
@@ -177,7 +190,11 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.kill();
         let restarted = wait_for(100, || self.start());
-        assert!(restarted, "redis-server did not restart on port {}", self.port);
+        assert!(
+            restarted,
+            "redis-server did not restart on port {}",
+            self.port
+        );
     }
 
     /// Runs `redis-cli -p <port> <args>` and returns its standard output.
@@ -238,9 +255,9 @@ impl RedisCluster {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let created = redis_cli(nodes[0].port(), &args);
         let ok = wait_for(500, || {
-            nodes.iter().all(|n| {
-                redis_cli(n.port(), &["CLUSTER", "INFO"]).contains("cluster_state:ok")
-            })
+            nodes
+                .iter()
+                .all(|n| redis_cli(n.port(), &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
         });
         assert!(ok, "{test}: the cluster did not become ok: {created}");
         Some(Self { nodes })

@@ -6,10 +6,8 @@
 use std::time::Duration;
 
 use tollgate::{AnyPolicy, DecidedBy, Limit, Plan, PlanDecision, Store};
-use tollgate_redis::testing::{wait_for, RedisServer};
-use tollgate_redis::{
-    FailurePolicy, GuardedStore, RedisStore, RedisStoreConfig, RedisStoreError,
-};
+use tollgate_redis::testing::RedisServer;
+use tollgate_redis::{FailurePolicy, GuardedStore, RedisStore, RedisStoreConfig, RedisStoreError};
 
 fn plan(policy: &str, limit: u32, window: u64) -> Plan {
     let policy = AnyPolicy::from_name(policy, limit, window).expect("policy");
@@ -39,7 +37,10 @@ async fn until_store_answers(
     cost: u32,
 ) -> PlanDecision {
     for _ in 0..100 {
-        let decision = store.check(plan, client, now, cost).await.expect("guarded call");
+        let decision = store
+            .check(plan, client, now, cost)
+            .await
+            .expect("guarded call");
         if decision.decided_by == DecidedBy::Store {
             return decision;
         }
@@ -64,7 +65,12 @@ fn kill_and_restart(policy: FailurePolicy, test: &str) {
         server.kill();
         let mut answers = Vec::new();
         for now in [10, 20, 30] {
-            answers.push(store.check(&plan, "c", now, 1).await.expect("never an error"));
+            answers.push(
+                store
+                    .check(&plan, "c", now, 1)
+                    .await
+                    .expect("never an error"),
+            );
         }
         match policy {
             FailurePolicy::FailOpen => {
@@ -82,7 +88,9 @@ fn kill_and_restart(policy: FailurePolicy, test: &str) {
             }
             FailurePolicy::LocalFallback => {
                 // A fresh local limiter: two allowed, then rejected.
-                assert!(answers.iter().all(|a| a.decided_by == DecidedBy::LocalFallback));
+                assert!(answers
+                    .iter()
+                    .all(|a| a.decided_by == DecidedBy::LocalFallback));
                 let allowed: Vec<bool> = answers.iter().map(|a| a.allowed).collect();
                 assert_eq!(allowed, [true, true, false]);
             }
@@ -90,7 +98,10 @@ fn kill_and_restart(policy: FailurePolicy, test: &str) {
         let counts = store.counts();
         assert_eq!(counts.store, 1);
         assert_eq!(counts.transient_errors + counts.timeouts, 3);
-        assert_eq!(counts.fail_open + counts.fail_closed + counts.local_fallback, 3);
+        assert_eq!(
+            counts.fail_open + counts.fail_closed + counts.local_fallback,
+            3
+        );
 
         server.restart();
         // Redis came back empty: the client starts afresh, on the same store object.
@@ -111,7 +122,9 @@ fn killed_redis_fail_open() {
 #[test]
 fn killed_redis_fail_closed() {
     kill_and_restart(
-        FailurePolicy::FailClosed { retry_after_ms: 1_000 },
+        FailurePolicy::FailClosed {
+            retry_after_ms: 1_000,
+        },
         "killed_redis_fail_closed",
     );
 }
@@ -133,7 +146,10 @@ fn unguarded_store_reports_a_dead_redis_as_transient() {
             .expect("connect");
         let plan = plan("gcra", 2, 1_000);
         server.kill();
-        let error = store.decide(&plan, "c", 0, 1).await.expect_err("Redis is down");
+        let error = store
+            .decide(&plan, "c", 0, 1)
+            .await
+            .expect_err("Redis is down");
         assert!(error.is_transient(), "{error}");
         let error: tollgate::StoreError = error.into();
         assert!(error.transient);
@@ -176,11 +192,17 @@ fn paused_redis_times_out_into_the_failure_policy() {
         let store = GuardedStore::new(
             redis,
             Duration::from_millis(200),
-            FailurePolicy::FailClosed { retry_after_ms: 500 },
+            FailurePolicy::FailClosed {
+                retry_after_ms: 500,
+            },
         );
         let plan = plan("sliding-window", 5, 1_000);
         assert_eq!(
-            store.check(&plan, "c", 0, 1).await.expect("call").decided_by,
+            store
+                .check(&plan, "c", 0, 1)
+                .await
+                .expect("call")
+                .decided_by,
             DecidedBy::Store
         );
         assert_eq!(server.cli(&["CLIENT", "PAUSE", "2000", "ALL"]).trim(), "OK");
@@ -213,7 +235,10 @@ fn out_of_range_arguments_are_refused_before_any_write() {
         // Refused in Rust, before the call.
         let gcra = plan("gcra", 1_000, 1_000);
         let too_late = (1u64 << 53) / 1_000;
-        let error = store.decide(&gcra, "c", too_late, 1).await.expect_err("out of range");
+        let error = store
+            .decide(&gcra, "c", too_late, 1)
+            .await
+            .expect_err("out of range");
         assert!(matches!(error, RedisStoreError::OutOfRange(_)), "{error}");
         assert!(!error.is_transient());
         assert!(store.decide(&gcra, "c", u64::MAX, 1).await.is_err());
@@ -223,9 +248,18 @@ fn out_of_range_arguments_are_refused_before_any_write() {
         // last-seen time where GCRA's scaled arithmetic would not be exact.
         let sliding = plan("sliding-window", 1, 1_000);
         let late = tollgate_redis::bounds::MAX_EXACT - 10_000;
-        assert!(store.decide(&sliding, "c", late, 1).await.expect("in range").allowed);
+        assert!(
+            store
+                .decide(&sliding, "c", late, 1)
+                .await
+                .expect("in range")
+                .allowed
+        );
         let keys_before = server.cli(&["DBSIZE"]);
-        let error = store.decide(&gcra, "c", 0, 1).await.expect_err("clamped time out of range");
+        let error = store
+            .decide(&gcra, "c", 0, 1)
+            .await
+            .expect_err("clamped time out of range");
         assert!(matches!(error, RedisStoreError::Script(_)), "{error}");
         assert!(error.to_string().contains("exact range"), "{error}");
         assert_eq!(server.cli(&["DBSIZE"]), keys_before, "nothing written");
