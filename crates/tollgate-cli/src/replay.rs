@@ -14,6 +14,10 @@
 
 use std::io::{self, BufRead, Write};
 
+mod redis;
+
+pub use redis::Redis;
+
 use tollgate::RateLimiter;
 
 /// Where a replay's calls go: the in-memory limiter, or another store that

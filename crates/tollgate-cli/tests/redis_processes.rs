@@ -1,0 +1,90 @@
+//! The `tollgate` binary against a real Redis: `replay --redis` prints what
+//! the in-memory replay prints, and two processes sharing one Redis and one
+//! client never allow more than the limit together.
+
+use std::process::{Command, Stdio};
+
+use tollgate_redis::testing::RedisServer;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+#[test]
+fn replay_redis_prints_the_expected_sessions() {
+    let Some(server) = RedisServer::spawn("replay_redis_prints_the_expected_sessions") else {
+        return;
+    };
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
+    for name in ["session1", "session2"] {
+        let output = Command::new(BIN)
+            .args(["replay", "--redis", &server.url()])
+            .arg(format!("{root}{name}.replay"))
+            .output()
+            .expect("run tollgate");
+        assert!(output.status.success(), "{name}: {output:?}");
+        let expected = std::fs::read_to_string(format!("{root}{name}.expected")).expect("expected");
+        assert_eq!(String::from_utf8_lossy(&output.stdout), expected, "{name}");
+    }
+}
+
+#[test]
+fn replay_redis_reports_an_unreachable_redis() {
+    // Nothing listens on a port that was just free.
+    let port = tollgate_redis::testing::free_port();
+    let output = Command::new(BIN)
+        .args([
+            "replay",
+            "--redis",
+            &format!("redis://127.0.0.1:{port}"),
+            "-",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tollgate");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot use Redis"));
+}
+
+#[test]
+fn two_processes_share_one_limit() {
+    let Some(server) = RedisServer::spawn("two_processes_share_one_limit") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("tollgate-two-processes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for (i, policy) in tollgate::POLICY_NAMES.iter().enumerate() {
+        let mut session = format!("new {policy} 10 1000000\n");
+        for call in 0..300 {
+            session.push_str(&format!("allow shared-client {}\n", 5 + call % 3));
+        }
+        let file = dir.join(format!("{policy}.replay"));
+        std::fs::write(&file, session).expect("write session");
+        let prefix = format!("two-processes-{i}");
+        let children: Vec<_> = (0..2)
+            .map(|_| {
+                Command::new(BIN)
+                    .args([
+                        "replay",
+                        "--redis",
+                        &server.url(),
+                        "--redis-prefix",
+                        &prefix,
+                    ])
+                    .arg(&file)
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .expect("spawn tollgate")
+            })
+            .collect();
+        let mut allowed = 0;
+        for child in children {
+            let output = child.wait_with_output().expect("wait");
+            assert!(output.status.success());
+            allowed += String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .filter(|l| *l == "true")
+                .count();
+        }
+        assert_eq!(allowed, 10, "{policy}: two processes, 600 calls, limit 10");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,87 @@
+//! The one error type of the Redis store.
+
+use std::time::Duration;
+
+use tollgate::StoreError;
+
+/// Why the Redis store could not decide.
+///
+/// Each error is either transient (Redis down, slow, restarting, failing
+/// over: trying again later may succeed, so a failure policy applies) or
+/// permanent (a bad argument, a bad configuration, a script error: retrying
+/// cannot help). See [`RedisStoreError::is_transient`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisStoreError {
+    /// The store's configuration cannot work (e.g. a key prefix with `{`).
+    #[error("invalid Redis store configuration: {0}")]
+    Config(String),
+    /// An argument lies outside the range where the Redis store is exact
+    /// (Lua numbers are doubles: see [`crate::bounds`]). Checked before any
+    /// call, so nothing was written.
+    #[error("out of the Redis store's exact range: {0}")]
+    OutOfRange(String),
+    /// A policy has no Redis script.
+    #[error("policy {0:?} has no Redis script")]
+    UnsupportedPolicy(String),
+    /// Redis could not be reached or the command failed.
+    #[error("Redis error: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// The tollgate script refused its arguments or a stored state (raised
+    /// before its first write, so nothing was changed).
+    #[error("the tollgate script refused the call: {0}")]
+    Script(String),
+    /// Redis did not answer within the per-call timeout.
+    #[error("Redis did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The script answered something this crate does not understand (a
+    /// different script version under the same name, most likely).
+    #[error("unexpected reply from the tollgate script: {0}")]
+    Reply(String),
+}
+
+impl RedisStoreError {
+    /// True when trying again later may succeed (connection lost or refused,
+    /// timeout, cluster failing over or loading, script busy): the failure
+    /// policy applies. False for errors that retrying cannot fix.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            RedisStoreError::Timeout(_) => true,
+            RedisStoreError::Redis(e) => is_transient_redis(e),
+            RedisStoreError::Config(_)
+            | RedisStoreError::OutOfRange(_)
+            | RedisStoreError::UnsupportedPolicy(_)
+            | RedisStoreError::Script(_)
+            | RedisStoreError::Reply(_) => false,
+        }
+    }
+}
+
+fn is_transient_redis(e: &redis::RedisError) -> bool {
+    use redis::RetryMethod;
+    if e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_cluster_error()
+    {
+        return true;
+    }
+    // BUSY: another script is running; LOADING: Redis is loading its data.
+    if matches!(
+        e.code(),
+        Some("BUSY" | "LOADING" | "TRYAGAIN" | "CLUSTERDOWN")
+    ) {
+        return true;
+    }
+    !matches!(e.retry_method(), RetryMethod::NoRetry)
+}
+
+impl From<RedisStoreError> for StoreError {
+    fn from(e: RedisStoreError) -> Self {
+        StoreError {
+            transient: e.is_transient(),
+            message: e.to_string(),
+        }
+    }
+}

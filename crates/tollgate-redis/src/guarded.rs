@@ -1,0 +1,202 @@
+//! [`GuardedStore`]: a per-call timeout and a failure policy around a store.
+//!
+//! Redis down, slow or restarting must never panic or hang a caller: every
+//! call is bounded by a timeout, and when the store fails with a transient
+//! error (or times out), the failure policy answers instead, visibly
+//! ([`PlanDecision::decided_by`]) and counted ([`GuardedStore::counts`]).
+//! Permanent errors (an argument out of range, a misconfiguration) are
+//! returned as they are: no failure policy can make them right. Recovery
+//! needs no restart: the next call goes to the store again, whose connection
+//! reconnects by itself.
+//!
+//! A call that timed out had already been sent: Redis may still run it later
+//! (a paused or slow Redis does), so the request may have been counted even
+//! though the failure policy answered it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tollgate::{
+    check_plan, DecidedBy, Decision, LimitDecision, MemoryBackend, Plan, PlanDecision, Policy,
+    Store, StoreError, StoreFuture,
+};
+
+/// What to answer when the store cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Let requests in, answered as for a client with no history (every limit
+    /// at its full quota): a request whose cost exceeds a limit can never pass
+    /// and is still rejected, with `retry_after_ms: None`.
+    FailOpen,
+    /// Reject every request, with `retry_after_ms` set to the given wait (a
+    /// hint for the client, e.g. 1,000 ms).
+    FailClosed {
+        /// The wait suggested to rejected clients, in ms.
+        retry_after_ms: u64,
+    },
+    /// Decide with a local in-memory limiter (per process: each server then
+    /// enforces the limits alone, so the total across servers may exceed them
+    /// while the store is down). Its state starts empty and is kept for the
+    /// next outage.
+    LocalFallback,
+}
+
+/// How many calls each path answered, since the store was built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FailureCounts {
+    /// Decided by the store.
+    pub store: u64,
+    /// Answered by fail-open.
+    pub fail_open: u64,
+    /// Answered by fail-closed.
+    pub fail_closed: u64,
+    /// Answered by the local in-memory limiter.
+    pub local_fallback: u64,
+    /// Calls that hit the timeout (each also counted in one answer path).
+    pub timeouts: u64,
+    /// Calls that failed with a transient error (each also counted in one answer path).
+    pub transient_errors: u64,
+    /// Calls that failed with a permanent error, returned to the caller.
+    pub permanent_errors: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    store: AtomicU64,
+    fail_open: AtomicU64,
+    fail_closed: AtomicU64,
+    local_fallback: AtomicU64,
+    timeouts: AtomicU64,
+    transient_errors: AtomicU64,
+    permanent_errors: AtomicU64,
+}
+
+/// A store behind a per-call timeout and a [`FailurePolicy`].
+pub struct GuardedStore<S> {
+    inner: S,
+    timeout: Duration,
+    policy: FailurePolicy,
+    fallback: MemoryBackend,
+    counters: Counters,
+}
+
+impl<S: Store> GuardedStore<S> {
+    /// Wraps `inner`: each call waits at most `timeout`, and transient
+    /// failures are answered by `policy`.
+    pub fn new(inner: S, timeout: Duration, policy: FailurePolicy) -> Self {
+        Self {
+            inner,
+            timeout,
+            policy,
+            fallback: MemoryBackend::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The failure policy in force.
+    pub fn policy(&self) -> FailurePolicy {
+        self.policy
+    }
+
+    /// A snapshot of the counters (for metrics).
+    pub fn counts(&self) -> FailureCounts {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        FailureCounts {
+            store: get(&c.store),
+            fail_open: get(&c.fail_open),
+            fail_closed: get(&c.fail_closed),
+            local_fallback: get(&c.local_fallback),
+            timeouts: get(&c.timeouts),
+            transient_errors: get(&c.transient_errors),
+            permanent_errors: get(&c.permanent_errors),
+        }
+    }
+
+    async fn guarded_check(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+    ) -> Result<PlanDecision, StoreError> {
+        let bump = |a: &AtomicU64| {
+            a.fetch_add(1, Ordering::Relaxed);
+        };
+        match tokio::time::timeout(self.timeout, self.inner.check(plan, client, now_ms, cost)).await
+        {
+            Ok(Ok(decision)) => {
+                bump(&self.counters.store);
+                return Ok(decision);
+            }
+            Ok(Err(e)) if !e.transient => {
+                bump(&self.counters.permanent_errors);
+                return Err(e);
+            }
+            Ok(Err(_)) => bump(&self.counters.transient_errors),
+            Err(_) => bump(&self.counters.timeouts),
+        }
+        Ok(match self.policy {
+            FailurePolicy::FailOpen => {
+                bump(&self.counters.fail_open);
+                let mut decision = check_plan(plan, &mut Vec::new(), now_ms, cost);
+                decision.decided_by = DecidedBy::FailOpen;
+                decision
+            }
+            FailurePolicy::FailClosed { retry_after_ms } => {
+                bump(&self.counters.fail_closed);
+                fail_closed(plan, retry_after_ms)
+            }
+            FailurePolicy::LocalFallback => {
+                bump(&self.counters.local_fallback);
+                let mut decision = self.fallback.limiter().check(plan, client, now_ms, cost);
+                decision.decided_by = DecidedBy::LocalFallback;
+                decision
+            }
+        })
+    }
+}
+
+/// Every limit rejects, nothing remains, retry after the hint.
+fn fail_closed(plan: &Plan, retry_after_ms: u64) -> PlanDecision {
+    let limits = plan
+        .limits()
+        .iter()
+        .map(|limit| LimitDecision {
+            name: limit.name().into(),
+            policy: limit.policy().name(),
+            window_ms: limit.policy().window_ms(),
+            shadow: limit.is_shadow(),
+            decision: Decision {
+                allowed: false,
+                limit: limit.policy().limit(),
+                remaining: 0,
+                retry_after_ms: Some(retry_after_ms),
+                reset_after_ms: retry_after_ms,
+            },
+        })
+        .collect();
+    PlanDecision {
+        allowed: false,
+        retry_after_ms: Some(retry_after_ms),
+        limits,
+        decided_by: DecidedBy::FailClosed,
+    }
+}
+
+impl<S: Store> Store for GuardedStore<S> {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        Box::pin(self.guarded_check(plan, client, now_ms, cost))
+    }
+}

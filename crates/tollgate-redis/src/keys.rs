@@ -1,0 +1,142 @@
+//! The key layout: every key of one client shares one hash tag.
+//!
+//! ```text
+//! <prefix>:{c:<client>}:seen          the latest time seen for the client
+//! <prefix>:{c:<client>}:<limit id>    the client's state under one limit (16 hex digits)
+//! ```
+//!
+//! `<client>` is the client id percent-encoded: the bytes `A-Z a-z 0-9 - _ . ~`
+//! stay as they are and every other byte becomes `%XX` (upper-case hex), so
+//! `{`, `}`, `:`, `%`, spaces, newlines and non-UTF-8-looking bytes cannot
+//! change the layout, and two different ids never share a key. The `c:` in the
+//! tag keeps it non-empty for the empty client id (Redis hashes a whole key
+//! whose tag `{}` is empty, which would split a client over slots).
+//! On Redis Cluster the tag puts all of a client's keys in one slot, so the
+//! plan script never fails with CROSSSLOT. The prefix may not contain `{` or
+//! `}` (it would capture the hash tag).
+
+use crate::RedisStoreError;
+
+/// Builds the keys of one store's key space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLayout {
+    prefix: String,
+}
+
+impl KeyLayout {
+    /// A layout with keys under `prefix`.
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] when the prefix is empty or contains `{` or `}`.
+    pub fn new(prefix: impl Into<String>) -> Result<Self, RedisStoreError> {
+        let prefix = prefix.into();
+        if prefix.is_empty() {
+            return Err(RedisStoreError::Config("the key prefix is empty".into()));
+        }
+        if prefix.contains(['{', '}']) {
+            return Err(RedisStoreError::Config(format!(
+                "the key prefix {prefix:?} contains '{{' or '}}', which would capture the Redis Cluster hash tag"
+            )));
+        }
+        Ok(Self { prefix })
+    }
+
+    /// The prefix every key starts with.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// `<prefix>:{c:<escaped client>}`, the part every key of the client shares.
+    pub fn client_base(&self, client: &str) -> String {
+        let mut key = String::with_capacity(self.prefix.len() + client.len() + 32);
+        key.push_str(&self.prefix);
+        key.push_str(":{c:");
+        escape_into(client.as_bytes(), &mut key);
+        key.push('}');
+        key
+    }
+
+    /// The key of the client's latest seen time.
+    pub fn seen_key(&self, client: &str) -> String {
+        let mut key = self.client_base(client);
+        key.push_str(":seen");
+        key
+    }
+
+    /// The key of the client's state under the limit with this id.
+    pub fn limit_key(&self, client: &str, limit_id: u64) -> String {
+        let mut key = self.client_base(client);
+        key.push_str(&format!(":{limit_id:016x}"));
+        key
+    }
+}
+
+/// Percent-encodes every byte outside `A-Z a-z 0-9 - _ . ~`.
+pub fn escape_into(bytes: &[u8], out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_keep_the_layout_whatever_the_client_id() {
+        let layout = KeyLayout::new("tg").unwrap();
+        assert_eq!(layout.seen_key("rahul"), "tg:{c:rahul}:seen");
+        assert_eq!(
+            layout.limit_key("rahul", 0xab),
+            "tg:{c:rahul}:00000000000000ab"
+        );
+        assert_eq!(layout.seen_key(""), "tg:{c:}:seen");
+        assert_eq!(
+            layout.seen_key("a}:{b%\n é"),
+            "tg:{c:a%7D%3A%7Bb%25%0A%20%C3%A9}:seen"
+        );
+        // The tag of every key is the part between the first '{' and '}'.
+        for client in ["x", "", "}{", "{x}", ":seen", "%7D", "a b"] {
+            let key = layout.limit_key(client, 7);
+            let open = key.find('{').unwrap();
+            let close = open + key[open..].find('}').unwrap();
+            assert_eq!(&key[..=close], layout.client_base(client));
+            assert!(close > open + 1, "non-empty tag for {client:?}");
+        }
+    }
+
+    #[test]
+    fn different_clients_never_share_keys() {
+        let layout = KeyLayout::new("tg").unwrap();
+        let ids = ["a", "A", "%41", "a%", "a:", "a%3A", "", "%", " "];
+        for (i, a) in ids.iter().enumerate() {
+            for b in &ids[i + 1..] {
+                assert_ne!(layout.seen_key(a), layout.seen_key(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn prefixes_that_would_capture_the_tag_are_refused() {
+        assert!(matches!(
+            KeyLayout::new("a{b"),
+            Err(RedisStoreError::Config(_))
+        ));
+        assert!(matches!(
+            KeyLayout::new("a}"),
+            Err(RedisStoreError::Config(_))
+        ));
+        assert!(matches!(
+            KeyLayout::new(""),
+            Err(RedisStoreError::Config(_))
+        ));
+        assert!(KeyLayout::new("tollgate:prod").is_ok());
+    }
+}

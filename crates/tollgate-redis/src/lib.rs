@@ -1,0 +1,51 @@
+//! # tollgate-redis
+//!
+//! tollgate's per-client limit state in Redis, so that many API servers share
+//! one limit per client, with exactly the answers of the in-memory limiter.
+//!
+//! - [`RedisStore`] implements [`tollgate::Store`]: each decision is one
+//!   EVALSHA of one Lua script ([`scripts::PLAN`]) that decides every limit
+//!   of a plan for one client and consumes from all of them or none,
+//!   atomically, with the same policies and numbers as `tollgate`'s
+//!   (sliding-window log, token bucket anchored at the first call, GCRA) and
+//!   the same rule for times that go backwards (answered as at the latest
+//!   time seen for the client).
+//! - Keys ([`keys`]): `<prefix>:{c:<escaped client>}:<limit id>`, one hash
+//!   tag per client (never CROSSSLOT on Redis Cluster), client ids of any
+//!   bytes escaped, every key with an expiry.
+//! - Exactness ([`bounds`]): Lua numbers are doubles, so arguments whose
+//!   arithmetic could pass 2^53 are refused before any write.
+//! - Failures ([`GuardedStore`]): a per-call timeout and a failure policy
+//!   (fail-open, fail-closed, local in-memory fallback), visible in
+//!   [`tollgate::PlanDecision::decided_by`] and counted.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use tollgate::{AnyPolicy, Limit, Plan, Store};
+//! use tollgate_redis::{FailurePolicy, GuardedStore, RedisStore, RedisStoreConfig};
+//!
+//! let redis = RedisStore::connect("redis://127.0.0.1:6379", RedisStoreConfig::default()).await?;
+//! let store = GuardedStore::new(redis, Duration::from_millis(50), FailurePolicy::LocalFallback);
+//! let plan = Plan::new("free", vec![
+//!     Limit::new("per-second", AnyPolicy::from_name("sliding-window", 10, 1_000)?, false),
+//!     Limit::new("per-day", AnyPolicy::from_name("token-bucket", 1_000, 86_400_000)?, false),
+//! ])?;
+//! let decision = store.check(&plan, "app-42", 1_700_000_000_000, 1).await?;
+//! println!("allowed: {} (decided by {})", decision.allowed, decision.decided_by.as_str());
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod bounds;
+mod error;
+mod guarded;
+pub mod keys;
+pub mod scripts;
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use error::RedisStoreError;
+pub use guarded::{FailureCounts, FailurePolicy, GuardedStore};
+pub use store::{RedisStore, RedisStoreConfig, TimeSource};

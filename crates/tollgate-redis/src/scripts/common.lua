@@ -1,0 +1,67 @@
+-- common.lua: helpers shared by every policy. Prepended to the plan script.
+--
+-- Lua numbers are doubles: every integer here stays below 2^53, where
+-- doubles are exact. Arguments are checked against MAX_EXACT before the
+-- script's first write; the Rust side checks the same bounds before calling.
+
+local MAX_EXACT = 9007199254740991 -- 2^53 - 1
+local MAX_U32 = 4294967295
+
+-- Raises an error reply "TOLLGATE <message>" (nothing has been written yet
+-- whenever this is called: see plan.lua).
+local function fail(message)
+  error({ err = 'TOLLGATE ' .. message })
+end
+
+-- A whole number from a decimal string of at most 16 digits, at most `max`.
+local function parse_int(value, what, max)
+  if type(value) ~= 'string' or #value == 0 or #value > 16 or not string.find(value, '^%d+$') then
+    fail(what .. ' is not a whole number below 2^53: ' .. tostring(value))
+  end
+  local n = tonumber(value)
+  if n > max then
+    fail(what .. ' ' .. value .. ' is above its bound ' .. string.format('%d', max))
+  end
+  return n
+end
+
+-- The decimal string of an exact integer (tostring would give 2e+15).
+local function fmt(n)
+  return string.format('%d', n)
+end
+
+-- Exact floor division and remainder of non-negative integers below 2^53:
+-- the double quotient may be one off, so correct it with exact products.
+local function divmod(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then
+    q = q - 1
+    r = r + b
+  elseif r >= b then
+    q = q + 1
+    r = r - b
+  end
+  return q, r
+end
+
+local function ceil_div(a, b)
+  local q, r = divmod(a, b)
+  if r > 0 then
+    q = q + 1
+  end
+  return q
+end
+
+-- Wait from `now` until `at` (0 once `at` has passed).
+local function wait_until(at, now)
+  if at > now then
+    return at - now
+  end
+  return 0
+end
+
+-- A decision: allowed, remaining, retry_after_ms (-1: never), reset_after_ms.
+local function decision(allowed, remaining, retry, reset)
+  return { allowed = allowed, remaining = remaining, retry = retry, reset = reset }
+end

@@ -1,0 +1,69 @@
+-- gcra.lua: the generic cell rate algorithm (policy code "g").
+--
+-- State key: a STRING, the theoretical arrival time scaled by the limit
+-- (tat_scaled, see crates/tollgate/src/policy/gcra.rs). One request costs
+-- `window` scaled units; the burst tolerance is window * limit.
+-- Bounds: (now + 2 * window) * limit <= 2^53 - 1 (the largest scaled time
+-- computed, for a rejected request of cost `limit`).
+-- Expiry: reset_after_ms + margin after each write: once the TAT has passed,
+-- a missing state and the stored one give the same answers.
+
+local gcra = {}
+
+function gcra.check_args(limit, window)
+end
+
+function gcra.bound_ok(now, limit, window)
+  return (now + 2 * window) * limit <= MAX_EXACT
+end
+
+function gcra.load(key, now, limit, window)
+  local value = redis.call('GET', key)
+  if not value then
+    return nil
+  end
+  local tat = parse_int(value, 'stored TAT of ' .. key, MAX_EXACT)
+  -- Every write leaves tat <= now * limit + tolerance, and time never goes
+  -- back for a client: anything beyond is not a state this script wrote.
+  if tat > (now + window) * limit then
+    fail('stored TAT of ' .. key .. ' lies beyond the burst tolerance')
+  end
+  return { tat = tat }
+end
+
+local function base_of(state, now_scaled)
+  if state and state.tat > now_scaled then
+    return state.tat
+  end
+  return now_scaled
+end
+
+function gcra.decide(state, now, cost, limit, window)
+  local now_scaled = now * limit
+  local tolerance = window * limit
+  local base = base_of(state, now_scaled)
+  if cost <= limit and (base - now_scaled) + cost * window <= tolerance then
+    local tat = base + cost * window
+    local remaining = divmod(tolerance - (tat - now_scaled), window)
+    return decision(true, remaining, 0, wait_until(ceil_div(tat, limit), now))
+  end
+  local retry = -1
+  if cost <= limit then
+    local earliest = base + cost * window - tolerance
+    retry = wait_until(ceil_div(earliest, limit), now)
+  end
+  local remaining = divmod(tolerance - (base - now_scaled), window)
+  return decision(false, remaining, retry, wait_until(ceil_div(base, limit), now))
+end
+
+function gcra.write(key, state, now, cost, limit, window, margin)
+  local tat = base_of(state, now * limit) + cost * window
+  local ttl = wait_until(ceil_div(tat, limit), now) + margin
+  if ttl < 1 then
+    ttl = 1
+  end
+  redis.call('SET', key, fmt(tat), 'PX', fmt(ttl))
+  return ttl
+end
+
+gcra.anchors = false

@@ -1,0 +1,148 @@
+-- plan.lua: decides and consumes every limit of a plan for one client,
+-- atomically (a Lua script runs alone on its Redis node), in one round trip.
+-- Appended after common.lua and the policy chunks.
+--
+-- KEYS[1]      the client's last-seen key: the latest time (ms) seen for the
+--              client; a call with an earlier time is answered as at that time.
+-- KEYS[1 + i]  the state key of limit i (i = 1..n). All keys carry the
+--              client's hash tag, so they share one cluster slot.
+-- ARGV[1]      now_ms as a decimal, or "redis" to read Redis's own TIME
+-- ARGV[2]      cost (0 only asks)
+-- ARGV[3]      expiry margin in ms, added to every key's expiry
+-- ARGV[4i..4i+3] for limit i: policy code ("s" sliding-window, "t"
+--              token-bucket, "g" gcra), limit, window_ms, shadow ("0"/"1")
+--
+-- Returns { now_used, allowed, then per limit: allowed, remaining,
+-- retry_after_ms (-1: never), reset_after_ms }.
+--
+-- Phases: (1) parse and bound-check every argument, (2) read and check every
+-- stored state and decide, (3) write. Anything wrong raises "TOLLGATE ..."
+-- in phases 1-2, before the first write, since a failing script does not
+-- roll back what it already wrote.
+
+local policies = { s = sliding, t = bucket, g = gcra }
+
+local n = #KEYS - 1
+if n < 1 or #ARGV ~= 3 + 4 * n then
+  fail('expected 1 + n keys and 3 + 4n arguments, got ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
+end
+
+local now
+if ARGV[1] == 'redis' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = parse_int(ARGV[1], 'now_ms', MAX_EXACT)
+end
+local cost = parse_int(ARGV[2], 'cost', MAX_U32)
+local margin = parse_int(ARGV[3], 'expiry margin', MAX_EXACT)
+
+local limits = {}
+for i = 1, n do
+  local at = 4 * i
+  local policy = policies[ARGV[at]]
+  if not policy then
+    fail('unknown policy code ' .. tostring(ARGV[at]) .. ' for limit ' .. i)
+  end
+  local limit = parse_int(ARGV[at + 1], 'limit', MAX_U32)
+  local window = parse_int(ARGV[at + 2], 'window_ms', MAX_EXACT)
+  if limit < 1 then
+    fail('limit must be at least 1 (limit ' .. i .. ')')
+  end
+  if window < 1 then
+    fail('window must be at least 1 ms (limit ' .. i .. ')')
+  end
+  if window + margin > MAX_EXACT then
+    fail('window_ms + expiry margin exceeds 2^53 - 1 (limit ' .. i .. ')')
+  end
+  policy.check_args(limit, window)
+  local shadow = ARGV[at + 3]
+  if shadow ~= '0' and shadow ~= '1' then
+    fail('shadow must be 0 or 1 (limit ' .. i .. ')')
+  end
+  limits[i] = { policy = policy, limit = limit, window = window, shadow = shadow == '1', key = KEYS[1 + i] }
+end
+
+-- The backwards-time rule.
+local seen_raw = redis.call('GET', KEYS[1])
+local seen = nil
+if seen_raw then
+  seen = parse_int(seen_raw, 'stored last-seen time', MAX_EXACT)
+  if seen > now then
+    now = seen
+  end
+end
+if now > MAX_EXACT then
+  fail('time ' .. fmt(now) .. ' exceeds 2^53 - 1')
+end
+for i = 1, n do
+  local l = limits[i]
+  if not l.policy.bound_ok(now, l.limit, l.window) then
+    fail('time ' .. fmt(now) .. ' with window_ms ' .. fmt(l.window) .. ' and limit ' .. fmt(l.limit)
+      .. ' exceeds the exact range of Redis numbers (2^53 - 1) for limit ' .. i)
+  end
+end
+
+-- Decide every limit on the states as they are.
+local allowed = true
+for i = 1, n do
+  local l = limits[i]
+  l.state = l.policy.load(l.key, now, l.limit, l.window)
+  l.decision = l.policy.decide(l.state, now, cost, l.limit, l.window)
+  if not l.decision.allowed and not l.shadow then
+    allowed = false
+  end
+end
+
+-- All or nothing: when rejected, a limit that would have taken the request
+-- is reported as it stays.
+if not allowed and cost > 0 then
+  for i = 1, n do
+    local l = limits[i]
+    if l.decision.allowed then
+      l.decision = l.policy.decide(l.state, now, 0, l.limit, l.window)
+    end
+  end
+end
+
+-- Writes start here.
+local wrote = false
+local seen_ttl = 0
+for i = 1, n do
+  local l = limits[i]
+  local consume = allowed and cost > 0 and l.decision.allowed
+  if consume or (l.policy.anchors and not l.state) then
+    local used = 0
+    if consume then
+      used = cost
+    end
+    l.policy.write(l.key, l.state, now, used, l.limit, l.window, margin)
+    wrote = true
+  end
+  -- The last-seen key outlives every state key: each expires within
+  -- window + margin of its last write.
+  if l.window + margin > seen_ttl then
+    seen_ttl = l.window + margin
+  end
+end
+if wrote or seen then
+  if seen then
+    local left = redis.call('PTTL', KEYS[1])
+    if left > seen_ttl then
+      seen_ttl = left
+    end
+  end
+  if wrote or now ~= seen then
+    redis.call('SET', KEYS[1], fmt(now), 'PX', fmt(seen_ttl))
+  end
+end
+
+local reply = { now, allowed and 1 or 0 }
+for i = 1, n do
+  local d = limits[i].decision
+  reply[#reply + 1] = d.allowed and 1 or 0
+  reply[#reply + 1] = d.remaining
+  reply[#reply + 1] = d.retry
+  reply[#reply + 1] = d.reset
+end
+return reply

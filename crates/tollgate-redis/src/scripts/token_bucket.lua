@@ -1,0 +1,103 @@
+-- token_bucket.lua: the token bucket with drips anchored at the first call
+-- (policy code "t").
+--
+-- State key: a STRING "anchor:full_at": the time of the client's first call
+-- and the drip index at which the bucket is full again (see
+-- crates/tollgate/src/policy/token_bucket.rs): at drip index k the bucket
+-- holds limit - min(max(full_at - k, 0), limit) tokens, and using c tokens
+-- moves full_at to max(full_at, k) + c. Drip k falls at anchor + k * interval,
+-- interval = window / limit.
+-- Bounds: now + window <= 2^53 - 1 (every drip time computed is at most that).
+-- Expiry: window + margin after each write. The bucket is full by then, so
+-- the expiry forgets only the drip phase: a client idle that long starts full,
+-- anchored at its next call, and its next drip may come up to one interval
+-- earlier or later than it would have.
+
+local bucket = {}
+
+function bucket.check_args(limit, window)
+  local _, r = divmod(window, limit)
+  if r ~= 0 then
+    fail('token-bucket window ' .. fmt(window) .. ' is not a multiple of the limit ' .. fmt(limit))
+  end
+end
+
+function bucket.bound_ok(now, limit, window)
+  return now + window <= MAX_EXACT
+end
+
+function bucket.load(key, now, limit, window)
+  local value = redis.call('GET', key)
+  if not value then
+    return nil
+  end
+  local a, f = string.match(value, '^(%d+):(%d+)$')
+  if not a then
+    fail('stored bucket ' .. key .. ' is malformed')
+  end
+  local anchor = parse_int(a, 'stored anchor of ' .. key, MAX_EXACT)
+  local full_at = parse_int(f, 'stored full_at of ' .. key, MAX_EXACT)
+  -- Every write leaves anchor <= now and full_at <= k + limit, and time
+  -- never goes back for a client: anything else is not a state this script wrote.
+  if anchor > now or full_at * divmod(window, limit) > now - anchor + window then
+    fail('stored bucket ' .. key .. ' is inconsistent with the time')
+  end
+  return { anchor = anchor, full_at = full_at }
+end
+
+local function fresh(state, now)
+  if state then
+    return state
+  end
+  return { anchor = now, full_at = 0 }
+end
+
+local function drips(b, now, interval)
+  if now <= b.anchor then
+    return 0
+  end
+  local k = divmod(now - b.anchor, interval)
+  return k
+end
+
+function bucket.decide(state, now, cost, limit, window)
+  local b = fresh(state, now)
+  local interval = divmod(window, limit)
+  local k = drips(b, now, interval)
+  local missing = b.full_at - k
+  if missing < 0 then
+    missing = 0
+  elseif missing > limit then
+    missing = limit
+  end
+  local tokens = limit - missing
+  if cost <= tokens then
+    local full_at = b.full_at
+    if cost > 0 then
+      full_at = math.max(full_at, k) + cost
+    end
+    return decision(true, tokens - cost, 0, wait_until(b.anchor + full_at * interval, now))
+  end
+  local retry = -1
+  if cost <= limit then
+    local k_enough = b.full_at - (limit - cost)
+    retry = wait_until(b.anchor + k_enough * interval, now)
+  end
+  return decision(false, tokens, retry, wait_until(b.anchor + b.full_at * interval, now))
+end
+
+-- Stores the bucket (anchoring a new one), having used `cost` tokens.
+function bucket.write(key, state, now, cost, limit, window, margin)
+  local b = fresh(state, now)
+  local full_at = b.full_at
+  if cost > 0 then
+    local interval = divmod(window, limit)
+    full_at = math.max(full_at, drips(b, now, interval)) + cost
+  end
+  local ttl = window + margin
+  redis.call('SET', key, fmt(b.anchor) .. ':' .. fmt(full_at), 'PX', fmt(ttl))
+  return ttl
+end
+
+-- The first call anchors the drips, even one that used nothing.
+bucket.anchors = true

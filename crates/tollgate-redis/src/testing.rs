@@ -1,0 +1,275 @@
+//! Test support (feature `testing`): real `redis-server` processes on free
+//! loopback ports, killed on drop.
+//!
+//! When `redis-server` is not installed, [`RedisServer::spawn`] returns
+//! `None` after printing why, so the caller can skip; with the environment
+//! variable `TOLLGATE_REQUIRE_REDIS=1` (set by CI) it panics instead, so a
+//! missing Redis fails the suite rather than passing it silently.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::sleep;
+use std::time::Duration;
+
+/// Whether the environment demands a real Redis (`TOLLGATE_REQUIRE_REDIS=1`).
+pub fn redis_required() -> bool {
+    std::env::var("TOLLGATE_REQUIRE_REDIS").is_ok_and(|v| v == "1")
+}
+
+/// Whether `redis-server` (and `redis-cli`) can be run here. When not, says
+/// so on standard error, and panics if [`redis_required`].
+///
+/// # Panics
+/// When Redis is missing and `TOLLGATE_REQUIRE_REDIS=1`.
+pub fn redis_available(test: &str) -> bool {
+    let runs = |bin: &str| {
+        Command::new(bin)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if runs("redis-server") && runs("redis-cli") {
+        return true;
+    }
+    assert!(
+        !redis_required(),
+        "{test}: redis-server/redis-cli not found but TOLLGATE_REQUIRE_REDIS=1"
+    );
+    eprintln!("SKIPPED {test}: redis-server/redis-cli not installed (set TOLLGATE_REQUIRE_REDIS=1 to fail instead)");
+    false
+}
+
+/// A port that was free a moment ago: bind 127.0.0.1:0, read it, release it.
+///
+/// # Panics
+/// When no loopback port can be bound at all.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// Sends one inline command to 127.0.0.1:`port` and returns the raw reply
+/// (up to 4 KiB), or `None` if Redis did not answer within 500 ms.
+pub fn raw_command(port: u16, command: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    stream
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    stream.write_all(format!("{command}\r\n").as_bytes()).ok()?;
+    let mut buf = [0u8; 4096];
+    let n = stream.read(&mut buf).ok()?;
+    (n > 0).then(|| String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// Polls `ready` up to `tries` times, 20 ms apart. Returns whether it succeeded.
+pub fn wait_for(tries: u32, mut ready: impl FnMut() -> bool) -> bool {
+    for _ in 0..tries {
+        if ready() {
+            return true;
+        }
+        sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
+
+/// A `redis-server` process of this test on 127.0.0.1, killed on drop.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a Redis on a free loopback port (no persistence), or `None`
+    /// when Redis is not installed (see [`redis_available`]).
+    ///
+    /// # Panics
+    /// When Redis is installed but does not start, or is required and missing.
+    pub fn spawn(test: &str) -> Option<Self> {
+        Self::spawn_with(test, &[])
+    }
+
+    /// As [`RedisServer::spawn`], with extra `redis-server` arguments.
+    ///
+    /// # Panics
+    /// As [`RedisServer::spawn`].
+    pub fn spawn_with(test: &str, extra: &[&str]) -> Option<Self> {
+        if !redis_available(test) {
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "tollgate-redis-{}-{}",
+            std::process::id(),
+            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create the Redis working directory");
+        let mut server = Self {
+            child: None,
+            port: 0,
+            dir,
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        // A port found free may be taken before Redis binds it: try a few.
+        for _ in 0..5 {
+            server.port = free_port();
+            if server.start() {
+                return Some(server);
+            }
+        }
+        panic!("{test}: redis-server did not start");
+    }
+
+    /// Starts the process on `self.port` and waits (bounded) for PING.
+    fn start(&mut self) -> bool {
+        let port = self.port.to_string();
+        let mut command = Command::new("redis-server");
+        command
+            .args([
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let Ok(child) = command.spawn() else {
+            return false;
+        };
+        self.child = Some(child);
+        let port = self.port;
+        let up = wait_for(250, || {
+            raw_command(port, "PING").is_some_and(|r| r.starts_with("+PONG"))
+        });
+        if !up {
+            self.kill();
+        }
+        up
+    }
+
+    /// The port Redis listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the process (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts Redis again on the same port (after [`RedisServer::kill`]),
+    /// with an empty data set.
+    ///
+    /// # Panics
+    /// When it does not come back (bounded wait).
+    pub fn restart(&mut self) {
+        self.kill();
+        let restarted = wait_for(100, || self.start());
+        assert!(
+            restarted,
+            "redis-server did not restart on port {}",
+            self.port
+        );
+    }
+
+    /// Runs `redis-cli -p <port> <args>` and returns its standard output.
+    ///
+    /// # Panics
+    /// When redis-cli cannot be run.
+    pub fn cli(&self, args: &[&str]) -> String {
+        redis_cli(self.port, args)
+    }
+}
+
+/// Runs `redis-cli -p <port> <args>` and returns its standard output.
+///
+/// # Panics
+/// When redis-cli cannot be run.
+pub fn redis_cli(port: u16, args: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("run redis-cli");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Redis Cluster of three masters on loopback, killed on drop.
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts three `redis-server --cluster-enabled yes` nodes, joins them with
+    /// `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes`, and
+    /// waits (bounded) until every node reports `cluster_state:ok`. `None`
+    /// when Redis is not installed.
+    ///
+    /// # Panics
+    /// When the cluster does not form.
+    pub fn spawn(test: &str) -> Option<Self> {
+        let mut nodes = Vec::new();
+        for i in 0..3 {
+            let conf = format!("nodes-{i}.conf");
+            let node = RedisServer::spawn_with(
+                test,
+                &["--cluster-enabled", "yes", "--cluster-config-file", &conf],
+            )?;
+            nodes.push(node);
+        }
+        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let created = redis_cli(nodes[0].port(), &args);
+        let ok = wait_for(500, || {
+            nodes
+                .iter()
+                .all(|n| redis_cli(n.port(), &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        });
+        assert!(ok, "{test}: the cluster did not become ok: {created}");
+        Some(Self { nodes })
+    }
+
+    /// The nodes' URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+}

@@ -1,0 +1,167 @@
+//! Several stores sharing one Redis, key expiries, and Redis's own clock.
+
+use std::sync::Arc;
+
+use tollgate::{AnyPolicy, Limit, Plan, Store, POLICY_NAMES};
+use tollgate_redis::testing::RedisServer;
+use tollgate_redis::{RedisStore, RedisStoreConfig, TimeSource};
+
+fn plan(policy: &str, limit: u32, window: u64) -> Plan {
+    let policy = AnyPolicy::from_name(policy, limit, window).expect("policy");
+    Plan::new("shared", vec![Limit::new("l", policy, false)]).expect("plan")
+}
+
+/// Two stores with their own connections (two ConnectionManagers, as two
+/// servers would have), 16 tasks each on a multi-threaded runtime, hammer
+/// one client at one time: together they are allowed exactly the limit.
+#[test]
+fn two_stores_never_allow_more_than_the_limit_together() {
+    let Some(server) = RedisServer::spawn("two_stores_never_allow_more_than_the_limit_together")
+    else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        for (i, name) in POLICY_NAMES.iter().enumerate() {
+            let config = RedisStoreConfig {
+                prefix: format!("hammer{i}"),
+                ..RedisStoreConfig::default()
+            };
+            let a = RedisStore::connect(&server.url(), config.clone())
+                .await
+                .expect("a");
+            let b = RedisStore::connect(&server.url(), config).await.expect("b");
+            let plan = Arc::new(plan(name, 25, 1_000_000));
+            let mut tasks = Vec::new();
+            for (store, task) in [a, b]
+                .into_iter()
+                .flat_map(|s| (0..16).map(move |t| (s.clone(), t)))
+            {
+                let plan = plan.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut allowed = 0u32;
+                    for call in 0..10 {
+                        // Times differ a little and go back and forth, all
+                        // within one window and before any drip.
+                        let now = 1_000 + (task * 7 + call * 3) % 11;
+                        if store
+                            .decide(&plan, "one-client", now, 1)
+                            .await
+                            .expect("decide")
+                            .allowed
+                        {
+                            allowed += 1;
+                        }
+                    }
+                    allowed
+                }));
+            }
+            let mut total = 0;
+            for task in tasks {
+                total += task.await.expect("task");
+            }
+            assert_eq!(total, 25, "{name}: 320 calls, limit 25");
+        }
+    });
+}
+
+/// After a run of every policy (allowed, rejected, peeks, plans of several
+/// limits), every key has an expiry.
+#[test]
+fn every_key_has_a_ttl_after_a_run() {
+    let Some(server) = RedisServer::spawn("every_key_has_a_ttl_after_a_run") else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let limits = POLICY_NAMES
+            .iter()
+            .map(|name| {
+                let policy = AnyPolicy::from_name(name, 3, 3_000).expect("policy");
+                Limit::new(*name, policy, *name == "gcra")
+            })
+            .collect();
+        let all = Plan::new("all", limits).expect("plan");
+        let plans = [
+            plan("sliding-window", 2, 100),
+            plan("token-bucket", 2, 100),
+            plan("gcra", 2, 100),
+            all,
+        ];
+        for (i, p) in plans.iter().enumerate() {
+            for step in 0..20u64 {
+                let client = format!("client-{}", step % 3);
+                let cost = (step % 4) as u32; // 0 peeks, 3 above some limits
+                store
+                    .check(p, &client, 1_000 + step * 17 + i as u64, cost)
+                    .await
+                    .expect("check");
+            }
+        }
+    });
+    let keys = server.cli(&["--scan", "--pattern", "*"]);
+    let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+    assert!(keys.len() >= 10, "expected keys, found {keys:?}");
+    for key in keys {
+        let ttl: i64 = server.cli(&["PTTL", key]).trim().parse().expect("PTTL");
+        assert!(ttl > 0, "{key} has PTTL {ttl}");
+    }
+}
+
+/// With Redis's clock, the caller's time is ignored: two calls "at time 0"
+/// and one "at time 10^12" all happen now on Redis's clock.
+#[test]
+fn redis_time_source_ignores_the_callers_time() {
+    let Some(server) = RedisServer::spawn("redis_time_source_ignores_the_callers_time") else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let config = RedisStoreConfig {
+            time_source: TimeSource::Redis,
+            ..RedisStoreConfig::default()
+        };
+        let store = RedisStore::connect(&server.url(), config)
+            .await
+            .expect("connect");
+        // A window of a day: nothing leaves it during the test.
+        let p = plan("sliding-window", 2, 86_400_000);
+        assert!(store.decide(&p, "c", 0, 1).await.expect("call").allowed);
+        assert!(store.decide(&p, "c", 0, 1).await.expect("call").allowed);
+        let third = store
+            .decide(&p, "c", 1_000_000_000_000, 1)
+            .await
+            .expect("call");
+        assert!(
+            !third.allowed,
+            "the caller's later time must not open the window"
+        );
+        let seen = server.cli(&["GET", &store.keys().seen_key("c")]);
+        let seen: u64 = seen.trim().parse().expect("seen time");
+        let redis_time = server.cli(&["TIME"]);
+        let redis_secs: u64 = redis_time
+            .lines()
+            .next()
+            .expect("TIME")
+            .trim()
+            .parse()
+            .expect("secs");
+        assert!(
+            seen / 1_000 <= redis_secs && seen / 1_000 + 60 >= redis_secs,
+            "{seen} vs {redis_secs}"
+        );
+    });
+}
