@@ -19,7 +19,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The config is not valid: `line` and `column` (1-based) point at the mistake.
-    #[error("{}line {line}, column {column}: {message}\n{snippet}", origin.as_deref().map(|o| format!("{o}:")).unwrap_or_default())]
+    #[error("{}line {line}, column {column}: {message}\n{snippet}", origin.as_deref().map(|o| format!("{o}: ")).unwrap_or_default())]
     InvalidConfig {
         /// Where the text came from (a file name), when known.
         origin: Option<String>,
