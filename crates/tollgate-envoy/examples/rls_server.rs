@@ -11,7 +11,11 @@ use tollgate::{AnyPolicy, Limit, MemoryBackend, Plan, SystemClock};
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 
 fn limit(name: &str, policy: &str, n: u32, window_ms: u64) -> Result<Limit, tollgate::Error> {
-    Ok(Limit::new(name, AnyPolicy::from_name(policy, n, window_ms)?, false))
+    Ok(Limit::new(
+        name,
+        AnyPolicy::from_name(policy, n, window_ms)?,
+        false,
+    ))
 }
 
 #[tokio::main]
@@ -37,7 +41,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Arc::new(SystemClock),
     );
     let listener = tokio::net::TcpListener::bind(&listen).await?;
-    println!("tollgate rate limit service (gRPC) on {}", listener.local_addr()?);
+    println!(
+        "tollgate rate limit service (gRPC) on {}",
+        listener.local_addr()?
+    );
     tollgate_envoy::run(listener, config, async {
         let _ = tokio::signal::ctrl_c().await;
     })
