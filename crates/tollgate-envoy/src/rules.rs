@@ -300,6 +300,20 @@ mod tests {
     }
 
     #[test]
+    fn the_example_rules_load() {
+        let config = RulesConfig::from_toml(include_str!("../examples/rules.toml")).unwrap();
+        let rules = Rules::new(config, &[plan("per-ip"), plan("per-key"), plan("login")]).unwrap();
+        assert_eq!(rules.len(), 3);
+        let login = rules
+            .find(
+                "edge",
+                [("generic_key", "login"), ("remote_address", "1.2.3.4")].into_iter(),
+            )
+            .unwrap();
+        assert_eq!(login.plan.name(), "login");
+    }
+
+    #[test]
     fn client_keys_cannot_collide_through_separators() {
         let one = client_key("d", [("a", "b|c=d")].into_iter());
         let two = client_key("d", [("a", "b"), ("c", "d")].into_iter());

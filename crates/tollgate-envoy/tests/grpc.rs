@@ -334,6 +334,22 @@ async fn hits_addend_is_the_cost_and_repeated_descriptors_add_up() {
 }
 
 #[tokio::test]
+async fn negative_hits_are_left_alone() {
+    let clock = Arc::new(ManualClock::new(0));
+    let mut server = Server::memory(clock).await;
+    let mut refund = ip("10.0.0.9");
+    refund.is_negative_hits = true;
+    refund.hits_addend = Some(UInt64Value { value: 100 });
+    let response = server.ask(request(vec![refund])).await;
+    assert_eq!(codes(&response), [Code::Ok]);
+    assert_eq!(response.statuses[0].current_limit, None);
+    // Nothing was taken from (or given back to) the address's budget.
+    let response = server.ask(request(vec![ip("10.0.0.9")])).await;
+    assert_eq!(response.statuses[0].limit_remaining, 1);
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn malformed_requests_are_invalid_arguments() {
     let clock = Arc::new(ManualClock::new(0));
     let mut server = Server::memory(clock).await;
