@@ -2,7 +2,7 @@
 //! to answer when the store fails.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use tollgate::{Clock, Store};
 
@@ -26,10 +26,41 @@ pub enum OnStoreError {
     FailClosed,
 }
 
+/// The rules in force, replaceable while the service runs (for config
+/// reloads). Clones share the same rules. Limit state is keyed by each
+/// limit's stable id, so limits that a reload leaves unchanged keep their
+/// counts.
+#[derive(Debug, Clone)]
+pub struct RulesHandle {
+    current: Arc<RwLock<Arc<Rules>>>,
+}
+
+impl RulesHandle {
+    fn new(rules: Rules) -> Self {
+        Self {
+            current: Arc::new(RwLock::new(Arc::new(rules))),
+        }
+    }
+
+    /// Puts `rules` in force for every request that starts from now on.
+    pub fn replace(&self, rules: Rules) {
+        // A panic elsewhere cannot leave the Arc half-written: use it anyway.
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(rules);
+    }
+
+    /// The rules in force now.
+    pub fn current(&self) -> Arc<Rules> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// The rate limit service's configuration.
 #[derive(Clone)]
 pub struct ServiceConfig {
-    pub(crate) rules: Rules,
+    pub(crate) rules: RulesHandle,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) on_store_error: OnStoreError,
@@ -49,11 +80,16 @@ impl ServiceConfig {
     /// time from `clock`; store errors give gRPC `UNAVAILABLE`.
     pub fn new(rules: Rules, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         Self {
-            rules,
+            rules: RulesHandle::new(rules),
             store,
             clock,
             on_store_error: OnStoreError::default(),
         }
+    }
+
+    /// A handle to replace the rules while the service runs (e.g. on SIGHUP).
+    pub fn rules_handle(&self) -> RulesHandle {
+        self.rules.clone()
     }
 
     /// What to answer when the store fails.

@@ -57,7 +57,7 @@ mod server;
 pub mod service;
 mod status;
 
-pub use config::{OnStoreError, ServiceConfig};
+pub use config::{OnStoreError, RulesHandle, ServiceConfig};
 pub use error::Error;
 pub use rules::{EntryConfig, RuleConfig, Rules, RulesConfig};
 pub use server::{router, run};

@@ -104,6 +104,7 @@ impl RlsService {
             ));
         }
         let request_cost = cost(u64::from(request.hits_addend))?;
+        let rules = self.config.rules.current();
         let mut groups: Vec<Group> = Vec::new();
         // For each descriptor, the group that decides it (None: unlimited).
         let mut slots: Vec<Option<usize>> = Vec::with_capacity(request.descriptors.len());
@@ -122,7 +123,7 @@ impl RlsService {
             };
             let rule = match descriptor.is_negative_hits {
                 true => None,
-                false => self.config.rules.find(&request.domain, entries()),
+                false => rules.find(&request.domain, entries()),
             };
             let Some(rule) = rule else {
                 slots.push(None);

@@ -69,6 +69,7 @@ fn plans() -> Vec<Plan> {
 }
 
 struct Server {
+    rules: tollgate_envoy::RulesHandle,
     client: RateLimitServiceClient<Channel>,
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
@@ -79,6 +80,7 @@ impl Server {
     async fn start(store: Arc<dyn Store>, clock: Arc<ManualClock>, on_error: OnStoreError) -> Self {
         let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &plans()).unwrap();
         let config = ServiceConfig::new(rules, store, clock).on_store_error(on_error);
+        let rules = config.rules_handle();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -93,6 +95,7 @@ impl Server {
             .await
             .unwrap();
         Server {
+            rules,
             client,
             addr,
             stop: Some(stop),
@@ -346,6 +349,31 @@ async fn negative_hits_are_left_alone() {
     // Nothing was taken from (or given back to) the address's budget.
     let response = server.ask(request(vec![ip("10.0.0.9")])).await;
     assert_eq!(response.statuses[0].limit_remaining, 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn rules_can_be_replaced_while_serving_and_unchanged_limits_keep_their_counts() {
+    let clock = Arc::new(ManualClock::new(0));
+    let mut server = Server::memory(clock).await;
+    let key = || descriptor(&[("api_key", "k")]);
+    server.ask(request(vec![key()])).await;
+    server.ask(request(vec![ip("10.0.0.1")])).await;
+
+    // New rules: only API keys are limited; the per-ip rule is gone.
+    let reloaded = r#"
+        [[rules]]
+        domain = "edge"
+        descriptor = [{ key = "api_key" }]
+        plan = "per-key"
+        "#;
+    let rules = Rules::new(RulesConfig::from_toml(reloaded).unwrap(), &plans()).unwrap();
+    server.rules.replace(rules);
+
+    let response = server.ask(request(vec![key(), ip("10.0.0.1")])).await;
+    // per-key (5/s) kept its count: 3 left after this one; per-ip is unlimited now.
+    assert_eq!(response.statuses[0].limit_remaining, 3);
+    assert_eq!(response.statuses[1].current_limit, None);
     server.stop().await;
 }
 
