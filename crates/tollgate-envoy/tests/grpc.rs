@@ -274,6 +274,47 @@ async fn a_rejected_request_consumes_nothing_from_any_descriptor() {
 }
 
 #[tokio::test]
+async fn concurrent_multi_descriptor_requests_stay_all_or_nothing() {
+    let clock = Arc::new(ManualClock::new(0));
+    let mut server = Server::memory(clock).await;
+    let both = || {
+        request(vec![
+            descriptor(&[("api_key", "k2")]),
+            descriptor(&[("generic_key", "expensive")]),
+        ])
+    };
+    let calls: Vec<_> = (0..24)
+        .map(|_| {
+            let mut client = server.client.clone();
+            let request = both();
+            tokio::spawn(async move {
+                client
+                    .should_rate_limit(request)
+                    .await
+                    .unwrap()
+                    .into_inner()
+            })
+        })
+        .collect();
+    let mut allowed = 0;
+    for call in calls {
+        if call.await.unwrap().overall_code == Code::Ok as i32 {
+            allowed += 1;
+        }
+    }
+    // The shared limit lets 3 through; the key's 5/s lost exactly those 3.
+    assert_eq!(allowed, 3);
+    let alone = server
+        .ask(request(vec![descriptor(&[("api_key", "k2")])]))
+        .await;
+    assert_eq!(
+        (alone.overall_code, alone.statuses[0].limit_remaining),
+        (Code::Ok as i32, 1)
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn hits_addend_is_the_cost_and_repeated_descriptors_add_up() {
     let clock = Arc::new(ManualClock::new(0));
     let mut server = Server::memory(clock).await;
