@@ -273,10 +273,30 @@ async fn a_rejected_request_consumes_nothing_from_any_descriptor() {
     server.stop().await;
 }
 
+/// The memory store with an await point in every check, as a networked
+/// store has: concurrent requests interleave between their store calls.
+struct SlowStore(MemoryBackend);
+
+impl Store for SlowStore {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            self.0.check(plan, client, now_ms, cost).await
+        })
+    }
+}
+
 #[tokio::test]
 async fn concurrent_multi_descriptor_requests_stay_all_or_nothing() {
     let clock = Arc::new(ManualClock::new(0));
-    let mut server = Server::memory(clock).await;
+    let store = Arc::new(SlowStore(MemoryBackend::new()));
+    let mut server = Server::start(store, clock, OnStoreError::Unavailable).await;
     let both = || {
         request(vec![
             descriptor(&[("api_key", "k2")]),
