@@ -252,3 +252,53 @@ async fn cost_comes_from_the_request_extensions() {
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(header(&response, "retry-after"), None);
 }
+
+/// A store whose own failure policy answers (as the Redis store does when
+/// Redis is down): the layer applies that decision like any other.
+struct FailPolicyStore {
+    allowed: bool,
+}
+
+impl Store for FailPolicyStore {
+    fn check<'a>(
+        &'a self,
+        _: &'a Plan,
+        _: &'a str,
+        _: u64,
+        _: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        let decision = PlanDecision {
+            allowed: self.allowed,
+            retry_after_ms: if self.allowed { Some(0) } else { Some(1_000) },
+            limits: Vec::new(),
+            decided_by: if self.allowed {
+                tollgate::DecidedBy::FailOpen
+            } else {
+                tollgate::DecidedBy::FailClosed
+            },
+        };
+        Box::pin(std::future::ready(Ok(decision)))
+    }
+}
+
+#[tokio::test]
+async fn a_store_failure_policy_decision_is_applied_as_it_is() {
+    let clock = Arc::new(ManualClock::new(0));
+    for (allowed, status) in [
+        (true, StatusCode::OK),
+        (false, StatusCode::TOO_MANY_REQUESTS),
+    ] {
+        let config =
+            RateLimitConfig::new(plan(), Arc::new(FailPolicyStore { allowed }), clock.clone());
+        let response = layer(config)
+            .layer(service_fn(ok_service))
+            .oneshot(request(Some("a")))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status);
+        // No limit numbers to report, but a rejection still says when to come back.
+        assert_eq!(header(&response, "ratelimit"), None);
+        let retry = if allowed { None } else { Some("1") };
+        assert_eq!(header(&response, "retry-after"), retry);
+    }
+}
