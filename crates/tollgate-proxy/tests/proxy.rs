@@ -400,3 +400,39 @@ async fn bodies_stream_both_ways() {
     proxy.stop().await;
     up.stop().await;
 }
+
+/// An HTTP/2 client (cleartext, prior knowledge) is forwarded over HTTP/1.1,
+/// with its `:authority` as the upstream's `Host`.
+#[tokio::test]
+async fn http2_clients_are_forwarded_over_http1_with_their_authority_as_host() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let up = upstream(count.clone()).await;
+    let proxy = proxy(
+        &format!("http://{}", up.addr),
+        by_header(),
+        Arc::new(ManualClock::new(0)),
+    )
+    .await;
+    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let request = http::Request::put(format!("http://{}/h2?v=1", proxy.addr))
+        .header("x-client-id", "alice")
+        .header("x-test", "h2")
+        .body(Full::new(Bytes::from_static(b"abc")))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let echo = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        String::from_utf8_lossy(&echo),
+        format!(
+            "PUT /h2?v=1 x-test=Some(\"h2\") host=Some(\"{}\") connection=None len=3",
+            proxy.addr
+        )
+    );
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    proxy.stop().await;
+    up.stop().await;
+}
