@@ -5,10 +5,11 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use tollgate::{MemoryBackend, SystemClock};
-use tollgate_proxy::options::{parse_key, single_limit_plan};
+use tollgate_proxy::options::{parse_duration_ms, parse_key, single_limit_plan};
 use tollgate_proxy::{Error, ProxyConfig};
 use tollgate_tower::RateLimitConfig;
 
@@ -38,6 +39,9 @@ pub struct ProxyArgs {
     /// The window, e.g. 1s, 15m, 1d (or milliseconds).
     #[arg(long, default_value = "1s")]
     pub window: String,
+    /// How long the upstream may take to start answering before the client gets a 504.
+    #[arg(long, default_value = "30s")]
+    pub upstream_timeout: String,
 }
 
 impl ProxyArgs {
@@ -50,7 +54,9 @@ impl ProxyArgs {
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
         let limits =
             RateLimitConfig::new(plan, Arc::new(MemoryBackend::new()), Arc::new(SystemClock));
-        ProxyConfig::new(&self.upstream, key, limits)
+        let timeout = parse_duration_ms("--upstream-timeout", &self.upstream_timeout)?;
+        Ok(ProxyConfig::new(&self.upstream, key, limits)?
+            .response_timeout(Duration::from_millis(timeout)))
     }
 }
 
@@ -111,7 +117,7 @@ mod tests {
 
     #[test]
     fn each_bad_option_is_named() {
-        let cases: [(&[&str], &str); 5] = [
+        let cases: [(&[&str], &str); 6] = [
             (&["--upstream", "ftp://x"], "invalid upstream"),
             (
                 &["--upstream", "http://h", "--window", "1w"],
@@ -128,6 +134,10 @@ mod tests {
             (
                 &["--upstream", "http://h", "--limit", "0"],
                 "limit must be at least 1",
+            ),
+            (
+                &["--upstream", "http://h", "--upstream-timeout", "0s"],
+                "invalid --upstream-timeout",
             ),
         ];
         for (args, expected) in cases {

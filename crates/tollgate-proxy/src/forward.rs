@@ -118,6 +118,7 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 pub struct Forward {
     client: Client<HttpConnector, Body>,
     upstream: Arc<Upstream>,
+    response_timeout: Duration,
 }
 
 impl std::fmt::Debug for Forward {
@@ -129,8 +130,10 @@ impl std::fmt::Debug for Forward {
 }
 
 impl Forward {
-    /// A forwarder to `upstream`, with a 5-second connect timeout.
-    pub fn new(upstream: Upstream) -> Self {
+    /// A forwarder to `upstream`, with a 5-second connect timeout and
+    /// `response_timeout` to wait for the upstream's response head (the
+    /// body then streams for as long as it takes).
+    pub fn new(upstream: Upstream, response_timeout: Duration) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_secs(5)));
@@ -138,6 +141,7 @@ impl Forward {
         Self {
             client,
             upstream: Arc::new(upstream),
+            response_timeout,
         }
     }
 
@@ -145,7 +149,12 @@ impl Forward {
         let (mut parts, body) = request.into_parts();
         let uri = match self.upstream.uri_for(parts.uri.path_and_query()) {
             Ok(uri) => uri,
-            Err(e) => return bad_gateway(&format!("cannot build the upstream URL: {e}")),
+            Err(e) => {
+                return gateway_error(
+                    StatusCode::BAD_GATEWAY,
+                    &format!("cannot build the upstream URL: {e}"),
+                )
+            }
         };
         // HTTP/2 clients send the host as :authority, not Host: keep it for the upstream.
         if !parts.headers.contains_key(HOST) {
@@ -161,17 +170,29 @@ impl Forward {
         parts.uri = uri;
         // The upstream connection is HTTP/1.1 whatever the client spoke.
         parts.version = Version::HTTP_11;
-        match self.client.request(Request::from_parts(parts, body)).await {
-            Ok(response) => {
+        let pending = self.client.request(Request::from_parts(parts, body));
+        match tokio::time::timeout(self.response_timeout, pending).await {
+            Ok(Ok(response)) => {
                 let (mut parts, body) = response.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
                 Response::from_parts(parts, Body::new(body))
             }
-            Err(e) => bad_gateway(&format!(
-                "upstream {} unreachable: {}",
-                self.upstream.url(),
-                error_chain(&e)
-            )),
+            Ok(Err(e)) => gateway_error(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "upstream {} unreachable: {}",
+                    self.upstream.url(),
+                    error_chain(&e)
+                ),
+            ),
+            Err(_) => gateway_error(
+                StatusCode::GATEWAY_TIMEOUT,
+                &format!(
+                    "upstream {} did not answer within {} ms",
+                    self.upstream.url(),
+                    self.response_timeout.as_millis()
+                ),
+            ),
         }
     }
 }
@@ -189,9 +210,9 @@ fn error_chain(error: &dyn StdError) -> String {
     text
 }
 
-fn bad_gateway(message: &str) -> Response<Body> {
+fn gateway_error(status: StatusCode, message: &str) -> Response<Body> {
     let mut response = Response::new(Body::from(format!("tollgate proxy: {message}\n")));
-    *response.status_mut() = StatusCode::BAD_GATEWAY;
+    *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),

@@ -5,7 +5,8 @@
 //! query, headers, streaming bodies; only hop-by-hop headers such as
 //! `Connection` are dropped, as HTTP requires), rejected ones are answered
 //! by the proxy with `429` and the IETF RateLimit headers. An upstream that
-//! cannot be reached gives `502` with a body saying so.
+//! cannot be reached gives `502` with a body saying so, one that does not
+//! start answering in time `504`.
 //!
 //! The proxy is the [`tollgate_tower::RateLimitLayer`] in front of a
 //! forwarding service ([`forward::Forward`]), served by axum:
@@ -27,6 +28,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use axum::serve::ListenerExt;
 use axum::Router;
@@ -75,12 +77,14 @@ pub struct ProxyConfig {
     upstream: Upstream,
     key: KeySource,
     limits: RateLimitConfig,
+    response_timeout: Duration,
 }
 
 impl ProxyConfig {
     /// Forwards to `upstream` the requests that `limits` allows, per client
     /// key read from `key`. Missing keys, store failures and the refusal
-    /// bodies follow `limits` (by default: 400, 503, plain text).
+    /// bodies follow `limits` (by default: 400, 503, plain text). The
+    /// upstream gets 30 s to start answering ([`ProxyConfig::response_timeout`]).
     ///
     /// # Errors
     /// [`Error::InvalidUpstream`] (see [`Upstream::parse`]).
@@ -89,7 +93,16 @@ impl ProxyConfig {
             upstream: Upstream::parse(upstream)?,
             key,
             limits,
+            response_timeout: Duration::from_secs(30),
         })
+    }
+
+    /// How long to wait for the upstream's response head before answering
+    /// `504 Gateway Timeout` (a slow body is not cut off).
+    #[must_use]
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
     }
 
     /// The upstream.
@@ -108,7 +121,7 @@ impl ProxyConfig {
 /// address is needed for [`KeySource::Peer`]).
 pub fn router(config: ProxyConfig) -> Router {
     Router::new()
-        .fallback_service(Forward::new(config.upstream))
+        .fallback_service(Forward::new(config.upstream, config.response_timeout))
         .layer(RateLimitLayer::new(config.limits, config.key))
 }
 

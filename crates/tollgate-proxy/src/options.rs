@@ -14,10 +14,16 @@ use crate::{Error, KeySource};
 /// # Errors
 /// [`Error::InvalidOption`] naming `--window`.
 pub fn parse_window(text: &str) -> Result<u64, Error> {
-    let invalid = |reason: String| Error::InvalidOption {
-        option: "--window",
-        reason,
-    };
+    parse_duration_ms("--window", text)
+}
+
+/// A duration for the command-line option `option`, in the same format as
+/// [`parse_window`], in milliseconds (at least 1).
+///
+/// # Errors
+/// [`Error::InvalidOption`] naming `option`.
+pub fn parse_duration_ms(option: &'static str, text: &str) -> Result<u64, Error> {
+    let invalid = |reason: String| Error::InvalidOption { option, reason };
     let text = text.trim();
     let digits = text
         .find(|c: char| !c.is_ascii_digit())
@@ -44,7 +50,7 @@ pub fn parse_window(text: &str) -> Result<u64, Error> {
         .checked_mul(scale)
         .ok_or_else(|| invalid(format!("{text:?} is too long")))?;
     if ms == 0 {
-        return Err(invalid("the window must be at least 1 ms".into()));
+        return Err(invalid("must be at least 1 ms".into()));
     }
     Ok(ms)
 }

@@ -73,6 +73,15 @@ async fn upstream(count: Arc<AtomicUsize>) -> Running {
 }
 
 async fn proxy(upstream: &str, key: KeySource, clock: Arc<ManualClock>) -> Running {
+    proxy_with_timeout(upstream, key, clock, std::time::Duration::from_secs(30)).await
+}
+
+async fn proxy_with_timeout(
+    upstream: &str,
+    key: KeySource,
+    clock: Arc<ManualClock>,
+    timeout: std::time::Duration,
+) -> Running {
     let plan = Plan::new(
         "proxy",
         vec![Limit::new(
@@ -83,7 +92,9 @@ async fn proxy(upstream: &str, key: KeySource, clock: Arc<ManualClock>) -> Runni
     )
     .unwrap();
     let limits = RateLimitConfig::new(plan, Arc::new(MemoryBackend::new()), clock);
-    let config = ProxyConfig::new(upstream, key, limits).unwrap();
+    let config = ProxyConfig::new(upstream, key, limits)
+        .unwrap()
+        .response_timeout(timeout);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -435,4 +446,37 @@ async fn http2_clients_are_forwarded_over_http1_with_their_authority_as_host() {
     assert_eq!(count.load(Ordering::SeqCst), 1);
     proxy.stop().await;
     up.stop().await;
+}
+
+/// An upstream that accepts connections and never answers: 504 once the
+/// response timeout passes (the timeout is real time: a network wait, not a
+/// rate-limit clock), and the proxy keeps serving.
+#[tokio::test]
+async fn a_silent_upstream_is_a_504() {
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let proxy = proxy_with_timeout(
+        &format!("http://{addr}"),
+        by_header(),
+        Arc::new(ManualClock::new(0)),
+        std::time::Duration::from_millis(100),
+    )
+    .await;
+    let client = client();
+    for _ in 0..2 {
+        let (status, _, body) = send(&client, get(proxy.addr, "alice")).await;
+        assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(
+            body,
+            format!("tollgate proxy: upstream http://{addr} did not answer within 100 ms\n")
+        );
+    }
+    proxy.stop().await;
+    holder.abort();
 }
