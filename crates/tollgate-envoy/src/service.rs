@@ -39,6 +39,10 @@ use crate::status::{bare_status, descriptor_status, response_headers};
 
 const STRIPES: usize = 256;
 
+/// More descriptors than any Envoy route sends; a bound so that one
+/// request cannot make the service do quadratic work.
+pub const MAX_DESCRIPTORS: usize = 1024;
+
 /// The rate limit service: implements Envoy's `RateLimitService` over a
 /// tollgate store. Serve it with [`crate::run`] or mount [`crate::router`].
 pub struct RlsService {
@@ -89,8 +93,8 @@ impl RlsService {
     /// Decides one `ShouldRateLimit` request.
     ///
     /// # Errors
-    /// `INVALID_ARGUMENT` for an empty domain, no descriptors, or a
-    /// `hits_addend` over `u32::MAX`; `UNAVAILABLE` when the store fails
+    /// `INVALID_ARGUMENT` for an empty domain, no descriptors or more than
+    /// [`MAX_DESCRIPTORS`], or a `hits_addend` over `u32::MAX`; `UNAVAILABLE` when the store fails
     /// and [`OnStoreError::Unavailable`] is configured.
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
         if request.domain.is_empty() {
@@ -102,6 +106,12 @@ impl RlsService {
             return Err(Status::invalid_argument(
                 "rate limit descriptor list must not be empty",
             ));
+        }
+        if request.descriptors.len() > MAX_DESCRIPTORS {
+            return Err(Status::invalid_argument(format!(
+                "{} descriptors in one request; at most {MAX_DESCRIPTORS} are accepted",
+                request.descriptors.len()
+            )));
         }
         let request_cost = cost(u64::from(request.hits_addend))?;
         let rules = self.config.rules.current();

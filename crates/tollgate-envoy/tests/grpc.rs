@@ -459,6 +459,20 @@ async fn malformed_requests_are_invalid_arguments() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), tonic::Code::InvalidArgument);
+    let too_many = (0..=tollgate_envoy::service::MAX_DESCRIPTORS)
+        .map(|i| descriptor(&[("api_key", &i.to_string())]))
+        .collect();
+    let error = server
+        .client
+        .should_rate_limit(request(too_many))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::InvalidArgument);
+    assert!(
+        error.message().contains("at most 1024"),
+        "{}",
+        error.message()
+    );
     server.stop().await;
 }
 
