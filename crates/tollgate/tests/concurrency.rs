@@ -16,7 +16,10 @@ const THREADS: usize = 8;
 const CALLS_PER_THREAD: usize = 300;
 
 /// Runs `work(thread_index)` on every thread at once and sums what they return.
-fn hammer(limiter: &Arc<RateLimiter>, work: impl Fn(&RateLimiter, usize) -> usize + Sync) -> Vec<usize> {
+fn hammer(
+    limiter: &Arc<RateLimiter>,
+    work: impl Fn(&RateLimiter, usize) -> usize + Sync,
+) -> Vec<usize> {
     let barrier = Barrier::new(THREADS);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..THREADS)
@@ -40,7 +43,9 @@ fn threads_hammering_one_client_get_exactly_the_limit() {
         for limit in [1, 100, 1_000] {
             let limiter = Arc::new(RateLimiter::new(name, limit, 60_000).unwrap());
             let allowed = hammer(&limiter, |l, _| {
-                (0..CALLS_PER_THREAD).filter(|_| l.allow("hot", 1_000)).count()
+                (0..CALLS_PER_THREAD)
+                    .filter(|_| l.allow("hot", 1_000))
+                    .count()
             });
             let total: usize = allowed.iter().sum();
             assert_eq!(total, limit as usize, "{name} limit {limit}: {allowed:?}");
@@ -64,7 +69,11 @@ fn threads_with_costs_never_exceed_the_limit() {
         assert!(total <= 1_000, "{name}: {total}");
         // Whatever is left is smaller than the smallest cost that was refused.
         assert!(total + 4 > 1_000, "{name}: {total} left too much unused");
-        assert_eq!(limiter.remaining("hot", 5) as usize, 1_000 - total, "{name}");
+        assert_eq!(
+            limiter.remaining("hot", 5) as usize,
+            1_000 - total,
+            "{name}"
+        );
     }
 }
 

@@ -44,7 +44,11 @@ fn check_waits(
         None => {
             prop_assert!(!decision.allowed);
             prop_assert!(cost > limit, "None only when the cost exceeds the limit");
-            for later in [now.saturating_add(1), now.saturating_add(policy.window_ms()), u64::MAX] {
+            for later in [
+                now.saturating_add(1),
+                now.saturating_add(policy.window_ms()),
+                u64::MAX,
+            ] {
                 prop_assert!(!policy.decide(state, later, cost).allowed);
             }
         }
@@ -73,7 +77,11 @@ fn policy() -> impl Strategy<Value = AnyPolicy> {
     (0..POLICY_NAMES.len(), limit, interval, 0..=9u64).prop_map(|(i, limit, interval, extra)| {
         let name = POLICY_NAMES[i];
         // The log stores one time per allowed unit: keep its limit small enough for memory.
-        let limit = if name == "sliding-window" { limit.min(1_000) } else { limit };
+        let limit = if name == "sliding-window" {
+            limit.min(1_000)
+        } else {
+            limit
+        };
         let window = u64::from(limit) * interval + if name == "token-bucket" { 0 } else { extra };
         AnyPolicy::from_name(name, limit, window).expect("valid parameters")
     })
@@ -148,8 +156,14 @@ fn retry_after_through_two_limiters() {
             let d = a.check("c", 400, cost);
             assert_eq!(d, b.check("c", 400, cost));
             if let Some(w) = d.retry_after_ms.filter(|&w| w > 0) {
-                assert!(!a.check("c", 400 + w - 1, cost).allowed, "{name} {limit} {window} {cost}");
-                assert!(b.check("c", 400 + w, cost).allowed, "{name} {limit} {window} {cost}");
+                assert!(
+                    !a.check("c", 400 + w - 1, cost).allowed,
+                    "{name} {limit} {window} {cost}"
+                );
+                assert!(
+                    b.check("c", 400 + w, cost).allowed,
+                    "{name} {limit} {window} {cost}"
+                );
             }
         }
     }

@@ -40,7 +40,11 @@ fn token_buckets_are_freed_only_when_full_and_only_on_request() {
     let l = RateLimiter::new("token-bucket", 2, 1000).unwrap();
     assert!(l.allow("a", 0));
     assert_eq!(l.remaining("b", 0), 2);
-    assert_eq!(l.sweep(10_000, false), 0, "removal would forget the drip phase");
+    assert_eq!(
+        l.sweep(10_000, false),
+        0,
+        "removal would forget the drip phase"
+    );
     assert_eq!(l.sweep(499, true), 1, "b is full, a is not yet");
     assert_eq!(l.sweep(500, true), 1, "a is full again at its drip at 500");
     assert_eq!(l.clients(), 0);
@@ -70,7 +74,11 @@ fn resetting_the_phase_is_what_the_opt_in_says() {
 fn a_sweep_with_a_stale_clock_keeps_live_state() {
     let l = RateLimiter::new("sliding-window", 1, 1000).unwrap();
     assert!(l.allow("a", 5_000));
-    assert_eq!(l.sweep(0, true), 0, "swept at the client's latest time, 5000");
+    assert_eq!(
+        l.sweep(0, true),
+        0,
+        "swept at the client's latest time, 5000"
+    );
 }
 
 proptest! {
