@@ -18,7 +18,8 @@ fn plausible_line() -> impl Strategy<Value = String> {
         "[0-9]{1,22}",
         "\\PC{0,8}",
     ];
-    (proptest::collection::vec(word, 0..6), "[ \t\r]{1,3}").prop_map(|(words, sep)| words.join(&sep))
+    (proptest::collection::vec(word, 0..6), "[ \t\r]{1,3}")
+        .prop_map(|(words, sep)| words.join(&sep))
 }
 
 proptest! {

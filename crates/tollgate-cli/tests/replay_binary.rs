@@ -98,7 +98,10 @@ fn a_missing_file_is_reported_on_stderr() {
     assert_eq!(stdout(&out), "");
     assert_ne!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("/nonexistent/tollgate/session.replay"), "{err}");
+    assert!(
+        err.contains("/nonexistent/tollgate/session.replay"),
+        "{err}"
+    );
 }
 
 /// Each bad line: its output line, which must start with `error: line N: `
@@ -131,11 +134,27 @@ fn each_kind_of_bad_line_names_its_line_and_problem() {
     assert_error("new sliding-window 0 1000\n", 1, &["limit"]);
     assert_error("new sliding-window 3 0\n", 1, &["window"]);
     // Bad or negative numbers.
-    assert_error("new sliding-window -3 1000\n", 1, &["LIMIT", "-3", "negative"]);
+    assert_error(
+        "new sliding-window -3 1000\n",
+        1,
+        &["LIMIT", "-3", "negative"],
+    );
     assert_error("new sliding-window 3 1e3\n", 1, &["WINDOW_MS", "1e3"]);
-    assert_error("new sliding-window 4294967296 1000\n", 1, &["LIMIT", "too large"]);
-    assert_error("new sliding-window 3 1000\nallow a -1\n", 2, &["NOW_MS", "negative"]);
-    assert_error("new sliding-window 3 1000\nallow a 1.5\n", 2, &["NOW_MS", "1.5"]);
+    assert_error(
+        "new sliding-window 4294967296 1000\n",
+        1,
+        &["LIMIT", "too large"],
+    );
+    assert_error(
+        "new sliding-window 3 1000\nallow a -1\n",
+        2,
+        &["NOW_MS", "negative"],
+    );
+    assert_error(
+        "new sliding-window 3 1000\nallow a 1.5\n",
+        2,
+        &["NOW_MS", "1.5"],
+    );
     assert_error(
         "new sliding-window 3 1000\nremaining a 18446744073709551616\n",
         2,
@@ -147,7 +166,11 @@ fn each_kind_of_bad_line_names_its_line_and_problem() {
     // Wrong number of fields.
     assert_error("new sliding-window 3\n", 1, &["new", "3"]);
     assert_error("new sliding-window 3 1000\nallow a\n", 2, &["allow", "2"]);
-    assert_error("new sliding-window 3 1000\nremaining a 1 2\n", 2, &["remaining"]);
+    assert_error(
+        "new sliding-window 3 1000\nremaining a 1 2\n",
+        2,
+        &["remaining"],
+    );
     // A call before any `new`.
     assert_error("allow a 0\n", 1, &["new"]);
     assert_error("# comment\n\nremaining a 0\n", 3, &["new"]);
@@ -172,11 +195,20 @@ fn calls_after_a_failed_new_fail_until_the_next_good_one() {
     assert_eq!(lines.len(), 11, "{text}");
     assert_eq!(lines[..2], ["ok", "true"]);
     assert!(lines[2].starts_with("error: line 3: "), "{text}");
-    assert!(lines[3].starts_with("error: line 4: ") && lines[3].contains("line 3"), "{text}");
-    assert!(lines[4].starts_with("error: line 5: ") && lines[4].contains("line 3"), "{text}");
+    assert!(
+        lines[3].starts_with("error: line 4: ") && lines[3].contains("line 3"),
+        "{text}"
+    );
+    assert!(
+        lines[4].starts_with("error: line 5: ") && lines[4].contains("line 3"),
+        "{text}"
+    );
     assert_eq!(lines[5..7], ["ok", "true"], "{text}");
     assert!(lines[7].starts_with("error: line 8: "), "{text}");
-    assert!(lines[8].starts_with("error: line 9: ") && lines[8].contains("line 8"), "{text}");
+    assert!(
+        lines[8].starts_with("error: line 9: ") && lines[8].contains("line 8"),
+        "{text}"
+    );
     // A fresh limiter: client a starts over.
     assert_eq!(lines[9..], ["ok", "true"], "{text}");
     assert_eq!(out.status.code(), Some(1));

@@ -46,9 +46,10 @@ enum Subject {
 impl Subject {
     fn new(name: &str) -> Self {
         if name == "governor-keyed" {
-            let quota = governor::Quota::with_period(Duration::from_millis(WINDOW_MS / u64::from(LIMIT)))
-                .expect("non-zero period")
-                .allow_burst(NonZeroU32::new(LIMIT).expect("non-zero limit"));
+            let quota =
+                governor::Quota::with_period(Duration::from_millis(WINDOW_MS / u64::from(LIMIT)))
+                    .expect("non-zero period")
+                    .allow_burst(NonZeroU32::new(LIMIT).expect("non-zero limit"));
             let clock = FakeRelativeClock::default();
             // The same store as `RateLimiter::keyed` (a DashMap with the
             // default hasher), with a clock we move.

@@ -27,8 +27,13 @@ fn id(i: usize) -> String {
 }
 
 /// Adds `n` clients each making `requests` requests, and prints both figures.
-fn report<P: Policy>(label: &str, policy: P, n: usize, requests: u32, heap: impl Fn(&P::State) -> usize)
-where
+fn report<P: Policy>(
+    label: &str,
+    policy: P,
+    n: usize,
+    requests: u32,
+    heap: impl Fn(&P::State) -> usize,
+) where
     P::State: Clone,
 {
     let before = rss_bytes();
@@ -40,7 +45,11 @@ where
         }
     }
     let after = rss_bytes();
-    let sample = limiter.store().get(&id(0)).map(|e| heap(&e.state)).unwrap_or(0);
+    let sample = limiter
+        .store()
+        .get(&id(0))
+        .map(|e| heap(&e.state))
+        .unwrap_or(0);
     let inline = MemoryStore::<P::State>::bytes_per_client_inline();
     let id_bytes = id(0).len();
     let computed = inline + id_bytes + sample;
@@ -71,5 +80,11 @@ fn main() {
     report("sliding-window", log(), n / 10, LIMIT, log_heap);
     let bucket = TokenBucket::new(LIMIT, WINDOW_MS).expect("valid");
     report("token-bucket", bucket, n, 1, |_| 0);
-    report("gcra", Gcra::new(LIMIT, WINDOW_MS).expect("valid"), n, 1, |_| 0);
+    report(
+        "gcra",
+        Gcra::new(LIMIT, WINDOW_MS).expect("valid"),
+        n,
+        1,
+        |_| 0,
+    );
 }
