@@ -177,7 +177,7 @@ fn unchanged_limits_keep_their_state_across_a_reload() {
     assert!(l.check(&old, "a", 0, 2).allowed);
     let d = l.check(&new, "a", 10, 1);
     assert!(!d.allowed, "the sliding window kept its two requests");
-    assert_eq!(l.sweep(&[new.clone()], 10, false), 0);
+    assert_eq!(l.sweep(std::slice::from_ref(&new), 10, false), 0);
     assert_eq!(
         l.sweep(&[new], 1000, true),
         1,

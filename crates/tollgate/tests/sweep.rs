@@ -139,8 +139,8 @@ proptest! {
         // the full ones go.
         prop_assert_eq!(before, 4);
         prop_assert_eq!(removed, full.iter().filter(|f| **f).count());
-        for c in 0..4 {
-            prop_assert_eq!(l.peek(&format!("c{c}"), at).remaining == limit, full[c]);
+        for (c, was_full) in full.iter().enumerate() {
+            prop_assert_eq!(l.peek(&format!("c{c}"), at).remaining == limit, *was_full);
         }
     }
 }
