@@ -54,7 +54,7 @@ pub fn format_duration(ms: u64) -> String {
     UNITS
         .iter()
         .rev()
-        .find(|(_, scale)| ms != 0 && ms % scale == 0)
+        .find(|(_, scale)| ms != 0 && ms.is_multiple_of(*scale))
         .map_or_else(
             || format!("{ms}ms"),
             |(unit, scale)| format!("{}{unit}", ms / scale),

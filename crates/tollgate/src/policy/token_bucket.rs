@@ -55,7 +55,7 @@ impl TokenBucket {
         if window_ms == 0 {
             return Err(Error::ZeroWindow);
         }
-        if window_ms % u64::from(limit) != 0 {
+        if !window_ms.is_multiple_of(u64::from(limit)) {
             return Err(Error::WindowNotMultipleOfLimit { limit, window_ms });
         }
         Ok(Self {
