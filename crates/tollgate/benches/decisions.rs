@@ -66,7 +66,7 @@ impl Subject {
         match self {
             Subject::Tollgate(l) => l.allow(id, EPOCH_MS + i / CALLS_PER_MS),
             Subject::Governor(g, clock) => {
-                if i % CALLS_PER_MS == 0 {
+                if i.is_multiple_of(CALLS_PER_MS) {
                     clock.advance(Duration::from_millis(1));
                 }
                 g.check_key(id).is_ok()
