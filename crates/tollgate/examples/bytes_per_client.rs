@@ -52,7 +52,6 @@ fn report<P: Policy>(
         &id(0),
         1_000,
         |now| limiter.policy().new_state(now),
-        |_, _| false,
         |access| heap(access.state),
     );
     let inline = MemoryStore::<P::State>::bytes_per_client_inline();

@@ -43,9 +43,6 @@ impl<P: Policy> Limiter<P> {
             client,
             now_ms,
             |now| policy.new_state(now),
-            // Always kept: the entry records the latest time seen, which a
-            // later call at an earlier time must be answered at.
-            |_, _| true,
             |access| policy.check(access.state, access.now_ms, cost),
         )
     }

@@ -240,8 +240,6 @@ impl PlanLimiter {
             client,
             now_ms,
             |_| Vec::new(),
-            // Always kept, to remember the latest time seen (see `Limiter`).
-            |_, _| true,
             |states, now| {
                 // Only this plan's limits can be judged here; states of
                 // other limits stay until a sweep or an eviction.

@@ -145,10 +145,10 @@ impl<S> MemoryStore<S> {
 
     /// Runs `f` on the client's state under the client's shard lock.
     ///
-    /// An unknown client gets `init(now_ms)`; it is kept afterwards only if
-    /// `keep_new` says so for the state and result (so that merely asking
-    /// about a client need not allocate). The time handed to `f` is never earlier
-    /// than the latest time seen for the client.
+    /// An unknown client gets `init(now_ms)` and is stored, even when `f`
+    /// only asks: its entry records the latest time seen, at which a later
+    /// call with an earlier time is answered. The time handed to `f` is never
+    /// earlier than the latest time seen for the client.
     ///
     /// In a capped store, making room for a new client evicts the least
     /// recently seen ones; use [`MemoryStore::with_entry_reclaiming`] to drop
@@ -158,10 +158,9 @@ impl<S> MemoryStore<S> {
         client: &str,
         now_ms: u64,
         init: impl FnOnce(u64) -> S,
-        keep_new: impl FnOnce(&S, &R) -> bool,
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
-        self.with_entry_reclaiming(client, now_ms, init, keep_new, |_, _| false, f)
+        self.with_entry_reclaiming(client, now_ms, init, |_, _| false, f)
     }
 
     /// [`MemoryStore::with_entry`] for a capped store: when a new client
@@ -175,7 +174,6 @@ impl<S> MemoryStore<S> {
         client: &str,
         now_ms: u64,
         init: impl FnOnce(u64) -> S,
-        keep_new: impl FnOnce(&S, &R) -> bool,
         reclaimable: impl FnMut(&mut S, u64) -> bool,
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
@@ -196,23 +194,21 @@ impl<S> MemoryStore<S> {
             now_ms,
             is_new: true,
         });
-        if keep_new(&state, &result) {
-            if map.len() >= self.shard_cap {
-                self.make_room(&mut map, now_ms, reclaimable);
-            }
-            let hasher = &self.hasher;
-            map.insert_unique(
-                hash,
-                Slot {
-                    client: client.into(),
-                    entry: Entry {
-                        last_seen: now_ms,
-                        state,
-                    },
-                },
-                |slot| hasher.hash_one(&*slot.client),
-            );
+        if map.len() >= self.shard_cap {
+            self.make_room(&mut map, now_ms, reclaimable);
         }
+        let hasher = &self.hasher;
+        map.insert_unique(
+            hash,
+            Slot {
+                client: client.into(),
+                entry: Entry {
+                    last_seen: now_ms,
+                    state,
+                },
+            },
+            |slot| hasher.hash_one(&*slot.client),
+        );
         result
     }
 
@@ -330,9 +326,9 @@ impl<S> MemoryStore<S> {
 mod tests {
     use super::*;
 
-    /// A store of plain counters where `keep_new` always keeps.
+    /// Counts one call for `client` in a store of plain counters.
     fn touch(store: &MemoryStore<u32>, client: &str, now: u64) {
-        store.with_entry(client, now, |_| 0, |_, _| true, |a| *a.state += 1);
+        store.with_entry(client, now, |_| 0, |a| *a.state += 1);
     }
 
     #[test]
@@ -396,7 +392,6 @@ mod tests {
                 &format!("c{i}"),
                 i,
                 |_| (i % 2) as u32,
-                |_, _| true,
                 |state, _| *state % 2 == 0,
                 |_| (),
             );
