@@ -1,7 +1,10 @@
 //! Load benchmark: decisions per second through one Redis, with 1 and 64
 //! concurrent callers, for each policy, next to `redis-benchmark` running the
 //! same script with EVALSHA on the same Redis in the same run (the ceiling of
-//! one Redis), as a ratio; latency median and p99 per decision.
+//! one Redis), as a ratio; latency median and p99 per decision. Two
+//! ceilings: redis-benchmark with as many connections as callers, one
+//! request in flight each, and the same pipelining 16 requests per
+//! connection (what one Redis can do at most with this script).
 //!
 //! ```text
 //! cargo run --release -p tollgate-redis --example redis_load            # spawns its own redis-server
@@ -88,6 +91,7 @@ fn run_redis_benchmark(
     prefix: &str,
     plan: &Plan,
     callers: usize,
+    pipeline: usize,
     total: usize,
 ) -> Figures {
     let limit = &plan.limits()[0];
@@ -101,6 +105,7 @@ fn run_redis_benchmark(
     let output = Command::new("redis-benchmark")
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(["-c", &callers.to_string(), "-n", &total.to_string()])
+        .args(["-P", &pipeline.to_string()])
         .args(["-r", &KEYSPACE.to_string(), "--csv", "EVALSHA", sha, "2"])
         .arg(format!("{prefix}:{{c:__rand_int__}}:seen"))
         .arg(format!("{prefix}:{{c:__rand_int__}}:{:016x}", limit.id()))
@@ -144,8 +149,8 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    println!("| policy | callers | tollgate-redis decisions/s | redis-benchmark EVALSHA/s | ratio | tollgate p50 / p99 ms | redis-benchmark p50 / p99 ms |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| policy | callers | tollgate-redis decisions/s | redis-benchmark EVALSHA/s (same callers) | ratio | redis-benchmark -P 16 EVALSHA/s | ratio | tollgate p50 / p99 ms | redis-benchmark p50 / p99 ms |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for name in tollgate::POLICY_NAMES {
         for callers in [1usize, 64] {
             let policy = AnyPolicy::from_name(name, 100, 60_000).expect("policy");
@@ -170,12 +175,17 @@ fn main() {
                     store.script_sha().to_owned(),
                 )
             });
-            let ceiling = run_redis_benchmark(server.port(), &sha, &prefix, &plan, callers, total);
+            let ceiling =
+                run_redis_benchmark(server.port(), &sha, &prefix, &plan, callers, 1, total);
+            let pipelined =
+                run_redis_benchmark(server.port(), &sha, &prefix, &plan, callers, 16, total);
             println!(
-                "| {name} | {callers} | {:.0} | {:.0} | {:.2} | {:.3} / {:.3} | {:.3} / {:.3} |",
+                "| {name} | {callers} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.3} / {:.3} | {:.3} / {:.3} |",
                 ours.rate,
                 ceiling.rate,
                 ours.rate / ceiling.rate,
+                pipelined.rate,
+                ours.rate / pipelined.rate,
                 ours.p50_ms,
                 ours.p99_ms,
                 ceiling.p50_ms,
