@@ -3,19 +3,23 @@
 //! same script with EVALSHA on the same Redis in the same run (the ceiling of
 //! one Redis), as a ratio; latency median and p99 per decision. Two
 //! ceilings: redis-benchmark with as many connections as callers, one
-//! request in flight each, and the same pipelining 16 requests per
-//! connection (what one Redis can do at most with this script).
+//! request in flight each (`-c N`), and one connection with as many requests
+//! in flight as callers (`-c 1 -P N`, which is what tollgate's one
+//! multiplexed connection does); the ratio is to the better of the two.
+//! Measurements are interleaved (ours, then redis-benchmark, round after
+//! round) and the median round is reported, so that load drifting on a
+//! shared machine hits both sides alike.
 //!
 //! ```text
 //! cargo run --release -p tollgate-redis --example redis_load            # spawns its own redis-server
-//! cargo run --release -p tollgate-redis --example redis_load -- 200000  # decisions per measurement
+//! cargo run --release -p tollgate-redis --example redis_load -- 20000 3  # decisions per measurement, rounds
 //! ```
 //!
 //! Workload (both clients): 100,000 clients (12-digit ids, as
 //! redis-benchmark's `__rand_int__`), a one-limit plan of 100 requests per
 //! 60 s, cost 1, the same `now_ms` for every call, so the script does the
 //! same work for both. One `RedisStore` (one multiplexed connection) is
-//! shared by all callers; redis-benchmark uses one connection per caller.
+//! shared by all callers (tasks on a current-thread Tokio runtime).
 
 use std::process::Command;
 use std::sync::Arc;
@@ -138,58 +142,88 @@ fn run_redis_benchmark(
     }
 }
 
+/// The median of three or more figures, by rate (latencies from the same run).
+fn median(mut runs: Vec<Figures>) -> Figures {
+    runs.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+    let middle = runs.len() / 2;
+    runs.swap_remove(middle)
+}
+
 fn main() {
-    let total: usize = std::env::args()
-        .nth(1)
+    let mut args = std::env::args().skip(1);
+    let total: usize = args
+        .next()
         .map(|n| n.parse().expect("decisions per measurement"))
-        .unwrap_or(100_000);
+        .unwrap_or(20_000);
+    let rounds: usize = args.next().map(|n| n.parse().expect("rounds")).unwrap_or(3);
     let server = RedisServer::spawn("redis_load").expect("redis-server is needed");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    println!("| policy | callers | tollgate-redis decisions/s | redis-benchmark EVALSHA/s (same callers) | ratio | redis-benchmark -P 16 EVALSHA/s | ratio | tollgate p50 / p99 ms | redis-benchmark p50 / p99 ms |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("{total} decisions per measurement, median of {rounds} interleaved rounds\n");
+    println!("| policy | callers | tollgate-redis decisions/s | redis-benchmark -c N EVALSHA/s | redis-benchmark -c 1 -P N EVALSHA/s | ratio to the best ceiling | tollgate p50 / p99 ms | redis-benchmark -c N p50 / p99 ms |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for name in tollgate::POLICY_NAMES {
         for callers in [1usize, 64] {
             let policy = AnyPolicy::from_name(name, 100, 60_000).expect("policy");
             let plan =
                 Arc::new(Plan::new("bench", vec![Limit::new("l", policy, false)]).expect("plan"));
-            let (ours, prefix, sha) = runtime.block_on(async {
-                let prefix = format!("bench-{name}-{callers}");
-                let config = RedisStoreConfig {
-                    prefix: prefix.clone(),
-                    expiry_margin_ms: MARGIN_MS,
-                    ..RedisStoreConfig::default()
-                };
+            let prefix = format!("bench-{name}-{callers}");
+            let config = RedisStoreConfig {
+                prefix: prefix.clone(),
+                expiry_margin_ms: MARGIN_MS,
+                ..RedisStoreConfig::default()
+            };
+            let store = runtime.block_on(async {
                 let store = RedisStore::connect(&server.url(), config)
                     .await
                     .expect("connect");
                 // Warm up: loads the script, fills some state.
                 run_store(&store, &plan, callers, total / 10).await;
-                let figures = run_store(&store, &plan, callers, total).await;
-                (
-                    figures,
-                    format!("{prefix}-rb"),
-                    store.script_sha().to_owned(),
-                )
+                store
             });
-            let ceiling =
-                run_redis_benchmark(server.port(), &sha, &prefix, &plan, callers, 1, total);
-            let pipelined =
-                run_redis_benchmark(server.port(), &sha, &prefix, &plan, callers, 16, total);
+            let sha = store.script_sha().to_owned();
+            let rb_prefix = format!("{prefix}-rb");
+            let (mut ours, mut separate, mut pipelined) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..rounds {
+                ours.push(runtime.block_on(run_store(&store, &plan, callers, total)));
+                separate.push(run_redis_benchmark(
+                    server.port(),
+                    &sha,
+                    &rb_prefix,
+                    &plan,
+                    callers,
+                    1,
+                    total,
+                ));
+                if callers > 1 {
+                    pipelined.push(run_redis_benchmark(
+                        server.port(),
+                        &sha,
+                        &rb_prefix,
+                        &plan,
+                        1,
+                        callers,
+                        total,
+                    ));
+                }
+            }
+            let (ours, separate) = (median(ours), median(separate));
+            let pipelined = (!pipelined.is_empty()).then(|| median(pipelined));
+            let best = pipelined
+                .as_ref()
+                .map_or(separate.rate, |p| p.rate.max(separate.rate));
             println!(
-                "| {name} | {callers} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.3} / {:.3} | {:.3} / {:.3} |",
+                "| {name} | {callers} | {:.0} | {:.0} | {} | {:.2} | {:.3} / {:.3} | {:.3} / {:.3} |",
                 ours.rate,
-                ceiling.rate,
-                ours.rate / ceiling.rate,
-                pipelined.rate,
-                ours.rate / pipelined.rate,
+                separate.rate,
+                pipelined.map_or("-".to_owned(), |p| format!("{:.0}", p.rate)),
+                ours.rate / best,
                 ours.p50_ms,
                 ours.p99_ms,
-                ceiling.p50_ms,
-                ceiling.p99_ms
+                separate.p50_ms,
+                separate.p99_ms
             );
         }
     }

@@ -160,6 +160,27 @@ fn killed_redis_local_fallback() {
 }
 
 #[test]
+fn a_store_started_while_redis_is_down_uses_it_once_up() {
+    let Some(mut server) =
+        RedisServer::spawn("a_store_started_while_redis_is_down_uses_it_once_up")
+    else {
+        return;
+    };
+    server.kill();
+    runtime().block_on(async {
+        let redis = RedisStore::connect_lazy(&server.url(), RedisStoreConfig::default())
+            .expect("a lazy store needs no Redis yet");
+        let store = GuardedStore::new(redis, Duration::from_millis(300), FailurePolicy::FailOpen);
+        let plan = plan("token-bucket", 2, 1_000);
+        let down = store.check(&plan, "c", 0, 1).await.expect("guarded call");
+        assert_eq!(down.decided_by, DecidedBy::FailOpen);
+        server.restart();
+        let up = until_store_answers(&store, &plan, "c", 0, 1).await;
+        assert_eq!(up.limits[0].decision.remaining, 1);
+    });
+}
+
+#[test]
 fn unguarded_store_reports_a_dead_redis_as_transient() {
     let Some(mut server) = RedisServer::spawn("unguarded_store_reports_a_dead_redis_as_transient")
     else {
