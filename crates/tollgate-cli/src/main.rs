@@ -32,6 +32,25 @@ enum Command {
         #[arg(long, value_name = "PREFIX", requires = "redis")]
         redis_prefix: Option<String>,
     },
+    /// Run the rate-limit service (HTTP decision API). Without flags: the
+    /// embedded default, 100 requests per second per client on a sliding
+    /// window, in memory, on 127.0.0.1:8080.
+    Serve {
+        /// The TOML config file (reloaded on SIGHUP and when it changes).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Address to listen on, IP:PORT (repeatable); replaces the config's `listen`.
+        #[arg(long, value_name = "ADDR")]
+        listen: Vec<String>,
+        /// Keep limit state in Redis, shared by every instance (redis://host:port/db).
+        #[arg(long, value_name = "URL")]
+        redis: Option<String>,
+    },
+    /// Check a config file: exit 0 with a summary, or 1 with the line and column of the mistake.
+    Check {
+        /// The TOML config file.
+        file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -51,6 +70,63 @@ fn main() -> ExitCode {
                 }
             },
         },
+        Command::Serve {
+            config,
+            listen,
+            redis,
+        } => run_serve(tollgate_server::Options {
+            config,
+            listen,
+            redis,
+        }),
+        Command::Check { file } => run_check(&file),
+    }
+}
+
+fn run_check(file: &std::path::Path) -> ExitCode {
+    match tollgate_server::Config::load(file) {
+        Ok(config) => {
+            print!("{}: ok\n{}", file.display(), config.summary());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tollgate check: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_serve(options: tollgate_server::Options) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tollgate serve: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(async {
+        let prepared = tollgate_server::prepare(options).await?;
+        print!("{}", prepared.banner());
+        use std::io::Write;
+        let _ = io::stdout().flush();
+        prepared.run(tollgate_server::shutdown_signal()).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tollgate serve: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 

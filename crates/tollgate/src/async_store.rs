@@ -73,6 +73,14 @@ impl MemoryBackend {
         Self::default()
     }
 
+    /// An in-memory store keeping at most about `max_clients` clients, evicting
+    /// idle ones (see [`PlanLimiter::with_max_clients`]).
+    pub fn with_max_clients(max_clients: usize) -> Self {
+        Self {
+            limiter: PlanLimiter::with_max_clients(max_clients),
+        }
+    }
+
     /// The synchronous limiter inside.
     pub fn limiter(&self) -> &PlanLimiter {
         &self.limiter

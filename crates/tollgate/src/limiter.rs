@@ -10,9 +10,11 @@ use crate::{Decision, Error};
 /// time pays no dispatch; [`RateLimiter`] is the same thing with the policy
 /// chosen by name.
 ///
-/// Times earlier than one already seen for a client are answered as if made
-/// at that latest time, so out-of-order calls from many threads never corrupt
-/// state and never get more than the limit.
+/// Times earlier than one already seen for a client (by any call: allowed,
+/// rejected, or only asking) are answered as if made at that latest time, so
+/// out-of-order calls from many threads never corrupt state and never get
+/// more than the limit. To remember that time, every call stores the client,
+/// even one that only asks; [`Limiter::sweep`] reclaims such entries.
 pub struct Limiter<P: Policy> {
     policy: P,
     store: MemoryStore<P::State>,
@@ -41,7 +43,9 @@ impl<P: Policy> Limiter<P> {
             client,
             now_ms,
             |now| policy.new_state(now),
-            |_, _| cost > 0 || policy.first_call_anchors(),
+            // Always kept: the entry records the latest time seen, which a
+            // later call at an earlier time must be answered at.
+            |_, _| true,
             |access| policy.check(access.state, access.now_ms, cost),
         )
     }

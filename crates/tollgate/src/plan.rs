@@ -221,15 +221,38 @@ impl PlanLimiter {
         Self::default()
     }
 
+    /// A limiter keeping at most about `max_clients` clients (see
+    /// [`MemoryStore::with_max_clients`]): when a shard is full, a new client
+    /// first makes room by dropping the limit states of the plan it is checked
+    /// against that no longer matter (clients left with no state go), then by
+    /// evicting the least recently seen clients.
+    pub fn with_max_clients(max_clients: usize) -> Self {
+        Self {
+            store: MemoryStore::with_max_clients(max_clients),
+        }
+    }
+
     /// Decides a request of `cost` units for `client` against every limit of
     /// `plan`, and consumes from each limit only if the request is allowed
     /// (shadow limits that would reject consume nothing). A cost of 0 only asks.
     pub fn check(&self, plan: &Plan, client: &str, now_ms: u64, cost: u32) -> PlanDecision {
-        self.store.with_entry(
+        self.store.with_entry_reclaiming(
             client,
             now_ms,
             |_| Vec::new(),
-            |states, _| !states.is_empty(),
+            // Always kept, to remember the latest time seen (see `Limiter`).
+            |_, _| true,
+            |states, now| {
+                // Only this plan's limits can be judged here; states of
+                // other limits stay until a sweep or an eviction.
+                states.retain(|(id, state)| {
+                    plan.limits
+                        .iter()
+                        .find(|l| l.id == *id)
+                        .is_none_or(|limit| !limit.policy.reclaim(state, now).allows_removal(false))
+                });
+                states.is_empty()
+            },
             |access| check_plan(plan, access.state, access.now_ms, cost),
         )
     }
@@ -263,6 +286,11 @@ impl PlanLimiter {
     /// Number of clients with stored state.
     pub fn clients(&self) -> usize {
         self.store.len()
+    }
+
+    /// The store, for inspection (cap, eviction counts).
+    pub fn store(&self) -> &MemoryStore<PlanStates> {
+        &self.store
     }
 }
 

@@ -4,6 +4,7 @@
 //! working on different clients rarely meet on a lock, and a decision costs
 //! one hash, one short critical section and the policy's arithmetic.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use foldhash::fast::RandomState;
@@ -46,9 +47,30 @@ pub struct Access<'a, S> {
 /// A concurrent map from client id to per-client state `S`.
 ///
 /// Shared by reference (`&self`) from any number of threads.
+///
+/// # Capped stores
+///
+/// [`MemoryStore::with_max_clients`] bounds the number of clients kept, so
+/// that a flood of distinct client ids cannot grow memory without end. The
+/// cap is kept per shard (each shard holds at most `max_clients / 64`, at
+/// least 1). When a new client arrives at a full shard, the shard first drops
+/// entries whose removal changes no answer (the caller says which, see
+/// [`MemoryStore::with_entry_reclaiming`]); if that frees less than an eighth
+/// of the shard, the least recently seen clients (smallest `last_seen`) are
+/// evicted in one batch down to seven eighths of the shard's cap. Batching
+/// keeps the cost of a full shard amortised: one pass over the shard per
+/// eighth of its cap of new clients. An evicted client starts afresh at its
+/// next call, so the cap trades exactness for idle clients against memory;
+/// [`MemoryStore::evicted`] counts how often that happened.
 pub struct MemoryStore<S> {
     shards: Box<[Shard<S>]>,
     hasher: RandomState,
+    /// Most clients one shard may hold (`usize::MAX`: no cap).
+    shard_cap: usize,
+    /// Entries dropped to make room because they changed no answer.
+    reclaimed: AtomicU64,
+    /// Entries dropped to make room although they still held state.
+    evicted: AtomicU64,
 }
 
 /// Shards per store: enough that two to a few dozen cores rarely collide.
@@ -61,8 +83,19 @@ impl<S> Default for MemoryStore<S> {
 }
 
 impl<S> MemoryStore<S> {
-    /// An empty store.
+    /// An empty store without a cap on clients.
     pub fn new() -> Self {
+        Self::with_shard_cap(usize::MAX)
+    }
+
+    /// An empty store holding at most `max(max_clients, 64)` clients: each of
+    /// the 64 shards holds at most `max(max_clients / 64, 1)`. See the type's
+    /// documentation for what happens when a shard is full.
+    pub fn with_max_clients(max_clients: usize) -> Self {
+        Self::with_shard_cap((max_clients / SHARDS).max(1))
+    }
+
+    fn with_shard_cap(shard_cap: usize) -> Self {
         Self {
             shards: (0..SHARDS)
                 .map(|_| Shard {
@@ -70,7 +103,28 @@ impl<S> MemoryStore<S> {
                 })
                 .collect(),
             hasher: RandomState::default(),
+            shard_cap,
+            reclaimed: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
         }
+    }
+
+    /// The most clients this store keeps, if capped
+    /// (see [`MemoryStore::with_max_clients`]).
+    pub fn max_clients(&self) -> Option<usize> {
+        (self.shard_cap != usize::MAX).then(|| self.shard_cap * SHARDS)
+    }
+
+    /// How many clients were dropped to make room for new ones although their
+    /// state still mattered (least recently seen first). Always 0 without a cap.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// How many clients were dropped to make room for new ones because their
+    /// removal changed no answer. Always 0 without a cap.
+    pub fn reclaimed(&self) -> u64 {
+        self.reclaimed.load(Ordering::Relaxed)
     }
 
     fn hash(&self, client: &str) -> u64 {
@@ -95,12 +149,34 @@ impl<S> MemoryStore<S> {
     /// `keep_new` says so for the state and result (so that merely asking
     /// about a client need not allocate). The time handed to `f` is never earlier
     /// than the latest time seen for the client.
+    ///
+    /// In a capped store, making room for a new client evicts the least
+    /// recently seen ones; use [`MemoryStore::with_entry_reclaiming`] to drop
+    /// entries that no longer matter first.
     pub fn with_entry<R>(
         &self,
         client: &str,
         now_ms: u64,
         init: impl FnOnce(u64) -> S,
         keep_new: impl FnOnce(&S, &R) -> bool,
+        f: impl FnOnce(Access<'_, S>) -> R,
+    ) -> R {
+        self.with_entry_reclaiming(client, now_ms, init, keep_new, |_, _| false, f)
+    }
+
+    /// [`MemoryStore::with_entry`] for a capped store: when a new client
+    /// finds its shard full, every entry of the shard is first offered to
+    /// `reclaimable(state, now)` (as in [`MemoryStore::sweep_with`]: it may
+    /// trim the state, and returns true when the entry can go without changing
+    /// any answer); least recently seen clients are evicted only if that did
+    /// not free enough room. `reclaimable` is never called on an uncapped store.
+    pub fn with_entry_reclaiming<R>(
+        &self,
+        client: &str,
+        now_ms: u64,
+        init: impl FnOnce(u64) -> S,
+        keep_new: impl FnOnce(&S, &R) -> bool,
+        reclaimable: impl FnMut(&mut S, u64) -> bool,
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
         let hash = self.hash(client);
@@ -121,6 +197,9 @@ impl<S> MemoryStore<S> {
             is_new: true,
         });
         if keep_new(&state, &result) {
+            if map.len() >= self.shard_cap {
+                self.make_room(&mut map, now_ms, reclaimable);
+            }
             let hasher = &self.hasher;
             map.insert_unique(
                 hash,
@@ -135,6 +214,46 @@ impl<S> MemoryStore<S> {
             );
         }
         result
+    }
+
+    /// Brings a full shard down to seven eighths of its cap: first by dropping
+    /// reclaimable entries, then by evicting the least recently seen.
+    fn make_room(
+        &self,
+        map: &mut HashTable<Slot<S>>,
+        now_ms: u64,
+        mut reclaimable: impl FnMut(&mut S, u64) -> bool,
+    ) {
+        let target = self.shard_cap - (self.shard_cap / 8).max(1);
+        let before = map.len();
+        map.retain(|slot| {
+            let now = now_ms.max(slot.entry.last_seen);
+            !reclaimable(&mut slot.entry.state, now)
+        });
+        self.reclaimed
+            .fetch_add((before - map.len()) as u64, Ordering::Relaxed);
+        if map.len() <= target {
+            return;
+        }
+        let excess = map.len() - target;
+        let mut seen: Vec<u64> = map.iter().map(|slot| slot.entry.last_seen).collect();
+        let (_, &mut cutoff, _) = seen.select_nth_unstable(excess - 1);
+        // Everything seen before the cutoff goes, then as many seen exactly
+        // at the cutoff as needed to reach `excess`.
+        let older = seen.iter().filter(|&&t| t < cutoff).count();
+        let mut at_cutoff = excess - older;
+        map.retain(|slot| {
+            let t = slot.entry.last_seen;
+            if t < cutoff {
+                false
+            } else if t == cutoff && at_cutoff > 0 {
+                at_cutoff -= 1;
+                false
+            } else {
+                true
+            }
+        });
+        self.evicted.fetch_add(excess as u64, Ordering::Relaxed);
     }
 
     /// A copy of the client's entry, if the client is known.
@@ -204,5 +323,89 @@ impl<S> MemoryStore<S> {
     /// control byte. The id's own bytes come on top.
     pub fn bytes_per_client_inline() -> usize {
         std::mem::size_of::<Slot<S>>() + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store of plain counters where `keep_new` always keeps.
+    fn touch(store: &MemoryStore<u32>, client: &str, now: u64) {
+        store.with_entry(client, now, |_| 0, |_, _| true, |a| *a.state += 1);
+    }
+
+    #[test]
+    fn uncapped_store_keeps_everyone() {
+        let store = MemoryStore::<u32>::new();
+        for i in 0..5_000 {
+            touch(&store, &format!("c{i}"), i);
+        }
+        assert_eq!(store.len(), 5_000);
+        assert_eq!(store.max_clients(), None);
+        assert_eq!(store.evicted() + store.reclaimed(), 0);
+    }
+
+    #[test]
+    fn capped_store_stays_under_its_cap_and_counts_evictions() {
+        let store = MemoryStore::<u32>::with_max_clients(640);
+        assert_eq!(store.max_clients(), Some(640));
+        for i in 0..100_000u64 {
+            touch(&store, &format!("c{i}"), i);
+            assert!(store.len() <= 640);
+        }
+        // Every client either is still there or was counted as evicted.
+        assert_eq!(store.len() as u64 + store.evicted(), 100_000);
+        assert_eq!(store.reclaimed(), 0);
+        // The most recent client always survives its own insertion.
+        assert!(store.get("c99999").is_some());
+    }
+
+    #[test]
+    fn tiny_caps_still_hold_one_client_per_shard() {
+        let store = MemoryStore::<u32>::with_max_clients(1);
+        assert_eq!(store.max_clients(), Some(64));
+        for i in 0..1_000u64 {
+            touch(&store, &format!("c{i}"), i);
+            assert!(store.len() <= 64);
+        }
+    }
+
+    #[test]
+    fn recently_seen_clients_outlive_idle_ones() {
+        // Four clients per shard: a hot client touched before every new one
+        // is never the least recently seen in its shard.
+        let store = MemoryStore::<u32>::with_max_clients(256);
+        let mut now = 0;
+        for i in 0..20_000 {
+            now += 1;
+            touch(&store, "hot", now);
+            now += 1;
+            touch(&store, &format!("cold{i}"), now);
+        }
+        assert_eq!(store.get("hot").map(|e| e.state), Some(20_000));
+        assert!(store.evicted() > 0);
+    }
+
+    #[test]
+    fn reclaimable_entries_go_before_any_eviction() {
+        let store = MemoryStore::<u32>::with_max_clients(640);
+        // Even states "no longer matter": dropping them changes no answer.
+        for i in 0..50_000u64 {
+            store.with_entry_reclaiming(
+                &format!("c{i}"),
+                i,
+                |_| (i % 2) as u32,
+                |_, _| true,
+                |state, _| *state % 2 == 0,
+                |_| (),
+            );
+            assert!(store.len() <= 640);
+        }
+        assert!(store.reclaimed() > 0);
+        // Odd states never reclaim, so evictions still happen, but at most
+        // once per batch per shard: far fewer evictions than clients.
+        assert!(store.reclaimed() + store.evicted() + store.len() as u64 == 50_000);
+        assert!(store.evicted() < store.reclaimed() + store.evicted());
     }
 }

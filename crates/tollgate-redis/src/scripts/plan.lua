@@ -125,16 +125,16 @@ for i = 1, n do
     seen_ttl = l.window + margin
   end
 end
-if wrote or seen then
-  if seen then
-    local left = redis.call('PTTL', KEYS[1])
-    if left > seen_ttl then
-      seen_ttl = left
-    end
+-- Every call records its time, even one that only asks about an unknown
+-- client, as the in-memory store does.
+if seen then
+  local left = redis.call('PTTL', KEYS[1])
+  if left > seen_ttl then
+    seen_ttl = left
   end
-  if wrote or now ~= seen then
-    redis.call('SET', KEYS[1], fmt(now), 'PX', fmt(seen_ttl))
-  end
+end
+if wrote or now ~= seen then
+  redis.call('SET', KEYS[1], fmt(now), 'PX', fmt(seen_ttl))
 end
 
 local reply = { now, allowed and 1 or 0 }

@@ -68,7 +68,9 @@ impl Gcra {
 
     /// Whole requests that fit between `base` (scaled) and the tolerance.
     fn fit(&self, base: u128, now_scaled: u128) -> u32 {
-        let headroom = self.tolerance() - (base - now_scaled);
+        // Saturating: a state built by hand (its field is public) may lie
+        // further ahead than the policy ever puts it.
+        let headroom = self.tolerance().saturating_sub(base - now_scaled);
         // At most `limit`: the headroom never exceeds the tolerance.
         (headroom / u128::from(self.window_ms)) as u32
     }

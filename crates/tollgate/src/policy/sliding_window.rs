@@ -15,7 +15,10 @@ use crate::{Decision, Error};
 /// Exact at every millisecond, at the price of up to `limit` stored times per
 /// client (8 bytes each). Any `limit >= 1` and `window_ms >= 1` work: the
 /// arithmetic is done so that times up to `u64::MAX` cannot overflow, and the
-/// log grows only with requests actually allowed.
+/// log grows only with requests actually allowed. The real bound on the
+/// limit is memory: one allowed unit of cost is one stored time, so a
+/// client using a limit of `n` in one window holds `8 * n` bytes (a limit
+/// of `u32::MAX` fully used would need 32 GiB).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlidingWindow {
     limit: u32,

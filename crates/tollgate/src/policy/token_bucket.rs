@@ -12,6 +12,11 @@
 //! `limit - max(0, full_at - k)` tokens, and using `c` tokens moves `full_at`
 //! to `max(full_at, k) + c`. This is the same bucket (wasted drips included)
 //! with refill computed by one division, whatever the gap between calls.
+//!
+//! When tokens are used, the state is rebased onto the latest drip at or
+//! before `now` (`anchor += k * interval`, `full_at -= k`): the drip times are
+//! unchanged, `full_at` stays at most `limit`, and no number can overflow even
+//! at times near `u64::MAX`.
 
 use super::{wait_until, Policy, Reclaim};
 use crate::{Decision, Error};
@@ -29,9 +34,11 @@ pub struct TokenBucket {
 /// One client's bucket: 16 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bucket {
-    /// Time of the client's first call; drips fall at `anchor + k * interval`.
+    /// A drip time: the client's first call, moved forward by whole
+    /// intervals as tokens are used; drips fall at `anchor + k * interval`.
     pub anchor: u64,
-    /// Drip index at which the bucket is full again (see the module doc).
+    /// Drip index (counted from `anchor`) at which the bucket is full again
+    /// (see the module doc); at most `limit` once tokens have been used.
     pub full_at: u64,
 }
 
@@ -68,8 +75,8 @@ impl TokenBucket {
     }
 
     /// Time of drip number `k`.
-    fn drip_time(&self, bucket: &Bucket, k: u64) -> u128 {
-        u128::from(bucket.anchor) + u128::from(k) * u128::from(self.interval_ms)
+    fn drip_time(&self, bucket: &Bucket, k: u128) -> u128 {
+        u128::from(bucket.anchor) + k * u128::from(self.interval_ms)
     }
 
     /// Tokens in the bucket at drip index `k` (never more than `limit`).
@@ -111,10 +118,11 @@ impl Policy for TokenBucket {
         let k = self.drips(bucket, now);
         let tokens = self.tokens(bucket, k);
         if cost <= tokens {
+            // In u128: `k + cost` may pass `u64::MAX` near the end of time.
             let full_at = if cost > 0 {
-                bucket.full_at.max(k).saturating_add(u64::from(cost))
+                u128::from(bucket.full_at.max(k)) + u128::from(cost)
             } else {
-                bucket.full_at
+                u128::from(bucket.full_at)
             };
             return Decision {
                 allowed: true,
@@ -129,22 +137,27 @@ impl Policy for TokenBucket {
         // (and so cannot underflow).
         let retry_after_ms = (cost <= self.limit).then(|| {
             let k_enough = bucket.full_at - u64::from(self.limit - cost);
-            wait_until(self.drip_time(bucket, k_enough), now)
+            wait_until(self.drip_time(bucket, u128::from(k_enough)), now)
         });
         Decision {
             allowed: false,
             limit: self.limit,
             remaining: tokens,
             retry_after_ms,
-            reset_after_ms: wait_until(self.drip_time(bucket, bucket.full_at), now),
+            reset_after_ms: wait_until(self.drip_time(bucket, u128::from(bucket.full_at)), now),
         }
     }
 
     fn consume(&self, bucket: &mut Bucket, now: u64, cost: u32) {
         // `decide` allowed `cost <= tokens`, so the new `full_at` is at most
         // `k + limit`, which keeps the invariant `full_at - k <= limit`.
+        // Rebase onto drip `k` (same drip times) so that `full_at` stays
+        // small: `max(full_at, k) + cost - k`, at most `limit`.
         let k = self.drips(bucket, now);
-        bucket.full_at = bucket.full_at.max(k).saturating_add(u64::from(cost));
+        let behind = bucket.full_at.saturating_sub(k);
+        // `k * interval <= now - anchor`, so the new anchor is at most `now`.
+        bucket.anchor += k * self.interval_ms;
+        bucket.full_at = behind.saturating_add(u64::from(cost));
     }
 
     fn reclaim(&self, bucket: &Bucket, now: u64) -> Reclaim {

@@ -1,0 +1,617 @@
+//! The service's configuration: plans and their limits, which client is on
+//! which plan, the store, how `/v1/auth` finds the client id, and where to
+//! listen. Read from TOML (see `examples/tollgate.toml`), checked completely
+//! before use: every mistake is reported with its line and column.
+
+mod file;
+mod locate;
+mod window;
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use axum::http::HeaderName;
+use tollgate::{AnyPolicy, Limit, Plan, Policy};
+use toml::Spanned;
+
+use crate::Error;
+use locate::error_at;
+pub use window::{format_duration, parse_duration};
+
+/// Config files larger than this are refused unread: a rate-limit config is
+/// a few kilobytes, and reading one must stay cheap for the reload poller.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The default cap on cost per request when the config sets none.
+pub const DEFAULT_MAX_COST: u32 = 1_000_000;
+
+/// The default cap on clients tracked in memory.
+pub const DEFAULT_MAX_CLIENTS: usize = 1_000_000;
+
+/// The default interval between sweeps of idle client state.
+pub const DEFAULT_SWEEP_INTERVAL_MS: u64 = 10_000;
+
+/// The default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// The default header carrying the client id for `/v1/auth`.
+pub const DEFAULT_CLIENT_HEADER: &str = "x-client-id";
+
+/// What the service answers when the store cannot decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Let the request in (availability over exactness).
+    FailOpen,
+    /// Reject the request, asking to retry after a second.
+    FailClosed,
+    /// Decide with a local in-memory limiter, per server instance.
+    LocalFallback,
+}
+
+impl FailurePolicy {
+    /// Names accepted in the config.
+    pub const NAMES: &'static [&'static str] = &["fail-open", "fail-closed", "local-fallback"];
+
+    /// The config name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::FailOpen => "fail-open",
+            FailurePolicy::FailClosed => "fail-closed",
+            FailurePolicy::LocalFallback => "local-fallback",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "fail-open" => Some(FailurePolicy::FailOpen),
+            "fail-closed" => Some(FailurePolicy::FailClosed),
+            "local-fallback" => Some(FailurePolicy::LocalFallback),
+            _ => None,
+        }
+    }
+}
+
+/// Where limit state lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In this process's memory.
+    Memory,
+    /// In Redis, shared by every instance pointed at it.
+    Redis {
+        /// The URL, checked for form only.
+        url: String,
+    },
+}
+
+/// `[store]`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Memory or Redis.
+    pub kind: StoreKind,
+    /// What to answer when the store fails.
+    pub failure_policy: FailurePolicy,
+    /// Cap on clients tracked in memory (idle ones are evicted beyond it).
+    pub max_clients: usize,
+}
+
+/// How `/v1/auth` finds the client id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientIdSource {
+    /// From this header (`X-Client-Id` by default).
+    Header(HeaderName),
+    /// The API key is the client id: `Authorization: Bearer KEY`, or `X-Api-Key: KEY`.
+    ApiKey,
+}
+
+/// A checked configuration, ready to serve.
+#[derive(Debug, Clone)]
+pub struct Config {
+    plans: Vec<Plan>,
+    plan_index: HashMap<String, usize>,
+    clients: HashMap<String, usize>,
+    default_plan: usize,
+    /// Addresses to listen on.
+    pub listen: Vec<SocketAddr>,
+    /// The store.
+    pub store: StoreConfig,
+    /// How `/v1/auth` finds the client id.
+    pub client_id: ClientIdSource,
+    /// The largest cost one request may ask for.
+    pub max_cost: u32,
+    /// How often idle client state is swept, in milliseconds.
+    pub sweep_interval_ms: u64,
+}
+
+/// The embedded default: one plan of 100 requests per second per client on a
+/// sliding window, in memory, on 127.0.0.1:8080.
+pub const EMBEDDED_DEFAULT: &str = r#"# tollgate's embedded default
+listen = ["127.0.0.1:8080"]
+default_plan = "default"
+
+[[plans.default]]
+name = "1s"
+policy = "sliding-window"
+limit = 100
+window = "1s"
+"#;
+
+impl Config {
+    /// The embedded default ([`EMBEDDED_DEFAULT`]).
+    pub fn embedded_default() -> Self {
+        // The embedded text is fixed and covered by a test; should it ever
+        // fail, fall back to the same plan built by hand rather than panic.
+        Self::parse(EMBEDDED_DEFAULT).unwrap_or_else(|_| Self::fallback_default())
+    }
+
+    fn fallback_default() -> Self {
+        let limit = AnyPolicy::from_name("sliding-window", 100, 1_000)
+            .map(|policy| Limit::new("1s", policy, false));
+        let plan = limit
+            .ok()
+            .and_then(|limit| Plan::new("default", vec![limit]).ok());
+        let plans: Vec<Plan> = plan.into_iter().collect();
+        Self {
+            plan_index: plans
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.name().to_owned(), i))
+                .collect(),
+            plans,
+            clients: HashMap::new(),
+            default_plan: 0,
+            listen: DEFAULT_LISTEN.parse().into_iter().collect(),
+            store: StoreConfig {
+                kind: StoreKind::Memory,
+                failure_policy: FailurePolicy::FailOpen,
+                max_clients: DEFAULT_MAX_CLIENTS,
+            },
+            client_id: ClientIdSource::Header(HeaderName::from_static(DEFAULT_CLIENT_HEADER)),
+            max_cost: DEFAULT_MAX_COST,
+            sweep_interval_ms: DEFAULT_SWEEP_INTERVAL_MS,
+        }
+    }
+
+    /// Reads and checks a config file.
+    ///
+    /// # Errors
+    /// [`Error::ReadConfig`] when the file cannot be read (or is over
+    /// [`MAX_CONFIG_BYTES`]), [`Error::InvalidConfig`] naming the file, line
+    /// and column of the first mistake.
+    pub fn load(path: &Path) -> Result<Self, Error> {
+        let text = read_config_text(path)?;
+        Self::parse(&text).map_err(|e| e.with_origin(path))
+    }
+
+    /// Checks config text.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] with the line and column of the first mistake:
+    /// TOML syntax, an unknown or misspelt key, a value of the wrong type, an
+    /// unknown policy, a limit or window the policy cannot work with, a
+    /// reference to a plan that does not exist, an address that is not one.
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        let file: file::File = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map_or(0, |span| span.start);
+            error_at(text, offset, e.message().trim_end().to_owned())
+        })?;
+        let at =
+            |span: std::ops::Range<usize>, message: String| error_at(text, span.start, message);
+
+        let mut plans = Vec::with_capacity(file.plans.len());
+        let mut plan_index = HashMap::new();
+        for (name, limits) in &file.plans {
+            let span = limits.span();
+            plan_index.insert(name.clone(), plans.len());
+            plans.push(build_plan(name, limits.get_ref(), span, &at)?);
+        }
+        if plans.is_empty() {
+            return Err(at(
+                0..0,
+                "no plans: define at least one, e.g. [[plans.free]] with name, policy, limit and window"
+                    .to_owned(),
+            ));
+        }
+        let find_plan = |name: &Spanned<String>, what: &str| {
+            plan_index.get(name.get_ref()).copied().ok_or_else(|| {
+                at(
+                    name.span(),
+                    format!(
+                        "{what} refers to unknown plan {:?}: defined plans are {}",
+                        name.get_ref(),
+                        known(plan_index.keys())
+                    ),
+                )
+            })
+        };
+        let default_plan = match &file.default_plan {
+            Some(name) => find_plan(name, "default_plan")?,
+            None if plans.len() == 1 => 0,
+            None => {
+                return Err(at(
+                    0..0,
+                    format!(
+                        "default_plan is missing: with several plans ({}), say which one clients not listed in [clients] get",
+                        known(plan_index.keys())
+                    ),
+                ))
+            }
+        };
+        let mut clients = HashMap::with_capacity(file.clients.len());
+        for (client, plan) in &file.clients {
+            clients.insert(
+                client.clone(),
+                find_plan(plan, &format!("client {client:?}"))?,
+            );
+        }
+
+        let listen = match &file.listen {
+            None => DEFAULT_LISTEN.parse().into_iter().collect(),
+            Some(addrs) if addrs.is_empty() => {
+                return Err(at(0..0, "listen is empty: give at least one IP:PORT".to_owned()))
+            }
+            Some(addrs) => addrs
+                .iter()
+                .map(|addr| {
+                    addr.get_ref().parse::<SocketAddr>().map_err(|_| {
+                        at(
+                            addr.span(),
+                            format!(
+                                "invalid listen address {:?}: expected IP:PORT, e.g. 127.0.0.1:8080",
+                                addr.get_ref()
+                            ),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+
+        let max_cost = match &file.max_cost {
+            None => DEFAULT_MAX_COST,
+            Some(v) => match u32::try_from(*v.get_ref()) {
+                Ok(cost) if cost >= 1 => cost,
+                _ => {
+                    return Err(at(
+                        v.span(),
+                        format!(
+                            "max_cost must be between 1 and {} (got {})",
+                            u32::MAX,
+                            v.get_ref()
+                        ),
+                    ))
+                }
+            },
+        };
+        let sweep_interval_ms = match &file.sweep_interval {
+            None => DEFAULT_SWEEP_INTERVAL_MS,
+            Some(v) if v.get_ref().0 >= 100 => v.get_ref().0,
+            Some(v) => {
+                return Err(at(
+                    v.span(),
+                    "sweep_interval must be at least 100ms".to_owned(),
+                ))
+            }
+        };
+
+        let store = build_store(&file.store, &at)?;
+        let client_id = build_auth(&file.auth, &at)?;
+        Ok(Self {
+            plans,
+            plan_index,
+            clients,
+            default_plan,
+            listen,
+            store,
+            client_id,
+            max_cost,
+            sweep_interval_ms,
+        })
+    }
+
+    /// Every plan, ordered by name.
+    pub fn plans(&self) -> &[Plan] {
+        &self.plans
+    }
+
+    /// The index (into [`Config::plans`]) of the plan called `name`.
+    pub fn plan_index(&self, name: &str) -> Option<usize> {
+        self.plan_index.get(name).copied()
+    }
+
+    /// The index of `client`'s plan: its entry in `[clients]`, or the default plan.
+    pub fn plan_index_for(&self, client: &str) -> usize {
+        self.clients
+            .get(client)
+            .copied()
+            .unwrap_or(self.default_plan)
+    }
+
+    /// The plan of clients not listed in `[clients]`.
+    pub fn default_plan(&self) -> &Plan {
+        &self.plans[self.default_plan]
+    }
+
+    /// Number of clients with a plan of their own.
+    pub fn client_count(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// A human summary of the plans in force, one line per plan.
+    pub fn describe_plans(&self) -> String {
+        let mut out = String::new();
+        for plan in &self.plans {
+            let marker = if plan.name() == self.default_plan().name() {
+                " (default)"
+            } else {
+                ""
+            };
+            let _ = write!(out, "plan {:?}{marker}:", plan.name());
+            for (i, limit) in plan.limits().iter().enumerate() {
+                let policy = limit.policy();
+                let _ = write!(
+                    out,
+                    "{} {:?} {} {} per {}{}",
+                    if i == 0 { "" } else { "," },
+                    limit.name(),
+                    policy.name(),
+                    policy.limit(),
+                    format_duration(policy.window_ms()),
+                    if limit.is_shadow() { " (shadow)" } else { "" }
+                );
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A one-paragraph summary for `tollgate check` and the startup banner.
+    pub fn summary(&self) -> String {
+        let store = match &self.store.kind {
+            StoreKind::Memory => format!("memory (at most {} clients)", self.store.max_clients),
+            StoreKind::Redis { url } => format!("redis {url}"),
+        };
+        let listen: Vec<String> = self.listen.iter().map(ToString::to_string).collect();
+        let client_id = match &self.client_id {
+            ClientIdSource::Header(h) => format!("header {h}"),
+            ClientIdSource::ApiKey => "API key".to_owned(),
+        };
+        format!(
+            "{} plan(s), {} client(s) with their own plan, default plan {:?}\n{}store: {store}, on store failure: {}\nlisten: {}\n/v1/auth client id from: {client_id}; max cost per request: {}\n",
+            self.plans.len(),
+            self.clients.len(),
+            self.default_plan().name(),
+            self.describe_plans(),
+            self.store.failure_policy.as_str(),
+            listen.join(", "),
+            self.max_cost,
+        )
+    }
+}
+
+/// Reads a config file, refusing huge ones.
+///
+/// # Errors
+/// [`Error::ReadConfig`].
+pub fn read_config_text(path: &Path) -> Result<String, Error> {
+    let read_error = |source| Error::ReadConfig {
+        path: path.to_owned(),
+        source,
+    };
+    let metadata = std::fs::metadata(path).map_err(read_error)?;
+    if metadata.len() > MAX_CONFIG_BYTES {
+        return Err(read_error(std::io::Error::other(format!(
+            "the file is {} bytes, over the {MAX_CONFIG_BYTES}-byte limit for a config",
+            metadata.len()
+        ))));
+    }
+    std::fs::read_to_string(path).map_err(read_error)
+}
+
+impl Error {
+    fn with_origin(self, path: &Path) -> Self {
+        match self {
+            Error::InvalidConfig {
+                line,
+                column,
+                message,
+                snippet,
+                ..
+            } => Error::InvalidConfig {
+                origin: Some(path.display().to_string()),
+                line,
+                column,
+                message,
+                snippet,
+            },
+            other => other,
+        }
+    }
+}
+
+fn known<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let mut names: Vec<&str> = names.map(String::as_str).collect();
+    names.sort_unstable();
+    names.join(", ")
+}
+
+type At<'a> = dyn Fn(std::ops::Range<usize>, String) -> Error + 'a;
+
+fn build_plan(
+    name: &str,
+    limits: &[file::LimitSection],
+    span: std::ops::Range<usize>,
+    at: &At<'_>,
+) -> Result<Plan, Error> {
+    if name.is_empty() {
+        return Err(at(span, "a plan name must not be empty".to_owned()));
+    }
+    let mut built = Vec::with_capacity(limits.len());
+    for limit in limits {
+        let limit_name = limit.name.get_ref();
+        if limit_name.is_empty() {
+            return Err(at(
+                limit.name.span(),
+                "a limit name must not be empty".to_owned(),
+            ));
+        }
+        if built.iter().any(|l: &Limit| l.name() == limit_name) {
+            return Err(at(
+                limit.name.span(),
+                format!("plan {name:?} names the limit {limit_name:?} twice"),
+            ));
+        }
+        let policy = AnyPolicy::from_name(
+            limit.policy.get_ref(),
+            *limit.limit.get_ref(),
+            limit.window.get_ref().0,
+        )
+        .map_err(|e| {
+            let span = match e {
+                tollgate::Error::UnknownPolicy { .. } => limit.policy.span(),
+                tollgate::Error::ZeroLimit => limit.limit.span(),
+                _ => limit.window.span(),
+            };
+            at(span, format!("plan {name:?}, limit {limit_name:?}: {e}"))
+        })?;
+        built.push(Limit::new(limit_name.as_str(), policy, limit.shadow));
+    }
+    Plan::new(name, built).map_err(|e| at(span, e.to_string()))
+}
+
+fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<StoreConfig, Error> {
+    let kind = match &section.url {
+        None => StoreKind::Memory,
+        Some(url) if url.get_ref() == "memory" => StoreKind::Memory,
+        Some(url) => StoreKind::Redis {
+            url: check_redis_url(url.get_ref()).map_err(|e| at(url.span(), e.to_string()))?,
+        },
+    };
+    let failure_policy = match &section.failure_policy {
+        None => FailurePolicy::FailOpen,
+        Some(name) => FailurePolicy::from_name(name.get_ref()).ok_or_else(|| {
+            at(
+                name.span(),
+                format!(
+                    "unknown failure_policy {:?}: known ones are {}",
+                    name.get_ref(),
+                    FailurePolicy::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
+    let max_clients = match &section.max_clients {
+        None => DEFAULT_MAX_CLIENTS,
+        Some(v) => match usize::try_from(*v.get_ref()) {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(at(
+                    v.span(),
+                    format!("max_clients must be at least 1 (got {})", v.get_ref()),
+                ))
+            }
+        },
+    };
+    Ok(StoreConfig {
+        kind,
+        failure_policy,
+        max_clients,
+    })
+}
+
+fn build_auth(section: &file::AuthSection, at: &At<'_>) -> Result<ClientIdSource, Error> {
+    if let (Some(_), Some(api_key)) = (&section.header, &section.api_key) {
+        if *api_key.get_ref() {
+            return Err(at(
+                api_key.span(),
+                "auth: set either header or api_key = true, not both".to_owned(),
+            ));
+        }
+    }
+    if section.api_key.as_ref().is_some_and(|k| *k.get_ref()) {
+        return Ok(ClientIdSource::ApiKey);
+    }
+    match &section.header {
+        None => Ok(ClientIdSource::Header(HeaderName::from_static(
+            DEFAULT_CLIENT_HEADER,
+        ))),
+        Some(name) => HeaderName::from_bytes(name.get_ref().as_bytes())
+            .map(ClientIdSource::Header)
+            .map_err(|_| {
+                at(
+                    name.span(),
+                    format!(
+                        "auth.header {:?} is not a valid HTTP header name",
+                        name.get_ref()
+                    ),
+                )
+            }),
+    }
+}
+
+/// Checks the form of a Redis URL (`redis://[user:pass@]host[:port][/db]`,
+/// `rediss://...` or `unix:///path`), without connecting.
+///
+/// # Errors
+/// [`Error::InvalidRedisUrl`] saying what is wrong.
+pub fn check_redis_url(url: &str) -> Result<String, Error> {
+    let invalid = |reason: &str| Error::InvalidRedisUrl {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let rest = ["redis://", "rediss://", "unix://", "redis+unix://"]
+        .iter()
+        .find_map(|scheme| url.strip_prefix(scheme))
+        .ok_or_else(|| {
+            invalid("expected redis://host[:port][/db], rediss://... or unix:///path")
+        })?;
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid("it contains spaces or control characters"));
+    }
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    if url.starts_with("redis") && !url.starts_with("redis+unix") {
+        if host_port.is_empty() {
+            return Err(invalid("the host is missing"));
+        }
+        if let Some((host, port)) = host_port.rsplit_once(':') {
+            if !host.ends_with(']') && (host.is_empty() || port.parse::<u16>().is_err()) {
+                return Err(invalid("the port must be a number from 0 to 65535"));
+            }
+        }
+    } else if rest.is_empty() {
+        return Err(invalid("the socket path is missing"));
+    }
+    Ok(url.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_parses() {
+        let config = Config::parse(EMBEDDED_DEFAULT).unwrap();
+        assert_eq!(config.default_plan().name(), "default");
+        assert_eq!(config.listen, vec!["127.0.0.1:8080".parse().unwrap()]);
+        let limit = &config.default_plan().limits()[0];
+        assert_eq!(
+            (
+                limit.policy().name(),
+                limit.policy().limit(),
+                limit.policy().window_ms()
+            ),
+            ("sliding-window", 100, 1_000)
+        );
+    }
+
+    #[test]
+    fn redis_urls() {
+        assert!(check_redis_url("redis://127.0.0.1:6379/0").is_ok());
+        assert!(check_redis_url("redis://:pw@host").is_ok());
+        assert!(check_redis_url("unix:///tmp/redis.sock").is_ok());
+        assert!(check_redis_url("http://x").is_err());
+        assert!(check_redis_url("redis://").is_err());
+        assert!(check_redis_url("redis://host:notaport").is_err());
+    }
+}

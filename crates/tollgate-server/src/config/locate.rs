@@ -1,0 +1,54 @@
+//! Turning a byte offset in the config text into a line, a column and a
+//! snippet with a caret, for error messages.
+
+use crate::Error;
+
+/// An [`Error::InvalidConfig`] for `message` at byte `offset` of `text`.
+pub fn error_at(text: &str, offset: usize, message: impl Into<String>) -> Error {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    let line = text[..offset].matches('\n').count() + 1;
+    let column = text[line_start..offset].chars().count() + 1;
+    let source_line = text[line_start..line_end].trim_end_matches('\r');
+    // Keep the snippet short and printable whatever the file holds.
+    let shown: String = source_line
+        .chars()
+        .take(120)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let gutter = format!("{line} | ");
+    let caret_pad = " ".repeat(gutter.len() + column.saturating_sub(1).min(120));
+    Error::InvalidConfig {
+        origin: None,
+        line,
+        column,
+        message: message.into(),
+        snippet: format!("{gutter}{shown}\n{caret_pad}^"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_and_columns_count_from_one() {
+        let text = "a = 1\nbb = \"é2\"\n";
+        match error_at(text, text.find('2').unwrap(), "bad") {
+            Error::InvalidConfig {
+                line,
+                column,
+                snippet,
+                ..
+            } => {
+                assert_eq!((line, column), (2, 8));
+                assert_eq!(snippet, "2 | bb = \"é2\"\n           ^");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

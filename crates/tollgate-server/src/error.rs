@@ -1,0 +1,70 @@
+//! The one error type of the server crate.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Why the server could not load its configuration, start, or keep serving.
+///
+/// Bad HTTP requests are not errors of the server: they are answered with a
+/// 4xx (see [`crate::http`]) and never reach this type.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The config file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    ReadConfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The config is not valid: `line` and `column` (1-based) point at the mistake.
+    #[error("{}line {line}, column {column}: {message}\n{snippet}", origin.as_deref().map(|o| format!("{o}: ")).unwrap_or_default())]
+    InvalidConfig {
+        /// Where the text came from (a file name), when known.
+        origin: Option<String>,
+        /// The line of the mistake, from 1.
+        line: usize,
+        /// The column of the mistake, from 1, counted in characters.
+        column: usize,
+        /// What is wrong.
+        message: String,
+        /// The offending line with a caret under the column, for humans.
+        snippet: String,
+    },
+    /// A store setting that this build cannot honour (the Redis store is
+    /// wired in by the `tollgate-redis` crate).
+    #[error("the redis store is not available in this build (asked for {url})")]
+    RedisUnavailable {
+        /// The Redis URL that was asked for.
+        url: String,
+    },
+    /// A Redis URL that is not one (given on the command line).
+    #[error("invalid redis URL {url:?}: {reason}")]
+    InvalidRedisUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A listen address that is not `IP:PORT` (given on the command line).
+    #[error("invalid listen address {addr:?}: expected IP:PORT, e.g. 127.0.0.1:8080")]
+    InvalidListen {
+        /// The address as given.
+        addr: String,
+    },
+    /// A listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Serving connections failed.
+    #[error("serving HTTP failed: {0}")]
+    Serve(#[source] std::io::Error),
+    /// No config file is set, so there is nothing to reload from.
+    #[error("no config file to reload: the server runs on the embedded default")]
+    NoConfigFile,
+}

@@ -1,0 +1,233 @@
+//! The HTTP API (JSON):
+//!
+//! - `POST /v1/check` with `{"client": "...", "cost": 1, "plan": "..."}` (`cost`
+//!   defaults to 1, `plan` overrides the client's plan): 200 with the decision.
+//! - `GET /v1/remaining/{client}[?plan=NAME]`: the same numbers, using nothing.
+//! - `GET /v1/auth[?plan=NAME]`: forward-auth (nginx `auth_request`, Traefik
+//!   ForwardAuth, Caddy `forward_auth`): 204 allowed, 429 rejected; the client
+//!   id comes from `X-Client-Id` or the configured header or API key.
+//! - `GET /healthz`, `GET /metrics` (Prometheus text).
+//!
+//! Every decision carries `RateLimit-Policy` and `RateLimit`, and a rejection
+//! `Retry-After`. Bad input gets a 4xx `{"error": "..."}` and changes nothing.
+
+mod request;
+mod response;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::config::ClientIdSource;
+use crate::metrics::BadRequest;
+use crate::server::Server;
+pub use request::{
+    check_client, check_cost, decode_check, CheckRequest, PlanQuery, MAX_BODY_BYTES,
+    MAX_CLIENT_BYTES,
+};
+pub use response::{decision_response, rate_limit_headers, Rejection};
+
+/// The routes, ready for `axum::serve`.
+pub fn router(server: Server) -> Router {
+    Router::new()
+        .route("/v1/check", post(check))
+        .route("/v1/remaining/{client}", get(remaining))
+        .route("/v1/auth", get(auth))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(server)
+}
+
+/// Counts a refusal and turns it into its response.
+fn refuse(server: &Server, rejection: Rejection) -> Response {
+    let kind = if rejection.status == StatusCode::PAYLOAD_TOO_LARGE {
+        BadRequest::TooLarge
+    } else {
+        BadRequest::Invalid
+    };
+    server.metrics().record_bad_request(kind);
+    tracing::debug!(status = rejection.status.as_u16(), error = %rejection.message, "request refused");
+    rejection.into_response()
+}
+
+async fn check(State(server): State<Server>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return refuse(
+                &server,
+                Rejection::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the request body is over the limit of {MAX_BODY_BYTES} bytes"),
+                ),
+            )
+        }
+        Err(e) => {
+            return refuse(
+                &server,
+                Rejection::new(e.status(), format!("cannot read the request body: {e}")),
+            )
+        }
+    };
+    let max_cost = server.config().max_cost;
+    let request = match decode_check(&body, max_cost) {
+        Ok(request) => request,
+        Err(rejection) => return refuse(&server, rejection),
+    };
+    match server
+        .decide(&request.client, request.plan.as_deref(), request.cost)
+        .await
+    {
+        Ok(decided) => decision_response(StatusCode::OK, &request.client, request.cost, &decided),
+        Err(rejection) => refuse(&server, rejection),
+    }
+}
+
+async fn remaining(
+    State(server): State<Server>,
+    client: Result<Path<String>, PathRejection>,
+    query: Result<Query<PlanQuery>, QueryRejection>,
+) -> Response {
+    let client = match client {
+        Ok(Path(client)) => client,
+        Err(e) => {
+            return refuse(
+                &server,
+                Rejection::bad_request(format!("invalid client id in the path: {e}")),
+            )
+        }
+    };
+    let plan = match plan_query(query) {
+        Ok(plan) => plan,
+        Err(rejection) => return refuse(&server, rejection),
+    };
+    if let Err(rejection) = check_client(&client) {
+        return refuse(&server, rejection);
+    }
+    match server.decide(&client, plan.as_deref(), 0).await {
+        Ok(decided) => decision_response(StatusCode::OK, &client, 0, &decided),
+        Err(rejection) => refuse(&server, rejection),
+    }
+}
+
+fn plan_query(
+    query: Result<Query<PlanQuery>, QueryRejection>,
+) -> Result<Option<String>, Rejection> {
+    match query {
+        Ok(Query(PlanQuery { plan: Some(plan) })) if plan.is_empty() => Err(
+            Rejection::bad_request("?plan= is empty: give a plan name or leave it out"),
+        ),
+        Ok(Query(query)) => Ok(query.plan),
+        Err(e) => Err(Rejection::bad_request(format!(
+            "invalid query string: {} (the only parameter is plan=NAME)",
+            e.body_text()
+        ))),
+    }
+}
+
+/// The client id of a forward-auth request.
+fn auth_client(source: &ClientIdSource, headers: &HeaderMap) -> Result<String, Rejection> {
+    let text = |value: &HeaderValue, name: &str| {
+        std::str::from_utf8(value.as_bytes())
+            .map(|s| s.trim().to_owned())
+            .map_err(|_| Rejection::bad_request(format!("the {name} header is not valid UTF-8")))
+    };
+    let client = match source {
+        ClientIdSource::Header(name) => {
+            let value = headers.get(name).ok_or_else(|| {
+                Rejection::bad_request(format!("missing {name} header: it carries the client id"))
+            })?;
+            text(value, name.as_str())?
+        }
+        ClientIdSource::ApiKey => {
+            if let Some(value) = headers.get(header::AUTHORIZATION) {
+                let value = text(value, "authorization")?;
+                match value.split_once(' ') {
+                    Some((scheme, key)) if scheme.eq_ignore_ascii_case("bearer") => {
+                        key.trim().to_owned()
+                    }
+                    _ => {
+                        return Err(Rejection::bad_request(
+                            "the authorization header must be \"Bearer API_KEY\"",
+                        ))
+                    }
+                }
+            } else if let Some(value) = headers.get("x-api-key") {
+                text(value, "x-api-key")?
+            } else {
+                return Err(Rejection::bad_request(
+                    "missing API key: send \"Authorization: Bearer API_KEY\" or \"X-Api-Key: API_KEY\"",
+                ));
+            }
+        }
+    };
+    check_client(&client)?;
+    Ok(client)
+}
+
+async fn auth(
+    State(server): State<Server>,
+    query: Result<Query<PlanQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Response {
+    let plan = match plan_query(query) {
+        Ok(plan) => plan,
+        Err(rejection) => return refuse(&server, rejection),
+    };
+    let client = match auth_client(&server.config().client_id, &headers) {
+        Ok(client) => client,
+        Err(rejection) => return refuse(&server, rejection),
+    };
+    match server.decide(&client, plan.as_deref(), 1).await {
+        Ok(decided) if decided.decision.allowed => {
+            (StatusCode::NO_CONTENT, rate_limit_headers(&decided)).into_response()
+        }
+        Ok(decided) => decision_response(StatusCode::TOO_MANY_REQUESTS, &client, 1, &decided),
+        Err(rejection) => refuse(&server, rejection),
+    }
+}
+
+async fn healthz() -> Response {
+    response::json(
+        StatusCode::OK,
+        &serde_json::json!({"status": "ok"}),
+        HeaderMap::new(),
+    )
+}
+
+async fn metrics(State(server): State<Server>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        server.render_metrics(),
+    )
+        .into_response()
+}
+
+async fn not_found(method: Method, uri: Uri) -> Response {
+    Rejection::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no such endpoint: {method} {}; the API is POST /v1/check, GET /v1/remaining/{{client}}, GET /v1/auth, GET /healthz, GET /metrics",
+            uri.path()
+        ),
+    )
+    .into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    Rejection::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+    .into_response()
+}

@@ -1,0 +1,150 @@
+//! Decoding and checking what a caller sends, before anything is decided:
+//! a request refused here has changed no state.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use super::Rejection;
+
+/// The longest client id accepted, in bytes.
+pub const MAX_CLIENT_BYTES: usize = 256;
+
+/// The largest request body accepted, in bytes (64 KiB).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// A decoded `POST /v1/check` body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRequest<'a> {
+    /// Who is asking.
+    pub client: Cow<'a, str>,
+    /// Units the request uses, from 1 to the configured maximum.
+    pub cost: u32,
+    /// A plan overriding the client's own.
+    pub plan: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheck<'a> {
+    #[serde(borrow)]
+    client: Option<Cow<'a, str>>,
+    cost: Option<u64>,
+    #[serde(borrow)]
+    plan: Option<Cow<'a, str>>,
+}
+
+/// Decodes a `POST /v1/check` body: `{"client": "...", "cost": 1, "plan": "..."}`,
+/// `cost` defaulting to 1 and `plan` optional.
+///
+/// # Errors
+/// A 400 [`Rejection`] naming the problem: not JSON, not an object, an unknown
+/// field, a missing, empty or over-long client, a cost of 0 or over `max_cost`.
+pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Rejection> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(Rejection::bad_request(
+            "the request body is empty: expected JSON like {\"client\": \"alice\", \"cost\": 1}",
+        ));
+    }
+    let raw: RawCheck<'_> = serde_json::from_slice(body)
+        .map_err(|e| Rejection::bad_request(format!("malformed JSON body: {e}")))?;
+    let client = raw
+        .client
+        .ok_or_else(|| Rejection::bad_request("missing field \"client\": say who is asking"))?;
+    check_client(&client)?;
+    let cost = check_cost(raw.cost.unwrap_or(1), max_cost)?;
+    if let Some(plan) = &raw.plan {
+        if plan.is_empty() {
+            return Err(Rejection::bad_request(
+                "\"plan\" is empty: give a plan name or leave the field out",
+            ));
+        }
+    }
+    Ok(CheckRequest {
+        client,
+        cost,
+        plan: raw.plan,
+    })
+}
+
+/// Checks a client id: not empty, at most [`MAX_CLIENT_BYTES`] bytes.
+///
+/// # Errors
+/// A 400 [`Rejection`] saying which.
+pub fn check_client(client: &str) -> Result<(), Rejection> {
+    if client.is_empty() {
+        return Err(Rejection::bad_request("the client id is empty"));
+    }
+    if client.len() > MAX_CLIENT_BYTES {
+        return Err(Rejection::bad_request(format!(
+            "the client id is {} bytes long, over the limit of {MAX_CLIENT_BYTES}",
+            client.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a cost: from 1 to `max_cost`.
+///
+/// # Errors
+/// A 400 [`Rejection`] saying which bound was crossed.
+pub fn check_cost(cost: u64, max_cost: u32) -> Result<u32, Rejection> {
+    if cost == 0 {
+        return Err(Rejection::bad_request(
+            "cost must be at least 1 (to look without using anything, GET /v1/remaining/{client})",
+        ));
+    }
+    u32::try_from(cost)
+        .ok()
+        .filter(|&c| c <= max_cost)
+        .ok_or_else(|| {
+            Rejection::bad_request(format!(
+                "cost {cost} is over the maximum of {max_cost} per request"
+            ))
+        })
+}
+
+/// The optional `?plan=NAME` of `GET /v1/remaining/{client}` and `GET /v1/auth`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanQuery {
+    /// A plan overriding the client's own.
+    pub plan: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(body: &str) -> String {
+        decode_check(body.as_bytes(), 1_000).unwrap_err().message
+    }
+
+    #[test]
+    fn decodes_and_defaults() {
+        let req = decode_check(br#"{"client":"a"}"#, 10).unwrap();
+        assert_eq!((req.client.as_ref(), req.cost, req.plan), ("a", 1, None));
+        let req = decode_check(br#"{"client":"a\n","cost":3,"plan":"p"}"#, 10).unwrap();
+        assert_eq!(req.client, "a\n");
+        assert_eq!(req.cost, 3);
+        assert_eq!(req.plan.as_deref(), Some("p"));
+    }
+
+    #[test]
+    fn every_mistake_is_named() {
+        assert!(error("").contains("empty"));
+        assert!(error("{").contains("malformed JSON"));
+        assert!(error("[]").contains("malformed JSON"));
+        assert!(error("{}").contains("missing field \"client\""));
+        assert!(error(r#"{"client":""}"#).contains("client id is empty"));
+        assert!(error(&format!(r#"{{"client":"{}"}}"#, "x".repeat(257))).contains("257 bytes"));
+        assert!(error(r#"{"client":"a","cost":0}"#).contains("at least 1"));
+        assert!(error(r#"{"client":"a","cost":1001}"#).contains("over the maximum of 1000"));
+        assert!(error(r#"{"client":"a","cost":99999999999999999999}"#).contains("malformed JSON"));
+        assert!(error(r#"{"client":"a","cost":-1}"#).contains("malformed JSON"));
+        assert!(error(r#"{"client":"a","cost":1.5}"#).contains("malformed JSON"));
+        assert!(error(r#"{"client":"a","cots":1}"#).contains("unknown field"));
+        assert!(error(r#"{"client":7}"#).contains("invalid type"));
+        assert!(error(r#"{"client":"a","plan":""}"#).contains("plan"));
+    }
+}

@@ -1,0 +1,159 @@
+//! Turning decisions and refusals into HTTP responses.
+
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use tollgate::RateLimitHeaders;
+
+use crate::server::Decided;
+
+/// A request refused before anything was decided: a 4xx with
+/// `{"error": "..."}` saying what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// 400, 404, 405 or 413.
+    pub status: StatusCode,
+    /// What is wrong, for the caller.
+    pub message: String,
+}
+
+impl Rejection {
+    /// A 400 Bad Request.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+        }
+    }
+
+    /// Any other status.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'a str,
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        json(
+            self.status,
+            &ErrorBody {
+                error: &self.message,
+            },
+            HeaderMap::new(),
+        )
+    }
+}
+
+/// A JSON response. Serializing these plain structs cannot fail; if it ever
+/// did, the caller gets a 500 rather than a panic.
+pub fn json(status: StatusCode, body: &impl Serialize, mut headers: HeaderMap) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            (status, headers, bytes).into_response()
+        }
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+#[derive(Serialize)]
+struct LimitBody<'a> {
+    name: &'a str,
+    policy: &'static str,
+    limit: u32,
+    window_ms: u64,
+    remaining: u32,
+    retry_after_ms: Option<u64>,
+    reset_after_ms: u64,
+    allowed: bool,
+    shadow: bool,
+}
+
+/// The JSON answer of `/v1/check` and `/v1/remaining` (and `/v1/auth`'s 429).
+#[derive(Serialize)]
+struct DecisionBody<'a> {
+    allowed: bool,
+    client: &'a str,
+    plan: &'a str,
+    cost: u32,
+    retry_after_ms: Option<u64>,
+    decided_by: &'static str,
+    limits: Vec<LimitBody<'a>>,
+}
+
+/// The IETF RateLimit fields for a decision, plus `Retry-After` on a
+/// rejection that waiting can cure (formatted by [`RateLimitHeaders`]).
+pub fn rate_limit_headers(decided: &Decided) -> HeaderMap {
+    let values = RateLimitHeaders::new(decided.plan().name(), &decided.decision);
+    let mut headers = HeaderMap::with_capacity(3);
+    let mut put = |name: HeaderName, value: &str| {
+        // The core quotes and escapes names into printable ASCII; an empty
+        // value (every limit shadowed) is left out.
+        if let (false, Ok(value)) = (value.is_empty(), HeaderValue::from_str(value)) {
+            headers.insert(name, value);
+        }
+    };
+    put(HeaderName::from_static("ratelimit-policy"), &values.policy);
+    put(HeaderName::from_static("ratelimit"), &values.ratelimit);
+    if let Some(retry_after) = &values.retry_after {
+        put(header::RETRY_AFTER, retry_after);
+    }
+    headers
+}
+
+/// The full response for a decision: `status`, rate-limit headers and the
+/// decision as JSON. For a look (`cost` 0), `allowed` says whether a request
+/// of cost 1 would be allowed now.
+pub fn decision_response(
+    status: StatusCode,
+    client: &str,
+    cost: u32,
+    decided: &Decided,
+) -> Response {
+    let decision = &decided.decision;
+    let limits = decision
+        .limits
+        .iter()
+        .map(|l| LimitBody {
+            name: &l.name,
+            policy: l.policy,
+            limit: l.decision.limit,
+            window_ms: l.window_ms,
+            remaining: l.decision.remaining,
+            retry_after_ms: l.decision.retry_after_ms,
+            reset_after_ms: l.decision.reset_after_ms,
+            allowed: if cost == 0 {
+                l.decision.remaining >= 1
+            } else {
+                l.decision.allowed
+            },
+            shadow: l.shadow,
+        })
+        .collect::<Vec<_>>();
+    let allowed = if cost == 0 {
+        limits.iter().all(|l| l.shadow || l.allowed)
+    } else {
+        decision.allowed
+    };
+    let body = DecisionBody {
+        allowed,
+        client,
+        plan: decided.plan().name(),
+        cost,
+        retry_after_ms: decision.retry_after_ms,
+        decided_by: decision.decided_by.as_str(),
+        limits,
+    };
+    json(status, &body, rate_limit_headers(decided))
+}

@@ -1,0 +1,189 @@
+//! Every kind of bad input gets a 4xx with a JSON error naming the problem,
+//! and changes no state.
+
+mod common;
+
+use common::{TestServer, CONFIG};
+use reqwest::StatusCode;
+
+/// Sends `body` to `/v1/check` and expects `status` with an error containing `needle`.
+async fn refused(t: &TestServer, body: impl Into<reqwest::Body>, status: StatusCode, needle: &str) {
+    let a = t.post_check(body).await;
+    assert_eq!(a.status, status, "{}", a.body);
+    assert_eq!(a.header("content-type"), Some("application/json"));
+    let error = a.error();
+    assert!(
+        error.contains(needle),
+        "{error:?} should mention {needle:?}"
+    );
+    assert!(a.header("ratelimit").is_none());
+}
+
+#[tokio::test]
+async fn bad_check_bodies_are_named_and_change_nothing() {
+    let t = TestServer::start(CONFIG).await;
+    assert_eq!(t.check("victim", 1).await.json()["allowed"], true);
+    let before = (
+        t.remaining("victim", 0).await,
+        t.remaining("victim", 1).await,
+    );
+
+    let bad = StatusCode::BAD_REQUEST;
+    refused(&t, "", bad, "body is empty").await;
+    refused(&t, "{\"client\": \"victim\"", bad, "malformed JSON").await;
+    refused(&t, "client=victim", bad, "malformed JSON").await;
+    refused(&t, "[\"victim\"]", bad, "malformed JSON").await;
+    refused(&t, "{\"cost\": 1}", bad, "missing field \"client\"").await;
+    refused(&t, "{\"client\": \"\"}", bad, "client id is empty").await;
+    refused(&t, "{\"client\": null}", bad, "missing field \"client\"").await;
+    refused(&t, "{\"client\": 42}", bad, "invalid type").await;
+    let long = format!("{{\"client\": \"{}\"}}", "v".repeat(257));
+    refused(&t, long, bad, "257 bytes long, over the limit of 256").await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"cost\": 0}",
+        bad,
+        "cost must be at least 1",
+    )
+    .await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"cost\": 1001}",
+        bad,
+        "over the maximum of 1000",
+    )
+    .await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"cost\": 4294967296}",
+        bad,
+        "over the maximum",
+    )
+    .await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"cost\": -1}",
+        bad,
+        "malformed JSON",
+    )
+    .await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"cost\": 2.5}",
+        bad,
+        "malformed JSON",
+    )
+    .await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"cost\": \"1\"}",
+        bad,
+        "malformed JSON",
+    )
+    .await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"plan\": \"gold\"}",
+        bad,
+        "unknown plan \"gold\": known plans are dark, free, paid",
+    )
+    .await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"plan\": \"\"}",
+        bad,
+        "\"plan\" is empty",
+    )
+    .await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"cots\": 1}",
+        bad,
+        "unknown field `cots`",
+    )
+    .await;
+    refused(
+        &t,
+        b"{\"client\": \"vi\xffctim\"}".to_vec(),
+        bad,
+        "malformed JSON",
+    )
+    .await;
+    let huge = format!(
+        "{{\"client\": \"victim\", \"pad\": \"{}\"}}",
+        "x".repeat(64 * 1024)
+    );
+    refused(
+        &t,
+        huge,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "over the limit of 65536 bytes",
+    )
+    .await;
+
+    // A client id of exactly 256 bytes is fine.
+    let fits = format!("{{\"client\": \"{}\"}}", "v".repeat(256));
+    assert_eq!(t.post_check(fits).await.status, StatusCode::OK);
+
+    assert_eq!(
+        (
+            t.remaining("victim", 0).await,
+            t.remaining("victim", 1).await
+        ),
+        before
+    );
+    let metrics = t.get("/metrics").await.body;
+    assert!(
+        metrics.contains("tollgate_bad_requests_total{status=\"400\"} 19\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tollgate_bad_requests_total{status=\"413\"} 1\n"),
+        "{metrics}"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn bad_remaining_and_auth_requests_are_named() {
+    let t = TestServer::start(CONFIG).await;
+    let a = t.get(&format!("/v1/remaining/{}", "w".repeat(300))).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("300 bytes"));
+    let a = t.get("/v1/remaining/w?plan=gold").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("unknown plan \"gold\""));
+    let a = t.get("/v1/remaining/w?plan=").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("empty"));
+    let a = t.get("/v1/remaining/w?color=red").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("plan=NAME"), "{}", a.body);
+    let a = t.get("/v1/remaining/%FF").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("path"), "{}", a.body);
+
+    let a = t.get_with("/v1/auth", &[("X-Client-Id", "")]).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("empty"));
+    let long = "w".repeat(257);
+    let a = t
+        .get_with("/v1/auth", &[("X-Client-Id", long.as_str())])
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("257 bytes"));
+    let a = t
+        .get_with("/v1/auth?plan=gold", &[("X-Client-Id", "w")])
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("unknown plan"));
+
+    // None of it touched client "w".
+    assert_eq!(t.remaining("w", 0).await, 2);
+    let metrics = t.get("/metrics").await.body;
+    assert!(
+        metrics.contains("tollgate_requests_total{plan=\"free\",outcome=\"allowed\"} 0\n"),
+        "{metrics}"
+    );
+    t.stop().await;
+}
