@@ -203,8 +203,9 @@ impl RedisStore {
             caller_time.then_some(now_ms),
             self.config.expiry_margin_ms,
         )?;
+        let base = self.keys.client_base(client);
         let mut invocation = self.script.prepare_invoke();
-        invocation.key(self.keys.seen_key(client));
+        invocation.key(KeyLayout::seen_key_from_base(&base));
         if caller_time {
             invocation.arg(now_ms);
         } else {
@@ -215,7 +216,7 @@ impl RedisStore {
             let policy = limit.policy();
             // `bounds::check` has already refused policies without a script.
             let code = policy_code(policy.name()).unwrap_or("?");
-            invocation.key(self.keys.limit_key(client, limit.id()));
+            invocation.key(KeyLayout::limit_key_from_base(&base, limit.id()));
             invocation
                 .arg(code)
                 .arg(policy.limit())
