@@ -1,4 +1,5 @@
 //! The `tollgate` command line as a library, so that tests run each
 //! subcommand in-process: `main.rs` only parses arguments and calls in here.
 
+pub mod proxy;
 pub mod replay;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tollgate_cli::replay;
+use tollgate_cli::{proxy, replay};
 
 /// tollgate: exact per-client rate limiting.
 #[derive(Parser)]
@@ -51,6 +51,8 @@ enum Command {
         /// The TOML config file.
         file: PathBuf,
     },
+    /// Rate-limit an HTTP API: forward allowed requests to the upstream, answer the rest with 429.
+    Proxy(proxy::ProxyArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +82,24 @@ fn main() -> ExitCode {
             redis,
         }),
         Command::Check { file } => run_check(&file),
+        Command::Proxy(args) => run_proxy(args),
+    }
+}
+
+fn run_proxy(args: proxy::ProxyArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tollgate proxy: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(proxy::run(args, tollgate_server::shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tollgate proxy: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -1,1 +1,142 @@
-fn main() {}
+//! Decisions per second: tollgate's three policies and governor's keyed
+//! limiter, in the same run, on the same workload.
+//!
+//! Workload: a quota of 100 requests per 1,000 ms (governor: a burst of 100,
+//! one cell back every 10 ms, which is GCRA with the same numbers); the clock
+//! moves 1 ms every 16 calls. With 1 client almost every call is rejected
+//! (a hot client); with 100,000 clients taken round-robin from pre-generated
+//! ids almost every call is allowed and stored. Both libraries read the same
+//! ids (`&String`) and see the same times: governor through a
+//! `FakeRelativeClock` advanced by hand, tollgate through `now_ms`.
+//!
+//! Run: `cargo bench -p tollgate --bench decisions -- --warm-up-time 1 --measurement-time 3`
+
+// `criterion_group!` generates an undocumented public function.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use governor::clock::FakeRelativeClock;
+use governor::state::keyed::DefaultKeyedStateStore;
+use tollgate::RateLimiter;
+
+const LIMIT: u32 = 100;
+const WINDOW_MS: u64 = 1_000;
+/// Calls per simulated millisecond.
+const CALLS_PER_MS: u64 = 16;
+/// A start time like a real Unix clock in ms.
+const EPOCH_MS: u64 = 1_700_000_000_000;
+
+type Governor = governor::RateLimiter<
+    String,
+    DefaultKeyedStateStore<String>,
+    FakeRelativeClock,
+    governor::middleware::NoOpMiddleware<governor::nanos::Nanos>,
+>;
+
+/// One of the limiters under test, deciding "may `id` pass at call number `i`".
+enum Subject {
+    Tollgate(RateLimiter),
+    Governor(Governor, FakeRelativeClock),
+}
+
+impl Subject {
+    fn new(name: &str) -> Self {
+        if name == "governor-keyed" {
+            let quota =
+                governor::Quota::with_period(Duration::from_millis(WINDOW_MS / u64::from(LIMIT)))
+                    .expect("non-zero period")
+                    .allow_burst(NonZeroU32::new(LIMIT).expect("non-zero limit"));
+            let clock = FakeRelativeClock::default();
+            // The same store as `RateLimiter::keyed` (a DashMap with the
+            // default hasher), with a clock we move.
+            Subject::Governor(Governor::dashmap_with_clock(quota, clock.clone()), clock)
+        } else {
+            Subject::Tollgate(RateLimiter::new(name, LIMIT, WINDOW_MS).expect("valid limiter"))
+        }
+    }
+
+    /// Decides call number `i` for `id`. The clock moves on at every
+    /// `CALLS_PER_MS`-th call (for governor, whichever thread gets there).
+    #[inline]
+    fn decide(&self, id: &String, i: u64) -> bool {
+        match self {
+            Subject::Tollgate(l) => l.allow(id, EPOCH_MS + i / CALLS_PER_MS),
+            Subject::Governor(g, clock) => {
+                if i % CALLS_PER_MS == 0 {
+                    clock.advance(Duration::from_millis(1));
+                }
+                g.check_key(id).is_ok()
+            }
+        }
+    }
+}
+
+const SUBJECTS: [&str; 4] = ["sliding-window", "token-bucket", "gcra", "governor-keyed"];
+
+fn ids(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("client-{i:06}")).collect()
+}
+
+fn single_thread(c: &mut Criterion) {
+    for (label, clients) in [("1-client", 1), ("100k-clients", 100_000)] {
+        let ids = ids(clients);
+        let mut group = c.benchmark_group(format!("single-thread/{label}"));
+        group.throughput(Throughput::Elements(1));
+        for name in SUBJECTS {
+            let subject = Subject::new(name);
+            let mut i: u64 = 0;
+            group.bench_function(BenchmarkId::from_parameter(name), |b| {
+                b.iter(|| {
+                    i += 1;
+                    let id = &ids[(i % clients as u64) as usize];
+                    black_box(subject.decide(black_box(id), i))
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+fn two_threads(c: &mut Criterion) {
+    const THREADS: u64 = 2;
+    for (label, clients) in [("1-client", 1), ("100k-clients", 100_000)] {
+        let ids = ids(clients);
+        let mut group = c.benchmark_group(format!("two-threads/{label}"));
+        group.throughput(Throughput::Elements(1));
+        for name in SUBJECTS {
+            let subject = Subject::new(name);
+            let mut round: u64 = 0;
+            group.bench_function(BenchmarkId::from_parameter(name), |b| {
+                b.iter_custom(|iters| {
+                    // Each thread makes half the calls; the time reported is
+                    // the wall time for all `iters` decisions.
+                    let per_thread = iters.div_ceil(THREADS);
+                    let base = round;
+                    round += per_thread * THREADS;
+                    let start = Instant::now();
+                    std::thread::scope(|s| {
+                        for t in 0..THREADS {
+                            let (subject, ids) = (&subject, &ids);
+                            s.spawn(move || {
+                                for k in 0..per_thread {
+                                    let i = base + k * THREADS + t;
+                                    let id = &ids[(i % clients as u64) as usize];
+                                    black_box(subject.decide(black_box(id), i));
+                                }
+                            });
+                        }
+                    });
+                    start.elapsed()
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, single_thread, two_threads);
+criterion_main!(benches);

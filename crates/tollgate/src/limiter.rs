@@ -1,6 +1,6 @@
 //! Limiters: a policy plus the in-memory store of every client's state.
 
-use crate::policy::{AnyPolicy, Policy};
+use crate::policy::{AnyLimiter, AnyPolicy, Policy};
 use crate::store::MemoryStore;
 use crate::{Decision, Error};
 
@@ -96,7 +96,8 @@ impl<P: Policy> Limiter<P> {
 /// sharded map, so threads working on different clients do not wait on one
 /// lock, and threads racing on one client are allowed exactly `limit` in total.
 pub struct RateLimiter {
-    inner: Limiter<AnyPolicy>,
+    policy: AnyPolicy,
+    inner: AnyLimiter,
 }
 
 impl RateLimiter {
@@ -116,7 +117,8 @@ impl RateLimiter {
     /// A limiter applying an already built policy.
     pub fn with_policy(policy: AnyPolicy) -> Self {
         Self {
-            inner: Limiter::new(policy),
+            inner: AnyLimiter::new(policy.clone()),
+            policy,
         }
     }
 
@@ -128,7 +130,7 @@ impl RateLimiter {
 
     /// How many requests `client` could make right now, using none.
     pub fn remaining(&self, client_id: &str, now_ms: u64) -> u32 {
-        self.inner.peek(client_id, now_ms).remaining
+        self.inner.check(client_id, now_ms, 0).remaining
     }
 
     /// Decides a request of `cost` units, with the numbers for headers.
@@ -139,7 +141,7 @@ impl RateLimiter {
 
     /// The numbers for `client` without using anything. See [`Limiter::peek`].
     pub fn peek(&self, client_id: &str, now_ms: u64) -> Decision {
-        self.inner.peek(client_id, now_ms)
+        self.inner.check(client_id, now_ms, 0)
     }
 
     /// Reclaims idle clients. See [`Limiter::sweep`].
@@ -154,6 +156,6 @@ impl RateLimiter {
 
     /// The policy in force.
     pub fn policy(&self) -> &AnyPolicy {
-        self.inner.policy()
+        &self.policy
     }
 }

@@ -121,6 +121,33 @@ macro_rules! register_policies {
             )+
         }
 
+        /// A [`crate::Limiter`] for any registered policy, each keeping its
+        /// own state type in its store: a client costs what its policy
+        /// needs (an [`AnyState`] is as large as the largest state), and the
+        /// policy is matched once per call rather than inside the lock.
+        pub(crate) enum AnyLimiter {
+            $($variant(crate::Limiter<$ty>),)+
+        }
+
+        impl AnyLimiter {
+            pub(crate) fn new(policy: AnyPolicy) -> Self {
+                match policy { $(AnyPolicy::$variant(p) => Self::$variant(crate::Limiter::new(p)),)+ }
+            }
+
+            #[inline]
+            pub(crate) fn check(&self, client: &str, now_ms: u64, cost: u32) -> Decision {
+                match self { $(Self::$variant(l) => l.check(client, now_ms, cost),)+ }
+            }
+
+            pub(crate) fn sweep(&self, now_ms: u64, reset_phase: bool) -> usize {
+                match self { $(Self::$variant(l) => l.sweep(now_ms, reset_phase),)+ }
+            }
+
+            pub(crate) fn clients(&self) -> usize {
+                match self { $(Self::$variant(l) => l.clients(),)+ }
+            }
+        }
+
         impl AnyPolicy {
             /// Builds the policy registered as `name`.
             ///

@@ -12,7 +12,11 @@ fn worked_session_1_sliding_window() {
     assert!(l.allow("priya", 300), "her own window");
     assert_eq!(l.remaining("rahul", 999), 0);
     assert!(l.allow("rahul", 1000), "0 > 1000 - 1000 is false");
-    assert_eq!(l.remaining("rahul", 1150), 1, "only 200 and 1000 in (150, 1150]");
+    assert_eq!(
+        l.remaining("rahul", 1150),
+        1,
+        "only 200 and 1000 in (150, 1150]"
+    );
 }
 
 #[test]
@@ -30,7 +34,10 @@ fn worked_session_2_token_bucket() {
 fn the_policy_names_are_exactly_the_registered_ones() {
     assert_eq!(POLICY_NAMES, ["sliding-window", "token-bucket", "gcra"]);
     for name in POLICY_NAMES {
-        assert_eq!(tollgate::Policy::name(RateLimiter::new(name, 2, 1000).unwrap().policy()), *name);
+        assert_eq!(
+            tollgate::Policy::name(RateLimiter::new(name, 2, 1000).unwrap().policy()),
+            *name
+        );
     }
 }
 
@@ -52,7 +59,14 @@ fn unknown_policy_names_it_and_lists_the_known_ones() {
 
 #[test]
 fn policy_names_are_case_sensitive() {
-    for name in ["Token-Bucket", "SLIDING-WINDOW", "Gcra", " gcra", "token_bucket", ""] {
+    for name in [
+        "Token-Bucket",
+        "SLIDING-WINDOW",
+        "Gcra",
+        " gcra",
+        "token_bucket",
+        "",
+    ] {
         assert!(
             matches!(
                 RateLimiter::new(name, 2, 1000),
@@ -66,7 +80,10 @@ fn policy_names_are_case_sensitive() {
 #[test]
 fn arguments_that_cannot_work_are_errors() {
     for name in POLICY_NAMES {
-        assert_eq!(RateLimiter::new(name, 0, 1000).err(), Some(Error::ZeroLimit));
+        assert_eq!(
+            RateLimiter::new(name, 0, 1000).err(),
+            Some(Error::ZeroLimit)
+        );
         assert_eq!(RateLimiter::new(name, 3, 0).err(), Some(Error::ZeroWindow));
         assert_eq!(RateLimiter::new(name, 0, 0).err(), Some(Error::ZeroLimit));
     }
@@ -81,7 +98,10 @@ fn arguments_that_cannot_work_are_errors() {
         .err()
         .unwrap()
         .to_string();
-    assert!(message.contains("1000") && message.contains('3'), "{message}");
+    assert!(
+        message.contains("1000") && message.contains('3'),
+        "{message}"
+    );
     // The other policies take any window.
     assert!(RateLimiter::new("sliding-window", 3, 1000).is_ok());
     assert!(RateLimiter::new("gcra", 3, 1000).is_ok());
@@ -179,7 +199,11 @@ fn decisions_carry_the_numbers_for_headers() {
     let d = l.check("a", 400, 1);
     assert!(!d.allowed);
     assert_eq!(d.remaining, 0);
-    assert_eq!(d.retry_after_ms, Some(700), "the request at 100 leaves at 1100");
+    assert_eq!(
+        d.retry_after_ms,
+        Some(700),
+        "the request at 100 leaves at 1100"
+    );
     assert_eq!(d.reset_after_ms, 900, "the ones at 300 leave at 1300");
     // Costs larger than the limit can never pass, and say so.
     let d = l.check("b", 0, 4);

@@ -40,7 +40,11 @@ fn a_full_bucket_wastes_drips_but_keeps_its_phase() {
     assert!(l.allow("a", 5_200) && l.allow("a", 5_200));
     assert!(!l.allow("a", 5_200));
     assert_eq!(l.remaining("a", 5_499), 0);
-    assert_eq!(l.remaining("a", 5_500), 1, "the next drip keeps the phase of 0");
+    assert_eq!(
+        l.remaining("a", 5_500),
+        1,
+        "the next drip keeps the phase of 0"
+    );
     assert_eq!(l.remaining("a", 6_000), 2);
     assert_eq!(l.remaining("a", 9_999), 2);
 }
@@ -133,7 +137,11 @@ fn u64_extremes_never_panic_and_stay_exact() {
             assert!(d.reset_after_ms > 0, "{name}");
             // The log stores one time per allowed unit, so a cost of
             // u32::MAX would need 32 GiB: bounded by memory, not arithmetic.
-            let cost = if *name == "sliding-window" { 1_000 } else { u32::MAX };
+            let cost = if *name == "sliding-window" {
+                1_000
+            } else {
+                u32::MAX
+            };
             let big = l.check("c", now, cost);
             assert!(big.allowed || big.retry_after_ms.is_some(), "{name}");
         }
@@ -156,7 +164,13 @@ fn token_bucket_with_one_ms_drips_at_the_end_of_time() {
     // The drip index is about u64::MAX here: using tokens must still count.
     let l = RateLimiter::new("token-bucket", 5, 5).unwrap();
     assert_eq!(l.remaining("a", 0), 5);
-    for now in [u64::MAX - 3, u64::MAX - 3, u64::MAX - 3, u64::MAX - 3, u64::MAX - 3] {
+    for now in [
+        u64::MAX - 3,
+        u64::MAX - 3,
+        u64::MAX - 3,
+        u64::MAX - 3,
+        u64::MAX - 3,
+    ] {
         assert!(l.allow("a", now));
     }
     assert!(!l.allow("a", u64::MAX - 3));
@@ -164,7 +178,11 @@ fn token_bucket_with_one_ms_drips_at_the_end_of_time() {
     assert_eq!(l.remaining("a", u64::MAX), 3);
     let d = l.check("a", u64::MAX, 5);
     assert!(!d.allowed);
-    assert_eq!(d.retry_after_ms, Some(2), "past the end of u64 time, not wrapped");
+    assert_eq!(
+        d.retry_after_ms,
+        Some(2),
+        "past the end of u64 time, not wrapped"
+    );
 }
 
 /// An earlier time than the latest seen for a client is answered as at that
@@ -201,7 +219,10 @@ fn earlier_times_are_answered_at_the_latest_time_seen() {
 
     // GCRA.
     let l = RateLimiter::new("gcra", 1, 1000).unwrap();
-    assert!(!l.check("g", 3000, 2).allowed, "cost above the limit: seen, nothing used");
+    assert!(
+        !l.check("g", 3000, 2).allowed,
+        "cost above the limit: seen, nothing used"
+    );
     assert!(l.allow("g", 0), "answered at 3000");
     assert!(!l.allow("g", 3999));
     assert!(l.allow("g", 4000));
@@ -232,7 +253,10 @@ fn cost_larger_than_one_uses_that_many() {
         let d = l.check("a", 0, 11);
         assert!(!d.allowed && d.can_never_pass(), "{name}");
         let d = l.check("fresh", 0, 11);
-        assert!(!d.allowed && d.can_never_pass(), "{name}: even a fresh client");
+        assert!(
+            !d.allowed && d.can_never_pass(),
+            "{name}: even a fresh client"
+        );
         assert_eq!(d.remaining, 10, "{name}");
         let d = l.check("fresh", 0, 10);
         assert!(d.allowed, "{name}: cost == limit fits a full quota");

@@ -294,11 +294,23 @@ fn compare<M: Model>(
         match c.op {
             Op::Allow => {
                 let expected = model_decide(model, limit, window, now, 1).allowed;
-                prop_assert_eq!(limiter.allow(&client, asked), expected, "call {}: {:?}", i, c);
+                prop_assert_eq!(
+                    limiter.allow(&client, asked),
+                    expected,
+                    "call {}: {:?}",
+                    i,
+                    c
+                );
             }
             Op::Remaining => {
                 let expected = model_decide(model, limit, window, now, 0);
-                prop_assert_eq!(limiter.peek(&client, asked), expected, "call {}: {:?}", i, c);
+                prop_assert_eq!(
+                    limiter.peek(&client, asked),
+                    expected,
+                    "call {}: {:?}",
+                    i,
+                    c
+                );
                 prop_assert_eq!(limiter.remaining(&client, asked), expected.remaining);
             }
             Op::Check(cost) => {

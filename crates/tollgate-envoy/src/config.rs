@@ -1,0 +1,101 @@
+//! What the rate limit service decides with: rules, store, clock, and what
+//! to answer when the store fails.
+
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use tollgate::{Clock, Store};
+
+use crate::rules::Rules;
+
+/// What to answer when the store fails (returns an error instead of a
+/// decision). Stores with their own failure policy (Redis: fail-open,
+/// fail-closed, local fallback) answer with a decision instead, which is
+/// used as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnStoreError {
+    /// Fail the call with gRPC `UNAVAILABLE`, so that Envoy's own setting
+    /// decides: `failure_mode_deny: false` (Envoy's default) lets the request
+    /// through, `true` answers it with a 500. The default: the operator's
+    /// choice stays in one place, the Envoy config.
+    #[default]
+    Unavailable,
+    /// Answer `OK` for the descriptors whose store failed.
+    FailOpen,
+    /// Answer `OVER_LIMIT` for the descriptors whose store failed.
+    FailClosed,
+}
+
+/// The rules in force, replaceable while the service runs (for config
+/// reloads). Clones share the same rules. Limit state is keyed by each
+/// limit's stable id, so limits that a reload leaves unchanged keep their
+/// counts.
+#[derive(Debug, Clone)]
+pub struct RulesHandle {
+    current: Arc<RwLock<Arc<Rules>>>,
+}
+
+impl RulesHandle {
+    fn new(rules: Rules) -> Self {
+        Self {
+            current: Arc::new(RwLock::new(Arc::new(rules))),
+        }
+    }
+
+    /// Puts `rules` in force for every request that starts from now on.
+    pub fn replace(&self, rules: Rules) {
+        // A panic elsewhere cannot leave the Arc half-written: use it anyway.
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(rules);
+    }
+
+    /// The rules in force now.
+    pub fn current(&self) -> Arc<Rules> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The rate limit service's configuration.
+#[derive(Clone)]
+pub struct ServiceConfig {
+    pub(crate) rules: RulesHandle,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) on_store_error: OnStoreError,
+}
+
+impl fmt::Debug for ServiceConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServiceConfig")
+            .field("rules", &self.rules)
+            .field("on_store_error", &self.on_store_error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServiceConfig {
+    /// Decides descriptors by `rules`, with limit state in `store` and the
+    /// time from `clock`; store errors give gRPC `UNAVAILABLE`.
+    pub fn new(rules: Rules, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            rules: RulesHandle::new(rules),
+            store,
+            clock,
+            on_store_error: OnStoreError::default(),
+        }
+    }
+
+    /// A handle to replace the rules while the service runs (e.g. on SIGHUP).
+    pub fn rules_handle(&self) -> RulesHandle {
+        self.rules.clone()
+    }
+
+    /// What to answer when the store fails.
+    #[must_use]
+    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
+        self.on_store_error = policy;
+        self
+    }
+}

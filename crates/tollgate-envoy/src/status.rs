@@ -1,0 +1,167 @@
+//! From tollgate decisions to Envoy's `DescriptorStatus` and response headers.
+
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+use envoy_types::pb::google::protobuf::Duration;
+use tollgate::headers::seconds_up;
+use tollgate::{LimitDecision, PlanDecision, RateLimitHeaders};
+
+/// The status of a descriptor decided by `decision` under the plan `plan`.
+///
+/// A plan may hold several limits, a status reports one: for a rejection,
+/// the rejecting limit with the longest wait; otherwise the enforced limit
+/// with the fewest requests left (the one that will reject first).
+pub(crate) fn descriptor_status(plan: &str, decision: &PlanDecision) -> DescriptorStatus {
+    let code = if decision.allowed {
+        Code::Ok
+    } else {
+        Code::OverLimit
+    };
+    let mut status = DescriptorStatus {
+        code: code as i32,
+        ..DescriptorStatus::default()
+    };
+    if let Some(limit) = reported_limit(decision) {
+        let (unit, requests_per_unit) = closest_unit(limit.decision.limit, limit.window_ms);
+        status.current_limit = Some(RateLimit {
+            name: format!("{plan}-{}", limit.name),
+            requests_per_unit,
+            unit: unit as i32,
+        });
+        status.limit_remaining = limit.decision.remaining;
+        status.duration_until_reset = Some(duration(limit.decision.reset_after_ms));
+    }
+    status
+}
+
+/// A status without numbers (no rule matched, or a failure policy decided).
+pub(crate) fn bare_status(code: Code) -> DescriptorStatus {
+    DescriptorStatus {
+        code: code as i32,
+        ..DescriptorStatus::default()
+    }
+}
+
+fn reported_limit(decision: &PlanDecision) -> Option<&LimitDecision> {
+    let enforced = || decision.limits.iter().filter(|l| !l.shadow);
+    let chosen = if decision.allowed {
+        enforced().min_by_key(|l| l.decision.remaining)
+    } else {
+        enforced()
+            .filter(|l| !l.decision.allowed)
+            .max_by_key(|l| l.decision.retry_after_ms.unwrap_or(u64::MAX))
+    };
+    chosen.or_else(|| decision.limits.first())
+}
+
+/// Envoy's `RateLimit` has a unit, tollgate's limits a window in ms: the
+/// unit nearest the window (on a log scale, so 30 s is a minute and 5 s a
+/// second), with the limit scaled to that unit and rounded (at least 1).
+/// A window that is exactly a unit keeps its limit as it is.
+pub(crate) fn closest_unit(limit: u32, window_ms: u64) -> (Unit, u32) {
+    const UNITS: [(Unit, u64); 4] = [
+        (Unit::Second, 1_000),
+        (Unit::Minute, 60_000),
+        (Unit::Hour, 3_600_000),
+        (Unit::Day, 86_400_000),
+    ];
+    let window = window_ms.max(1);
+    let mut best = UNITS[0];
+    for candidate in UNITS {
+        // Compare |log(window / unit)|: window/unit vs unit/window.
+        let distance = |unit: u64| {
+            let (a, b) = (u128::from(window), u128::from(unit));
+            if a >= b {
+                (a, b)
+            } else {
+                (b, a)
+            }
+        };
+        let (n1, d1) = distance(candidate.1);
+        let (n2, d2) = distance(best.1);
+        // n1/d1 < n2/d2, in integers.
+        if n1 * d2 < n2 * d1 {
+            best = candidate;
+        }
+    }
+    let (unit, unit_ms) = best;
+    let window = u128::from(window);
+    let scaled = (u128::from(limit) * u128::from(unit_ms) + window / 2) / window;
+    let requests = u32::try_from(scaled.max(1)).unwrap_or(u32::MAX);
+    (unit, requests)
+}
+
+fn duration(ms: u64) -> Duration {
+    Duration {
+        seconds: i64::try_from(ms / 1000).unwrap_or(i64::MAX),
+        // Below 1_000_000_000, so it fits.
+        nanos: i32::try_from((ms % 1000) * 1_000_000).unwrap_or(0),
+    }
+}
+
+/// The IETF RateLimit headers over every plan decision of a request (items
+/// joined in descriptor order), plus `Retry-After` (the longest wait of the
+/// rejecting ones, when waiting can help).
+pub(crate) fn response_headers<'a>(
+    decisions: impl Iterator<Item = (&'a str, &'a PlanDecision)>,
+) -> Vec<HeaderValue> {
+    let mut policy = String::new();
+    let mut ratelimit = String::new();
+    let mut retry_after_ms: Option<u64> = None;
+    for (plan, decision) in decisions {
+        let values = RateLimitHeaders::new(plan, decision);
+        if !values.policy.is_empty() {
+            if !policy.is_empty() {
+                policy.push_str(", ");
+                ratelimit.push_str(", ");
+            }
+            policy.push_str(&values.policy);
+            ratelimit.push_str(&values.ratelimit);
+        }
+        if let (false, Some(ms)) = (decision.allowed, decision.retry_after_ms) {
+            retry_after_ms = Some(retry_after_ms.map_or(ms, |m| m.max(ms)));
+        }
+    }
+    let mut headers = Vec::with_capacity(3);
+    let mut push = |key: &str, value: String| {
+        headers.push(HeaderValue {
+            key: key.to_owned(),
+            value,
+            ..HeaderValue::default()
+        });
+    };
+    if !policy.is_empty() {
+        push("ratelimit-policy", policy);
+        push("ratelimit", ratelimit);
+    }
+    if let Some(ms) = retry_after_ms {
+        push("retry-after", seconds_up(ms).to_string());
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_are_the_nearest_on_a_log_scale_and_limits_scale_with_them() {
+        assert_eq!(closest_unit(10, 1_000), (Unit::Second, 10));
+        assert_eq!(closest_unit(10, 5_000), (Unit::Second, 2));
+        assert_eq!(closest_unit(10, 30_000), (Unit::Minute, 20));
+        assert_eq!(closest_unit(100, 60_000), (Unit::Minute, 100));
+        assert_eq!(closest_unit(1_000, 86_400_000), (Unit::Day, 1_000));
+        assert_eq!(closest_unit(1, 7 * 86_400_000), (Unit::Day, 1));
+        assert_eq!(closest_unit(5, 1), (Unit::Second, 5_000));
+        assert_eq!(closest_unit(u32::MAX, 1), (Unit::Second, u32::MAX));
+    }
+
+    #[test]
+    fn durations_split_seconds_and_nanos() {
+        let d = duration(61_250);
+        assert_eq!((d.seconds, d.nanos), (61, 250_000_000));
+    }
+}

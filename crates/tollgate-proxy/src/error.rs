@@ -1,0 +1,29 @@
+//! The one error type of the proxy crate.
+
+/// Why the proxy could not be configured or could not serve.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The upstream URL is not something the proxy can forward to.
+    #[error("invalid upstream {url:?}: {reason}")]
+    InvalidUpstream {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A command-line option has a value the proxy cannot use.
+    #[error("invalid {option}: {reason}")]
+    InvalidOption {
+        /// The option (e.g. `--window`).
+        option: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
+    /// A limit could not be built (unknown policy, zero limit, ...).
+    #[error(transparent)]
+    Limit(#[from] tollgate::Error),
+    /// The listening socket failed.
+    #[error("proxy server: {0}")]
+    Io(#[from] std::io::Error),
+}

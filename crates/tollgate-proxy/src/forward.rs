@@ -1,0 +1,279 @@
+//! The forwarding service: sends a request on to the upstream as it came,
+//! and streams the upstream's answer back.
+
+use std::convert::Infallible;
+use std::error::Error as StdError;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use http::header::{HeaderName, CONNECTION, CONTENT_TYPE, HOST};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tower::Service;
+
+use crate::Error;
+
+/// Where allowed requests go: an `http://host:port[/base]` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    scheme: Scheme,
+    authority: Authority,
+    /// Prefixed to every request path; empty or starting with `/`, never ending with one.
+    base_path: String,
+    url: String,
+}
+
+impl Upstream {
+    /// Parses an upstream URL such as `http://127.0.0.1:3000` or
+    /// `http://api.internal:8080/v2` (requests for `/x` then go to `/v2/x`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidUpstream`] when the URL does not parse, is not
+    /// `http://` (TLS to the upstream is not supported), has no host, or has
+    /// a query.
+    pub fn parse(url: &str) -> Result<Self, Error> {
+        let invalid = |reason: &str| Error::InvalidUpstream {
+            url: url.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| invalid(&e.to_string()))?;
+        match uri.scheme() {
+            Some(s) if *s == Scheme::HTTP => {}
+            Some(_) => return Err(invalid("only http:// upstreams are supported")),
+            None => return Err(invalid("expected a URL such as http://127.0.0.1:3000")),
+        }
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| invalid("the URL has no host"))?;
+        if uri.query().is_some() {
+            return Err(invalid("the URL must not have a query"));
+        }
+        Ok(Self {
+            scheme: Scheme::HTTP,
+            authority,
+            base_path: uri.path().trim_end_matches('/').to_owned(),
+            url: url.to_owned(),
+        })
+    }
+
+    /// The URL as given.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The upstream URI for a request to `path_and_query`.
+    fn uri_for(&self, path_and_query: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+        let tail = path_and_query.map_or("/", PathAndQuery::as_str);
+        let path = format!("{}{}", self.base_path, tail);
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(path)
+            .build()
+    }
+}
+
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1):
+/// never forwarded in either direction.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+];
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Headers named in Connection are hop-by-hop too.
+    let named: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// Sends requests to the upstream over a pooled HTTP/1.1 client.
+#[derive(Clone)]
+pub struct Forward {
+    client: Client<HttpConnector, Body>,
+    upstream: Arc<Upstream>,
+    response_timeout: Duration,
+}
+
+impl std::fmt::Debug for Forward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forward")
+            .field("upstream", &self.upstream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Forward {
+    /// A forwarder to `upstream`, with a 5-second connect timeout and
+    /// `response_timeout` to wait for the upstream's response head (the
+    /// body then streams for as long as it takes).
+    pub fn new(upstream: Upstream, response_timeout: Duration) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(5)));
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Self {
+            client,
+            upstream: Arc::new(upstream),
+            response_timeout,
+        }
+    }
+
+    async fn forward(self, request: Request<Body>) -> Response<Body> {
+        let (mut parts, body) = request.into_parts();
+        let uri = match self.upstream.uri_for(parts.uri.path_and_query()) {
+            Ok(uri) => uri,
+            Err(e) => {
+                return gateway_error(
+                    StatusCode::BAD_GATEWAY,
+                    &format!("cannot build the upstream URL: {e}"),
+                )
+            }
+        };
+        // HTTP/2 clients send the host as :authority, not Host: keep it for the upstream.
+        if !parts.headers.contains_key(HOST) {
+            if let Some(value) = parts
+                .uri
+                .authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+            {
+                parts.headers.insert(HOST, value);
+            }
+        }
+        strip_hop_by_hop(&mut parts.headers);
+        parts.uri = uri;
+        // The upstream connection is HTTP/1.1 whatever the client spoke.
+        parts.version = Version::HTTP_11;
+        let pending = self.client.request(Request::from_parts(parts, body));
+        match tokio::time::timeout(self.response_timeout, pending).await {
+            Ok(Ok(response)) => {
+                let (mut parts, body) = response.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                Response::from_parts(parts, Body::new(body))
+            }
+            Ok(Err(e)) => gateway_error(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "upstream {} unreachable: {}",
+                    self.upstream.url(),
+                    error_chain(&e)
+                ),
+            ),
+            Err(_) => gateway_error(
+                StatusCode::GATEWAY_TIMEOUT,
+                &format!(
+                    "upstream {} did not answer within {} ms",
+                    self.upstream.url(),
+                    self.response_timeout.as_millis()
+                ),
+            ),
+        }
+    }
+}
+
+/// An error and its causes, `: `-separated (hyper's own message alone says
+/// only "client error (Connect)").
+fn error_chain(error: &dyn StdError) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn gateway_error(status: StatusCode, message: &str) -> Response<Body> {
+    let mut response = Response::new(Body::from(format!("tollgate proxy: {message}\n")));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+impl Service<Request<Body>> for Forward {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // The pooled client takes requests at any time.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { Ok(this.forward(request).await) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_urls_are_checked() {
+        let up = Upstream::parse("http://127.0.0.1:3000/").unwrap();
+        let pq: PathAndQuery = "/a?b=c".parse().unwrap();
+        assert_eq!(
+            up.uri_for(Some(&pq)).unwrap(),
+            "http://127.0.0.1:3000/a?b=c"
+        );
+        let based = Upstream::parse("http://h:1/v2/").unwrap();
+        assert_eq!(based.uri_for(Some(&pq)).unwrap(), "http://h:1/v2/a?b=c");
+        for (bad, why) in [
+            ("https://h", "only http://"),
+            ("127.0.0.1:3000", "expected a URL"),
+            ("http://h/?q=1", "query"),
+            ("http://", "invalid upstream"),
+        ] {
+            let err = Upstream::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn hop_by_hop_headers_go_and_the_rest_stay() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            CONNECTION,
+            HeaderValue::from_static("keep-alive, x-private"),
+        );
+        headers.insert("x-private", HeaderValue::from_static("1"));
+        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        headers.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        headers.insert("x-kept", HeaderValue::from_static("yes"));
+        strip_hop_by_hop(&mut headers);
+        let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-kept"]);
+    }
+}

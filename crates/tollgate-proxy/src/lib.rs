@@ -1,0 +1,150 @@
+//! # tollgate-proxy
+//!
+//! tollgate as a reverse proxy in front of an API that has no rate limiting
+//! of its own: allowed requests go to the upstream unchanged (method, path,
+//! query, headers, streaming bodies; only hop-by-hop headers such as
+//! `Connection` are dropped, as HTTP requires), rejected ones are answered
+//! by the proxy with `429` and the IETF RateLimit headers. An upstream that
+//! cannot be reached gives `502` with a body saying so, one that does not
+//! start answering in time `504`.
+//!
+//! The proxy is the [`tollgate_tower::RateLimitLayer`] in front of a
+//! forwarding service ([`forward::Forward`]), served by axum:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), tollgate_proxy::Error> {
+//! use std::sync::Arc;
+//! use tollgate::{AnyPolicy, Limit, MemoryBackend, Plan, SystemClock};
+//! use tollgate_proxy::{KeySource, ProxyConfig};
+//! use tollgate_tower::RateLimitConfig;
+//!
+//! let plan = Plan::new("proxy", vec![Limit::new("1s", AnyPolicy::from_name("gcra", 100, 1_000)?, false)])?;
+//! let limits = RateLimitConfig::new(plan, Arc::new(MemoryBackend::new()), Arc::new(SystemClock));
+//! let config = ProxyConfig::new("http://127.0.0.1:3000", KeySource::Peer { trusted_proxies: 0 }, limits)?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8082").await?;
+//! tollgate_proxy::run(listener, config, std::future::pending()).await
+//! # }
+//! ```
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::serve::ListenerExt;
+use axum::Router;
+use http::{HeaderName, Request};
+use tokio::net::TcpListener;
+use tollgate_tower::{ApiKey, HeaderKey, KeyExtractor, PeerIp, RateLimitConfig, RateLimitLayer};
+
+mod error;
+pub mod forward;
+pub mod options;
+
+pub use error::Error;
+pub use forward::{Forward, Upstream};
+
+/// Where the proxy reads the client key from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// The client's IP address: the TCP peer, or with `trusted_proxies > 0`
+    /// the address that many proxies back in `X-Forwarded-For` (see
+    /// [`PeerIp::behind_proxies`]).
+    Peer {
+        /// How many reverse proxies in front of this one append to `X-Forwarded-For`.
+        trusted_proxies: usize,
+    },
+    /// The value of a header (e.g. `X-Client-Id`).
+    Header(HeaderName),
+    /// The API key: `Authorization: Bearer TOKEN` or `X-API-Key`.
+    ApiKey,
+}
+
+impl<B> KeyExtractor<B> for KeySource {
+    fn extract(&self, request: &Request<B>) -> Option<String> {
+        match self {
+            KeySource::Peer { trusted_proxies } => {
+                PeerIp::behind_proxies(*trusted_proxies).extract(request)
+            }
+            KeySource::Header(name) => HeaderKey::new(name.clone()).extract(request),
+            KeySource::ApiKey => ApiKey.extract(request),
+        }
+    }
+}
+
+/// Everything the proxy needs.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    upstream: Upstream,
+    key: KeySource,
+    limits: RateLimitConfig,
+    response_timeout: Duration,
+}
+
+impl ProxyConfig {
+    /// Forwards to `upstream` the requests that `limits` allows, per client
+    /// key read from `key`. Missing keys, store failures and the refusal
+    /// bodies follow `limits` (by default: 400, 503, plain text). The
+    /// upstream gets 30 s to start answering ([`ProxyConfig::response_timeout`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidUpstream`] (see [`Upstream::parse`]).
+    pub fn new(upstream: &str, key: KeySource, limits: RateLimitConfig) -> Result<Self, Error> {
+        Ok(Self {
+            upstream: Upstream::parse(upstream)?,
+            key,
+            limits,
+            response_timeout: Duration::from_secs(30),
+        })
+    }
+
+    /// How long to wait for the upstream's response head before answering
+    /// `504 Gateway Timeout` (a slow body is not cut off).
+    #[must_use]
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// The upstream.
+    pub fn upstream(&self) -> &Upstream {
+        &self.upstream
+    }
+
+    /// The rate-limit settings.
+    pub fn limits(&self) -> &RateLimitConfig {
+        &self.limits
+    }
+}
+
+/// The proxy as an axum router (every path, every method), for serving
+/// with `into_make_service_with_connect_info::<SocketAddr>()` (the peer
+/// address is needed for [`KeySource::Peer`]).
+pub fn router(config: ProxyConfig) -> Router {
+    Router::new()
+        .fallback_service(Forward::new(config.upstream, config.response_timeout))
+        .layer(RateLimitLayer::new(config.limits, config.key))
+}
+
+/// Serves the proxy on `listener` until `shutdown` completes, then lets the
+/// requests in flight finish.
+///
+/// # Errors
+/// [`Error::Io`] when the server fails.
+pub async fn run(
+    listener: TcpListener,
+    config: ProxyConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let app = router(config);
+    // No Nagle: small responses must leave at once.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! The proxy's command-line values, parsed here so the binary stays thin:
+//! windows (`"1s"`, `"15m"`), key sources (`peer`, `api-key`,
+//! `header:X-Client-Id`) and the one-limit plan built from `--policy`,
+//! `--limit` and `--window`.
+
+use http::HeaderName;
+use tollgate::{AnyPolicy, Limit, Plan};
+
+use crate::{Error, KeySource};
+
+/// A window: a whole number with a unit `ms`, `s`, `m`, `h` or `d`, or a
+/// bare number of milliseconds.
+///
+/// # Errors
+/// [`Error::InvalidOption`] naming `--window`.
+pub fn parse_window(text: &str) -> Result<u64, Error> {
+    parse_duration_ms("--window", text)
+}
+
+/// A duration for the command-line option `option`, in the same format as
+/// [`parse_window`], in milliseconds (at least 1).
+///
+/// # Errors
+/// [`Error::InvalidOption`] naming `option`.
+pub fn parse_duration_ms(option: &'static str, text: &str) -> Result<u64, Error> {
+    let invalid = |reason: String| Error::InvalidOption { option, reason };
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let scale = match unit {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => {
+            return Err(invalid(format!(
+                "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d, e.g. \"1s\" or \"15m\")"
+            )))
+        }
+    };
+    let number: u64 = number.parse().map_err(|_| {
+        invalid(format!(
+            "{text:?}: expected a whole number and a unit, e.g. \"1s\""
+        ))
+    })?;
+    let ms = number
+        .checked_mul(scale)
+        .ok_or_else(|| invalid(format!("{text:?} is too long")))?;
+    if ms == 0 {
+        return Err(invalid("must be at least 1 ms".into()));
+    }
+    Ok(ms)
+}
+
+/// A key source: `peer`, `api-key`, or `header:NAME`.
+///
+/// # Errors
+/// [`Error::InvalidOption`] naming `--key`.
+pub fn parse_key(text: &str, trusted_proxies: usize) -> Result<KeySource, Error> {
+    let invalid = |reason: String| Error::InvalidOption {
+        option: "--key",
+        reason,
+    };
+    match text {
+        "peer" => Ok(KeySource::Peer { trusted_proxies }),
+        "api-key" => Ok(KeySource::ApiKey),
+        _ => match text.strip_prefix("header:") {
+            Some(name) => HeaderName::from_bytes(name.trim().as_bytes())
+                .map(KeySource::Header)
+                .map_err(|_| invalid(format!("{name:?} is not a valid header name"))),
+            None => Err(invalid(format!(
+                "{text:?}: expected peer, api-key or header:NAME"
+            ))),
+        },
+    }
+}
+
+/// The plan `name` with one limit `name-<window>` of `policy`, `limit`
+/// requests per `window_ms`.
+///
+/// # Errors
+/// [`Error::Limit`] for an unknown policy or impossible numbers.
+pub fn single_limit_plan(
+    name: &str,
+    policy: &str,
+    limit: u32,
+    window: &str,
+) -> Result<Plan, Error> {
+    let window_ms = parse_window(window)?;
+    let policy = AnyPolicy::from_name(policy, limit, window_ms)?;
+    Ok(Plan::new(
+        name,
+        vec![Limit::new(window.trim(), policy, false)],
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_parse_with_units() {
+        assert_eq!(parse_window("250").unwrap(), 250);
+        assert_eq!(parse_window("250ms").unwrap(), 250);
+        assert_eq!(parse_window("1s").unwrap(), 1_000);
+        assert_eq!(parse_window("15m").unwrap(), 900_000);
+        assert_eq!(parse_window("1d").unwrap(), 86_400_000);
+        for bad in ["", "s", "1w", "0s", "-1s", "1.5s", "99999999999999999999d"] {
+            let err = parse_window(bad).unwrap_err().to_string();
+            assert!(err.starts_with("invalid --window"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn keys_parse() {
+        assert_eq!(
+            parse_key("peer", 2).unwrap(),
+            KeySource::Peer { trusted_proxies: 2 }
+        );
+        assert_eq!(parse_key("api-key", 0).unwrap(), KeySource::ApiKey);
+        assert_eq!(
+            parse_key("header:X-Client-Id", 0).unwrap(),
+            KeySource::Header(HeaderName::from_static("x-client-id"))
+        );
+        assert!(parse_key("header:bad name", 0).is_err());
+        assert!(parse_key("cookie", 0).is_err());
+    }
+
+    #[test]
+    fn plans_are_checked() {
+        let plan = single_limit_plan("proxy", "token-bucket", 10, "1s").unwrap();
+        assert_eq!(plan.limits()[0].name(), "1s");
+        let err = single_limit_plan("proxy", "leaky", 10, "1s").unwrap_err();
+        assert!(err.to_string().contains("unknown policy"), "{err}");
+        assert!(single_limit_plan("proxy", "gcra", 0, "1s").is_err());
+    }
+}

@@ -1,0 +1,250 @@
+//! What the layer decides against and how it answers: the plan, the store,
+//! the clock, and the policies for the cases that are not a plain decision
+//! (no client key, store failure), plus the body of the layer's own answers.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+use http_body_util::Full;
+use tollgate::{Clock, Plan, PlanDecision, RateLimitHeaders, Store, StoreError};
+
+/// The `RateLimit-Policy` header field name.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// The `RateLimit` header field name.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// What to do with a request whose client key cannot be found (no such
+/// header, no peer address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingKey {
+    /// Answer `400 Bad Request`: the default, since letting unkeyed requests
+    /// through would let any client skip the limit by leaving the key out.
+    #[default]
+    Reject,
+    /// Pass the request to the inner service without a decision or headers
+    /// (for keys that are optional, e.g. only API-key holders are limited).
+    Allow,
+}
+
+/// What to do when the store itself fails (returns a [`StoreError`]).
+///
+/// A store with its own failure policy (the Redis store's fail-open,
+/// fail-closed or local fallback) answers with a [`PlanDecision`] whose
+/// `decided_by` says so; such decisions are applied like any other. This
+/// setting covers only the errors a store hands back instead of a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnStoreError {
+    /// Answer `503 Service Unavailable`: the default, so that an outage is
+    /// visible rather than silently unlimited.
+    #[default]
+    Unavailable,
+    /// Let the request through without headers (availability over limits).
+    FailOpen,
+    /// Answer `429 Too Many Requests` without rate-limit numbers.
+    FailClosed,
+}
+
+/// The cost of one request, read from the request's extensions; requests
+/// without it cost 1. An earlier layer (or handler-side middleware) inserts
+/// it for expensive routes. A cost of 0 counts as 1 so that no request
+/// escapes the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost(pub u32);
+
+/// Why the layer answers a request itself.
+#[derive(Debug)]
+pub enum Refusal<'a> {
+    /// The plan rejected the request (429).
+    RateLimited {
+        /// The plan the request was checked against.
+        plan: &'a Plan,
+        /// The plan's decision.
+        decision: &'a PlanDecision,
+    },
+    /// No client key could be extracted and [`MissingKey::Reject`] is set (400).
+    MissingKey,
+    /// The store failed (503, or 429 with [`OnStoreError::FailClosed`]).
+    StoreFailed {
+        /// The store's error.
+        error: &'a StoreError,
+    },
+}
+
+/// The body of an answer the layer gives itself, with its content type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusalBody {
+    /// The `Content-Type` of `body`.
+    pub content_type: HeaderValue,
+    /// The bytes sent.
+    pub body: Bytes,
+}
+
+impl RefusalBody {
+    /// A `text/plain; charset=utf-8` body.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content_type: HeaderValue::from_static("text/plain; charset=utf-8"),
+            body: Bytes::from(text.into()),
+        }
+    }
+
+    /// An `application/json` body (the caller provides valid JSON).
+    pub fn json(json: impl Into<String>) -> Self {
+        Self {
+            content_type: HeaderValue::from_static("application/json"),
+            body: Bytes::from(json.into()),
+        }
+    }
+}
+
+type BodyFn = dyn Fn(&Refusal<'_>) -> RefusalBody + Send + Sync;
+
+/// Everything the layer needs besides the key extractor; shared by every
+/// clone of the layer and its services through an `Arc`.
+#[derive(Clone)]
+pub struct RateLimitConfig {
+    pub(crate) plan: Plan,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) headers_on_allowed: bool,
+    pub(crate) missing_key: MissingKey,
+    pub(crate) on_store_error: OnStoreError,
+    pub(crate) body: Arc<BodyFn>,
+}
+
+impl fmt::Debug for RateLimitConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitConfig")
+            .field("plan", &self.plan)
+            .field("headers_on_allowed", &self.headers_on_allowed)
+            .field("missing_key", &self.missing_key)
+            .field("on_store_error", &self.on_store_error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateLimitConfig {
+    /// Checks every request against `plan` in `store`, at the time `clock`
+    /// reads. Defaults: headers on allowed responses too, 400 for a missing
+    /// key, 503 for a store error, plain-text refusal bodies.
+    pub fn new(plan: Plan, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            plan,
+            store,
+            clock,
+            headers_on_allowed: true,
+            missing_key: MissingKey::default(),
+            on_store_error: OnStoreError::default(),
+            body: Arc::new(default_body),
+        }
+    }
+
+    /// Whether allowed responses carry the `RateLimit-Policy` and `RateLimit`
+    /// headers (rejections always do).
+    #[must_use]
+    pub fn headers_on_allowed(mut self, yes: bool) -> Self {
+        self.headers_on_allowed = yes;
+        self
+    }
+
+    /// What to do when the key extractor finds no key.
+    #[must_use]
+    pub fn on_missing_key(mut self, policy: MissingKey) -> Self {
+        self.missing_key = policy;
+        self
+    }
+
+    /// What to do when the store fails.
+    #[must_use]
+    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
+        self.on_store_error = policy;
+        self
+    }
+
+    /// The body of the layer's own answers (429, 400, 503). Status and
+    /// rate-limit headers are set by the layer; only the body is yours.
+    #[must_use]
+    pub fn refusal_body(
+        mut self,
+        body: impl Fn(&Refusal<'_>) -> RefusalBody + Send + Sync + 'static,
+    ) -> Self {
+        self.body = Arc::new(body);
+        self
+    }
+
+    /// The plan requests are checked against.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The answer for a refused request: status, body and (for a rate-limit
+    /// rejection) the rate-limit headers and `Retry-After`.
+    pub fn refusal_response(&self, refusal: &Refusal<'_>) -> Response<Full<Bytes>> {
+        let status = match refusal {
+            Refusal::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Refusal::MissingKey => StatusCode::BAD_REQUEST,
+            Refusal::StoreFailed { .. } => match self.on_store_error {
+                OnStoreError::FailClosed => StatusCode::TOO_MANY_REQUESTS,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            },
+        };
+        let body = (self.body)(refusal);
+        let mut response = Response::new(Full::new(body.body));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, body.content_type);
+        if let Refusal::RateLimited { plan, decision } = refusal {
+            insert_headers(response.headers_mut(), plan.name(), decision, true);
+        }
+        response
+    }
+}
+
+/// Adds the IETF rate-limit headers for `decision` (and `Retry-After` when
+/// `retry_after` is set and the decision has one) to `headers`.
+pub fn insert_headers(
+    headers: &mut HeaderMap,
+    plan: &str,
+    decision: &PlanDecision,
+    retry_after: bool,
+) {
+    let values = RateLimitHeaders::new(plan, decision);
+    // Values are printable ASCII by construction (names are sf-strings);
+    // an unrepresentable one is left out rather than failing the request.
+    if !values.policy.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&values.policy) {
+            headers.insert(RATELIMIT_POLICY, v);
+        }
+        if let Ok(v) = HeaderValue::from_str(&values.ratelimit) {
+            headers.insert(RATELIMIT, v);
+        }
+    }
+    if retry_after {
+        if let Some(Ok(v)) = values.retry_after.as_deref().map(HeaderValue::from_str) {
+            headers.insert(RETRY_AFTER, v);
+        }
+    }
+}
+
+/// The plain-text bodies used unless [`RateLimitConfig::refusal_body`] says otherwise.
+pub fn default_body(refusal: &Refusal<'_>) -> RefusalBody {
+    match refusal {
+        Refusal::RateLimited { decision, .. } => match decision.retry_after_ms {
+            Some(ms) => RefusalBody::text(format!(
+                "rate limit exceeded: retry in {} s\n",
+                tollgate::headers::seconds_up(ms)
+            )),
+            None => RefusalBody::text(
+                "rate limit exceeded: this request costs more than the limit allows\n",
+            ),
+        },
+        Refusal::MissingKey => {
+            RefusalBody::text("missing client key: the request does not say who is calling\n")
+        }
+        Refusal::StoreFailed { .. } => RefusalBody::text("rate limiter unavailable\n"),
+    }
+}

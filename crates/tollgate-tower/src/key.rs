@@ -1,0 +1,243 @@
+//! Who is calling: the client key a request is counted under.
+//!
+//! A [`KeyExtractor`] reads it from the request: [`PeerIp`] (the TCP peer,
+//! or `X-Forwarded-For` when behind trusted proxies), [`HeaderKey`] (any
+//! header), [`ApiKey`] (`Authorization: Bearer` or `X-API-Key`), or any
+//! closure `Fn(&Request<B>) -> Option<String>`. `None` means "no key": the
+//! layer then applies its [`crate::MissingKey`] policy.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::ConnectInfo;
+use http::header::AUTHORIZATION;
+use http::{HeaderName, Request};
+
+/// Finds the client key of a request.
+pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
+    /// The key the request is counted under, or `None` when the request does
+    /// not carry one.
+    fn extract(&self, request: &Request<B>) -> Option<String>;
+}
+
+impl<B, F> KeyExtractor<B> for F
+where
+    F: Fn(&Request<B>) -> Option<String> + Clone + Send + Sync + 'static,
+{
+    fn extract(&self, request: &Request<B>) -> Option<String> {
+        self(request)
+    }
+}
+
+/// The client's IP address.
+///
+/// The peer address comes from the request extensions: axum's
+/// `ConnectInfo<SocketAddr>` (serve with
+/// `into_make_service_with_connect_info::<SocketAddr>()`) or a plain
+/// `SocketAddr` inserted by a hyper server loop.
+///
+/// `X-Forwarded-For` is read only when configured with
+/// [`PeerIp::behind_proxies`]: anyone can send that header, so trusting it
+/// without a proxy in front lets every client pick its own key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PeerIp {
+    trusted_proxies: usize,
+}
+
+impl PeerIp {
+    /// The TCP peer's address; `X-Forwarded-For` is ignored.
+    pub fn direct() -> Self {
+        Self { trusted_proxies: 0 }
+    }
+
+    /// Behind `proxies` trusted reverse proxies, each appending the address
+    /// it saw to `X-Forwarded-For`: the client is the `proxies`-th address
+    /// from the right (entries further left were written by the client and
+    /// may be forged). With fewer entries than that, the leftmost one. With
+    /// no usable header, the TCP peer. `behind_proxies(0)` is [`PeerIp::direct`].
+    pub fn behind_proxies(proxies: usize) -> Self {
+        Self {
+            trusted_proxies: proxies,
+        }
+    }
+
+    fn forwarded_for<B>(&self, request: &Request<B>) -> Option<IpAddr> {
+        if self.trusted_proxies == 0 {
+            return None;
+        }
+        // Several header lines form one comma-separated list, in order.
+        let entries: Vec<&str> = request
+            .headers()
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        let index = entries.len().saturating_sub(self.trusted_proxies);
+        entries.get(index).and_then(|s| parse_ip(s))
+    }
+}
+
+/// An address as proxies write it: a bare IP, or `ip:port` / `[v6]:port`.
+fn parse_ip(s: &str) -> Option<IpAddr> {
+    s.parse::<IpAddr>()
+        .ok()
+        .or_else(|| s.parse::<SocketAddr>().ok().map(|a| a.ip()))
+}
+
+/// The peer address a server put into the request extensions.
+pub fn peer_addr<B>(request: &Request<B>) -> Option<SocketAddr> {
+    let extensions = request.extensions();
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0)
+        .or_else(|| extensions.get::<SocketAddr>().copied())
+}
+
+impl<B> KeyExtractor<B> for PeerIp {
+    fn extract(&self, request: &Request<B>) -> Option<String> {
+        let ip = self
+            .forwarded_for(request)
+            .or_else(|| peer_addr(request).map(|a| a.ip()))?;
+        // An IPv4 client reached over an IPv6 socket counts as itself.
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        Some(ip.to_string())
+    }
+}
+
+/// The value of one header (e.g. `X-Client-Id`), trimmed; absent, empty or
+/// non-ASCII values are no key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderKey {
+    name: HeaderName,
+}
+
+impl HeaderKey {
+    /// Keys requests by the header `name`.
+    pub fn new(name: HeaderName) -> Self {
+        Self { name }
+    }
+}
+
+impl<B> KeyExtractor<B> for HeaderKey {
+    fn extract(&self, request: &Request<B>) -> Option<String> {
+        header_value(request, &self.name)
+    }
+}
+
+fn header_value<B>(request: &Request<B>, name: &HeaderName) -> Option<String> {
+    let value = request.headers().get(name)?.to_str().ok()?.trim();
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+/// The caller's API key: the token of `Authorization: Bearer TOKEN`, or else
+/// the `X-API-Key` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ApiKey;
+
+impl<B> KeyExtractor<B> for ApiKey {
+    fn extract(&self, request: &Request<B>) -> Option<String> {
+        let bearer = request
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, token) = v.trim().split_once(' ')?;
+                let token = token.trim();
+                (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty())
+                    .then(|| token.to_owned())
+            });
+        bearer.or_else(|| header_value(request, &HeaderName::from_static("x-api-key")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(headers: &[(&str, &str)], peer: Option<&str>) -> Request<()> {
+        let mut builder = Request::builder().uri("/");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let mut request = builder.body(()).unwrap();
+        if let Some(peer) = peer {
+            request
+                .extensions_mut()
+                .insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+        }
+        request
+    }
+
+    #[test]
+    fn peer_ip_ignores_forwarded_for_unless_trusted() {
+        let r = request(&[("x-forwarded-for", "9.9.9.9")], Some("10.0.0.1:5555"));
+        assert_eq!(PeerIp::direct().extract(&r).as_deref(), Some("10.0.0.1"));
+        assert_eq!(
+            PeerIp::behind_proxies(1).extract(&r).as_deref(),
+            Some("9.9.9.9")
+        );
+    }
+
+    #[test]
+    fn forwarded_for_counts_trusted_hops_from_the_right() {
+        let r = request(
+            &[
+                ("x-forwarded-for", "6.6.6.6, 1.1.1.1"),
+                ("x-forwarded-for", "2.2.2.2"),
+            ],
+            Some("10.0.0.1:1"),
+        );
+        let key = |n| PeerIp::behind_proxies(n).extract(&r);
+        assert_eq!(key(1).as_deref(), Some("2.2.2.2"));
+        assert_eq!(key(2).as_deref(), Some("1.1.1.1"));
+        assert_eq!(key(9).as_deref(), Some("6.6.6.6"));
+    }
+
+    #[test]
+    fn garbage_forwarded_for_falls_back_to_peer() {
+        let r = request(&[("x-forwarded-for", "not-an-ip")], Some("[::1]:80"));
+        assert_eq!(
+            PeerIp::behind_proxies(1).extract(&r).as_deref(),
+            Some("::1")
+        );
+    }
+
+    #[test]
+    fn mapped_v4_is_v4_and_missing_peer_is_no_key() {
+        let r = request(&[], Some("[::ffff:1.2.3.4]:80"));
+        assert_eq!(PeerIp::direct().extract(&r).as_deref(), Some("1.2.3.4"));
+        assert_eq!(PeerIp::direct().extract(&request(&[], None)), None);
+    }
+
+    #[test]
+    fn header_key_trims_and_rejects_empty() {
+        let key = HeaderKey::new(HeaderName::from_static("x-client-id"));
+        assert_eq!(
+            key.extract(&request(&[("x-client-id", " alice ")], None))
+                .as_deref(),
+            Some("alice")
+        );
+        assert_eq!(key.extract(&request(&[("x-client-id", "  ")], None)), None);
+        assert_eq!(key.extract(&request(&[], None)), None);
+    }
+
+    #[test]
+    fn api_key_prefers_bearer_then_x_api_key() {
+        let both = request(&[("authorization", "Bearer tok"), ("x-api-key", "k")], None);
+        assert_eq!(ApiKey.extract(&both).as_deref(), Some("tok"));
+        let basic = request(&[("authorization", "Basic abc"), ("x-api-key", "k")], None);
+        assert_eq!(ApiKey.extract(&basic).as_deref(), Some("k"));
+        assert_eq!(ApiKey.extract(&request(&[], None)), None);
+    }
+
+    #[test]
+    fn closures_are_extractors() {
+        let by_path = |r: &Request<()>| Some(r.uri().path().to_owned());
+        assert_eq!(by_path.extract(&request(&[], None)).as_deref(), Some("/"));
+    }
+}

@@ -1,0 +1,304 @@
+//! The layer driven in-process with `tower::ServiceExt::oneshot`: every
+//! answer it gives, with the clock moved by hand.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderName, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use tollgate::{
+    AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store, StoreError,
+    StoreFuture,
+};
+use tollgate_tower::{
+    Cost, HeaderKey, MissingKey, OnStoreError, RateLimitConfig, RateLimitLayer, Refusal,
+    RefusalBody, ResponseBody,
+};
+use tower::{service_fn, Layer, Service, ServiceExt};
+
+fn plan() -> Plan {
+    Plan::new(
+        "free",
+        vec![Limit::new(
+            "1s",
+            AnyPolicy::from_name("sliding-window", 2, 1_000).unwrap(),
+            false,
+        )],
+    )
+    .unwrap()
+}
+
+fn config(clock: &Arc<ManualClock>) -> RateLimitConfig {
+    RateLimitConfig::new(plan(), Arc::new(MemoryBackend::new()), clock.clone())
+}
+
+fn layer(config: RateLimitConfig) -> RateLimitLayer<HeaderKey> {
+    RateLimitLayer::new(
+        config,
+        HeaderKey::new(HeaderName::from_static("x-client-id")),
+    )
+}
+
+async fn ok_service(_: Request<()>) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(b"inner"))))
+}
+
+fn request(client: Option<&str>) -> Request<()> {
+    let mut builder = Request::builder().uri("/");
+    if let Some(client) = client {
+        builder = builder.header("x-client-id", client);
+    }
+    builder.body(()).unwrap()
+}
+
+async fn text(response: Response<ResponseBody<Full<Bytes>>>) -> String {
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+fn header<'a>(response: &'a Response<ResponseBody<Full<Bytes>>>, name: &str) -> Option<&'a str> {
+    response.headers().get(name).map(|v| v.to_str().unwrap())
+}
+
+#[tokio::test]
+async fn allows_up_to_the_limit_then_429_with_headers_until_the_window_moves() {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let service = layer(config(&clock)).layer(service_fn(ok_service));
+
+    let first = service.clone().oneshot(request(Some("a"))).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(
+        header(&first, "ratelimit-policy"),
+        Some(r#""free-1s";q=2;w=1"#)
+    );
+    assert_eq!(header(&first, "ratelimit"), Some(r#""free-1s";r=1;t=1"#));
+    assert_eq!(header(&first, "retry-after"), None);
+    assert_eq!(text(first).await, "inner");
+
+    clock.advance(400);
+    let second = service.clone().oneshot(request(Some("a"))).await.unwrap();
+    assert_eq!(header(&second, "ratelimit"), Some(r#""free-1s";r=0;t=1"#));
+
+    clock.advance(100);
+    let third = service.clone().oneshot(request(Some("a"))).await.unwrap();
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    // The first request leaves the window at 11_000, 500 ms from now.
+    assert_eq!(header(&third, "retry-after"), Some("1"));
+    assert_eq!(header(&third, "ratelimit"), Some(r#""free-1s";r=0;t=1"#));
+    assert_eq!(
+        header(&third, "content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(text(third).await, "rate limit exceeded: retry in 1 s\n");
+
+    // Another client has its own budget.
+    let other = service.clone().oneshot(request(Some("b"))).await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+
+    clock.set(11_000);
+    let later = service.clone().oneshot(request(Some("a"))).await.unwrap();
+    assert_eq!(later.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn clones_and_layered_services_share_one_budget() {
+    let clock = Arc::new(ManualClock::new(0));
+    let layer = layer(config(&clock));
+    let mut one = layer.layer(service_fn(ok_service));
+    let mut two = layer.clone().layer(service_fn(ok_service));
+    let mut three = one.clone();
+    let mut statuses = Vec::new();
+    for service in [&mut one, &mut two, &mut three] {
+        let response = service
+            .ready()
+            .await
+            .unwrap()
+            .call(request(Some("a")))
+            .await
+            .unwrap();
+        statuses.push(response.status());
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_rejected_request_never_reaches_the_inner_service() {
+    let clock = Arc::new(ManualClock::new(0));
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = {
+        let calls = calls.clone();
+        service_fn(move |r: Request<()>| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            ok_service(r)
+        })
+    };
+    let service = layer(config(&clock)).layer(counted);
+    for _ in 0..5 {
+        service.clone().oneshot(request(Some("a"))).await.unwrap();
+    }
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn missing_key_is_400_by_default_or_passes_through_without_headers() {
+    let clock = Arc::new(ManualClock::new(0));
+    let strict = layer(config(&clock)).layer(service_fn(ok_service));
+    let response = strict.oneshot(request(None)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert!(text(response).await.starts_with("missing client key"));
+
+    let lenient =
+        layer(config(&clock).on_missing_key(MissingKey::Allow)).layer(service_fn(ok_service));
+    for _ in 0..3 {
+        let response = lenient.clone().oneshot(request(None)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(header(&response, "ratelimit"), None);
+    }
+}
+
+/// A store that is always down.
+struct DownStore;
+
+impl Store for DownStore {
+    fn check<'a>(
+        &'a self,
+        _: &'a Plan,
+        _: &'a str,
+        _: u64,
+        _: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        Box::pin(std::future::ready(Err(StoreError::transient(
+            "connection refused",
+        ))))
+    }
+}
+
+#[tokio::test]
+async fn store_errors_follow_the_configured_policy() {
+    let clock = Arc::new(ManualClock::new(0));
+    let down = |policy| {
+        layer(
+            RateLimitConfig::new(plan(), Arc::new(DownStore), clock.clone()).on_store_error(policy),
+        )
+        .layer(service_fn(ok_service))
+    };
+    let cases = [
+        (OnStoreError::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+        (OnStoreError::FailOpen, StatusCode::OK),
+        (OnStoreError::FailClosed, StatusCode::TOO_MANY_REQUESTS),
+    ];
+    for (policy, status) in cases {
+        let response = down(policy).oneshot(request(Some("a"))).await.unwrap();
+        assert_eq!(response.status(), status, "{policy:?}");
+        assert_eq!(header(&response, "ratelimit"), None, "{policy:?}");
+    }
+}
+
+#[tokio::test]
+async fn headers_on_allowed_responses_can_be_turned_off() {
+    let clock = Arc::new(ManualClock::new(0));
+    let service = layer(config(&clock).headers_on_allowed(false)).layer(service_fn(ok_service));
+    let allowed = service.clone().oneshot(request(Some("a"))).await.unwrap();
+    assert_eq!(header(&allowed, "ratelimit"), None);
+    service.clone().oneshot(request(Some("a"))).await.unwrap();
+    let rejected = service.oneshot(request(Some("a"))).await.unwrap();
+    assert_eq!(rejected.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(header(&rejected, "ratelimit").is_some());
+}
+
+#[tokio::test]
+async fn the_refusal_body_is_customisable() {
+    let clock = Arc::new(ManualClock::new(0));
+    let config = config(&clock).refusal_body(|refusal| match refusal {
+        Refusal::RateLimited { plan, decision } => RefusalBody::json(format!(
+            r#"{{"plan":"{}","retry_after_ms":{}}}"#,
+            plan.name(),
+            decision.retry_after_ms.unwrap_or(0)
+        )),
+        _ => RefusalBody::text("other"),
+    });
+    let service = layer(config).layer(service_fn(ok_service));
+    service.clone().oneshot(request(Some("a"))).await.unwrap();
+    clock.advance(250);
+    service.clone().oneshot(request(Some("a"))).await.unwrap();
+    let rejected = service.oneshot(request(Some("a"))).await.unwrap();
+    assert_eq!(header(&rejected, "content-type"), Some("application/json"));
+    assert_eq!(
+        text(rejected).await,
+        r#"{"plan":"free","retry_after_ms":750}"#
+    );
+}
+
+#[tokio::test]
+async fn cost_comes_from_the_request_extensions() {
+    let clock = Arc::new(ManualClock::new(0));
+    let service = layer(config(&clock)).layer(service_fn(ok_service));
+    let mut heavy = request(Some("a"));
+    heavy.extensions_mut().insert(Cost(2));
+    let response = service.clone().oneshot(heavy).await.unwrap();
+    assert_eq!(header(&response, "ratelimit"), Some(r#""free-1s";r=0;t=1"#));
+    let mut too_heavy = request(Some("b"));
+    too_heavy.extensions_mut().insert(Cost(3));
+    let response = service.oneshot(too_heavy).await.unwrap();
+    // More than the limit: rejected, and no Retry-After since waiting cannot help.
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&response, "retry-after"), None);
+}
+
+/// A store whose own failure policy answers (as the Redis store does when
+/// Redis is down): the layer applies that decision like any other.
+struct FailPolicyStore {
+    allowed: bool,
+}
+
+impl Store for FailPolicyStore {
+    fn check<'a>(
+        &'a self,
+        _: &'a Plan,
+        _: &'a str,
+        _: u64,
+        _: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        let decision = PlanDecision {
+            allowed: self.allowed,
+            retry_after_ms: if self.allowed { Some(0) } else { Some(1_000) },
+            limits: Vec::new(),
+            decided_by: if self.allowed {
+                tollgate::DecidedBy::FailOpen
+            } else {
+                tollgate::DecidedBy::FailClosed
+            },
+        };
+        Box::pin(std::future::ready(Ok(decision)))
+    }
+}
+
+#[tokio::test]
+async fn a_store_failure_policy_decision_is_applied_as_it_is() {
+    let clock = Arc::new(ManualClock::new(0));
+    for (allowed, status) in [
+        (true, StatusCode::OK),
+        (false, StatusCode::TOO_MANY_REQUESTS),
+    ] {
+        let config =
+            RateLimitConfig::new(plan(), Arc::new(FailPolicyStore { allowed }), clock.clone());
+        let response = layer(config)
+            .layer(service_fn(ok_service))
+            .oneshot(request(Some("a")))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status);
+        // No limit numbers to report, but a rejection still says when to come back.
+        assert_eq!(header(&response, "ratelimit"), None);
+        let retry = if allowed { None } else { Some("1") };
+        assert_eq!(header(&response, "retry-after"), retry);
+    }
+}

@@ -1,0 +1,146 @@
+//! Reclaiming idle state: a sweep removes only state whose removal cannot
+//! change a future answer (calls at or after the sweep's time), and token
+//! buckets only when the caller accepts forgetting their drip phase.
+
+use proptest::prelude::*;
+use tollgate::{RateLimiter, POLICY_NAMES};
+
+#[test]
+fn a_log_whose_times_all_left_the_window_is_freed() {
+    let l = RateLimiter::new("sliding-window", 2, 1000).unwrap();
+    assert!(l.allow("a", 0));
+    assert!(l.allow("b", 500));
+    assert_eq!(l.sweep(999, false), 0, "both still inside");
+    assert_eq!(l.sweep(1000, false), 1, "a's request at 0 has left");
+    assert_eq!(l.clients(), 1);
+    assert_eq!(l.sweep(1500, false), 1);
+    assert_eq!(l.clients(), 0);
+}
+
+#[test]
+fn gcra_state_is_freed_once_the_quota_is_full_again() {
+    let l = RateLimiter::new("gcra", 2, 1000).unwrap();
+    assert!(l.allow("a", 0) && l.allow("a", 0));
+    assert_eq!(l.sweep(999, false), 0);
+    assert_eq!(l.sweep(1000, false), 1);
+}
+
+#[test]
+fn clients_that_only_asked_are_freed_too() {
+    for name in ["sliding-window", "gcra"] {
+        let l = RateLimiter::new(name, 2, 1000).unwrap();
+        assert_eq!(l.remaining("asker", 7), 2);
+        assert_eq!(l.clients(), 1, "{name}: the time seen is remembered");
+        assert_eq!(l.sweep(7, false), 1, "{name}");
+    }
+}
+
+#[test]
+fn token_buckets_are_freed_only_when_full_and_only_on_request() {
+    let l = RateLimiter::new("token-bucket", 2, 1000).unwrap();
+    assert!(l.allow("a", 0));
+    assert_eq!(l.remaining("b", 0), 2);
+    assert_eq!(
+        l.sweep(10_000, false),
+        0,
+        "removal would forget the drip phase"
+    );
+    assert_eq!(l.sweep(499, true), 1, "b is full, a is not yet");
+    assert_eq!(l.sweep(500, true), 1, "a is full again at its drip at 500");
+    assert_eq!(l.clients(), 0);
+}
+
+#[test]
+fn resetting_the_phase_is_what_the_opt_in_says() {
+    // Anchored at 0: drips at 500, 1000, ... Swept at 700 while full, the
+    // next call at 800 anchors anew: the drip that would have come at 1000
+    // comes at 1300 instead.
+    let kept = RateLimiter::new("token-bucket", 2, 1000).unwrap();
+    let swept = RateLimiter::new("token-bucket", 2, 1000).unwrap();
+    for l in [&kept, &swept] {
+        assert!(l.allow("a", 0));
+    }
+    assert_eq!(swept.sweep(700, true), 1);
+    for l in [&kept, &swept] {
+        assert!(l.allow("a", 800) && l.allow("a", 800));
+        assert!(!l.allow("a", 800));
+    }
+    assert_eq!(kept.remaining("a", 1000), 1);
+    assert_eq!(swept.remaining("a", 1000), 0);
+    assert_eq!(swept.remaining("a", 1300), 1);
+}
+
+#[test]
+fn a_sweep_with_a_stale_clock_keeps_live_state() {
+    let l = RateLimiter::new("sliding-window", 1, 1000).unwrap();
+    assert!(l.allow("a", 5_000));
+    assert_eq!(
+        l.sweep(0, true),
+        0,
+        "swept at the client's latest time, 5000"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// A swept and an unswept limiter give the same answers afterwards.
+    #[test]
+    fn sweeping_changes_no_answer(
+        policy in 0..POLICY_NAMES.len(),
+        limit in 1..=5u32,
+        interval in 1..=200u64,
+        calls in proptest::collection::vec((0..4usize, 0..=300u64, any::<bool>(), 0..10u8), 1..150),
+    ) {
+        let name = POLICY_NAMES[policy];
+        let window = u64::from(limit) * interval;
+        let kept = RateLimiter::new(name, limit, window).unwrap();
+        let swept = RateLimiter::new(name, limit, window).unwrap();
+        let mut now = 0;
+        for (client, step, allow, sweep) in calls {
+            now += step;
+            let client = format!("c{client}");
+            if sweep == 0 {
+                swept.sweep(now, false);
+                prop_assert!(swept.clients() <= kept.clients());
+            }
+            if allow {
+                prop_assert_eq!(kept.check(&client, now, 1), swept.check(&client, now, 1));
+            } else {
+                prop_assert_eq!(kept.peek(&client, now), swept.peek(&client, now));
+            }
+        }
+        if name == "token-bucket" {
+            prop_assert_eq!(swept.clients(), kept.clients(), "buckets are kept without the opt-in");
+        }
+    }
+
+    /// With the opt-in, only full buckets go, and a removed client answers
+    /// as full at once.
+    #[test]
+    fn the_opt_in_removes_only_full_buckets(
+        limit in 1..=5u32,
+        interval in 1..=200u64,
+        calls in proptest::collection::vec((0..4usize, 0..=300u64), 1..100),
+        sweep_at in 0..=2_000u64,
+    ) {
+        let l = RateLimiter::new("token-bucket", limit, u64::from(limit) * interval).unwrap();
+        let mut now = 0;
+        for (client, step) in calls {
+            now += step;
+            l.allow(&format!("c{client}"), now);
+        }
+        let at = now + sweep_at;
+        let full: Vec<bool> = (0..4).map(|c| l.peek(&format!("c{c}"), at).remaining == limit).collect();
+        let before = l.clients();
+        let removed = l.sweep(at, true);
+        prop_assert_eq!(removed, before - l.clients());
+        // Peeking stored every client (it records the time seen): exactly
+        // the full ones go.
+        prop_assert_eq!(before, 4);
+        prop_assert_eq!(removed, full.iter().filter(|f| **f).count());
+        for (c, was_full) in full.iter().enumerate() {
+            prop_assert_eq!(l.peek(&format!("c{c}"), at).remaining == limit, *was_full);
+        }
+    }
+}
