@@ -90,7 +90,48 @@ impl Policy for SlidingWindow {
     }
 
     fn decide(&self, log: &SlidingLog, now: u64, cost: u32) -> Decision {
-        let first = self.first_live(log, now);
+        self.decide_from(log, self.first_live(log, now), now, cost)
+    }
+
+    fn consume(&self, log: &mut SlidingLog, now: u64, cost: u32) {
+        self.forget_expired(log, now);
+        log.times.extend(std::iter::repeat_n(now, cost as usize));
+    }
+
+    /// Drops the expired times first (they cannot matter again, as times
+    /// never go backwards for a state), so that deciding needs no search.
+    fn check(&self, log: &mut SlidingLog, now: u64, cost: u32) -> Decision {
+        self.forget_expired(log, now);
+        let decision = self.decide_from(log, 0, now, cost);
+        if decision.allowed {
+            log.times.extend(std::iter::repeat_n(now, cost as usize));
+        }
+        decision
+    }
+
+    fn reclaim(&self, log: &SlidingLog, now: u64) -> Reclaim {
+        match log.times.back() {
+            Some(&t) if self.expiry(t) > u128::from(now) => Reclaim::Keep,
+            _ => Reclaim::Free,
+        }
+    }
+}
+
+impl SlidingWindow {
+    /// Removes the times that have left the window at `now`, oldest first:
+    /// amortised O(1) per call, since each time is removed once.
+    fn forget_expired(&self, log: &mut SlidingLog, now: u64) {
+        while log
+            .times
+            .front()
+            .is_some_and(|&t| self.expiry(t) <= u128::from(now))
+        {
+            log.times.pop_front();
+        }
+    }
+
+    /// [`Policy::decide`] given the index of the first time still in the window.
+    fn decide_from(&self, log: &SlidingLog, first: usize, now: u64, cost: u32) -> Decision {
         // The log never holds more than `limit` entries, so this fits in u32.
         let used = (log.times.len() - first) as u32;
         let available = self.limit.saturating_sub(used);
@@ -124,19 +165,6 @@ impl Policy for SlidingWindow {
             remaining: available,
             retry_after_ms,
             reset_after_ms,
-        }
-    }
-
-    fn consume(&self, log: &mut SlidingLog, now: u64, cost: u32) {
-        let first = self.first_live(log, now);
-        log.times.drain(..first);
-        log.times.extend(std::iter::repeat_n(now, cost as usize));
-    }
-
-    fn reclaim(&self, log: &SlidingLog, now: u64) -> Reclaim {
-        match log.times.back() {
-            Some(&t) if self.expiry(t) > u128::from(now) => Reclaim::Keep,
-            _ => Reclaim::Free,
         }
     }
 }
