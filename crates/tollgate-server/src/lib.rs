@@ -123,6 +123,7 @@ pub struct Prepared {
     server: Server,
     listeners: Vec<TcpListener>,
     addrs: Vec<SocketAddr>,
+    hangups: Option<tokio::signal::unix::Signal>,
 }
 
 /// Loads the config (or the embedded default), applies the flags, builds the
@@ -172,6 +173,7 @@ pub async fn prepare(options: Options) -> Result<Prepared, Error> {
         server,
         listeners,
         addrs,
+        hangups: reload::catch_hangups(),
     })
 }
 
@@ -219,6 +221,7 @@ impl Prepared {
         let watcher = tokio::spawn(reload::watch(
             self.server.clone(),
             reload::POLL_INTERVAL,
+            self.hangups,
             until_stop(),
         ));
         let sweeper = tokio::spawn(reload::sweep_periodically(
