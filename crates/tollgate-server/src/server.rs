@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 use tollgate::{
@@ -58,7 +58,7 @@ struct Inner {
     fallback: MemoryBackend,
     clock: Arc<dyn Clock>,
     metrics: Metrics,
-    config_path: Option<PathBuf>,
+    config_path: OnceLock<PathBuf>,
     reload_lock: Mutex<()>,
     swept: AtomicU64,
 }
@@ -140,7 +140,7 @@ impl Server {
                 fallback,
                 clock,
                 metrics,
-                config_path: None,
+                config_path: OnceLock::new(),
                 reload_lock: Mutex::new(()),
                 swept: AtomicU64::new(0),
             }),
@@ -148,17 +148,15 @@ impl Server {
     }
 
     /// The same server, reloading from `path` (see [`Server::reload`]).
-    /// Call before cloning.
-    pub fn with_config_path(mut self, path: impl Into<PathBuf>) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.config_path = Some(path.into());
-        }
+    /// The path is set once: a second call keeps the first path.
+    pub fn with_config_path(self, path: impl Into<PathBuf>) -> Self {
+        let _ = self.inner.config_path.set(path.into());
         self
     }
 
     /// The config file reloads read, if any.
     pub fn config_path(&self) -> Option<&std::path::Path> {
-        self.inner.config_path.as_deref()
+        self.inner.config_path.get().map(PathBuf::as_path)
     }
 
     fn activate(metrics: &Metrics, config: Config) -> Active {
@@ -292,7 +290,7 @@ impl Server {
     /// [`Error::NoConfigFile`] when the server runs without a file; the
     /// file's read or config error otherwise.
     pub fn reload(&self) -> Result<ReloadReport, Error> {
-        let path = self.inner.config_path.as_ref().ok_or(Error::NoConfigFile)?;
+        let path = self.inner.config_path.get().ok_or(Error::NoConfigFile)?;
         let _one_at_a_time = lock(&self.inner.reload_lock);
         match Config::load(path) {
             Ok(config) => {
