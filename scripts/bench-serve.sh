@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-15s}
 CONNECTIONS=${CONNECTIONS:-32}
 WRK_THREADS=${WRK_THREADS:-1}
-DISTINCT_DURATION=${DISTINCT_DURATION:-40s}
+DISTINCT_DURATION=${DISTINCT_DURATION:-20s}
 BIN=target/release/tollgate
 PORT=18181
 
@@ -20,6 +20,17 @@ command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2
 cargo build --release -p tollgate-cli >&2
 
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+
+measure() { # measure WRK_ARGS...: one wrk run, plus the server's CPU time per request
+  local before after requests
+  before=$(cpu_ticks "$SERVER")
+  wrk "$@" | tee /tmp/tollgate-bench.wrk
+  after=$(cpu_ticks "$SERVER")
+  requests=$(awk '/requests in/ {print $1}' /tmp/tollgate-bench.wrk)
+  echo "server CPU per request: $(( (after - before) * TICK_US / requests )) us (user+system)"
+}
 
 start() { # start ARGS...: runs the server, waits until it answers
   "$BIN" serve "$@" >/tmp/tollgate-bench.out 2>/tmp/tollgate-bench.err &
@@ -33,24 +44,31 @@ start() { # start ARGS...: runs the server, waits until it answers
 stop() { kill -TERM "$SERVER"; wait "$SERVER" || true; }
 trap 'kill -TERM "${SERVER:-0}" 2>/dev/null || true' EXIT
 
+echo "machine: $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== decisions: POST /v1/check, embedded default plan (100/s sliding window), 10,000 clients, memory store"
 start --listen "127.0.0.1:$PORT"
 wrk -t1 -c8 -d3s -s scripts/bench/check.lua "http://127.0.0.1:$PORT" >/dev/null # warm-up
-wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/check.lua "http://127.0.0.1:$PORT"
+measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/check.lua "http://127.0.0.1:$PORT"
 echo "server VmRSS after the run: $(rss_kib "$SERVER") KiB"
 stop
 
 echo
 echo "== forward auth: GET /v1/auth, one client id header, memory store"
 start --listen "127.0.0.1:$PORT"
-wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -H "X-Client-Id: gateway" "http://127.0.0.1:$PORT/v1/auth"
+measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -H "X-Client-Id: gateway" "http://127.0.0.1:$PORT/v1/auth"
 stop
 
 echo
 echo "== memory bound: distinct client ids, max_clients = 100000 (scripts/bench/memory.toml)"
 start --config scripts/bench/memory.toml
 echo "server VmRSS at start: $(rss_kib "$SERVER") KiB"
-wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DISTINCT_DURATION" -s scripts/bench/distinct.lua "http://127.0.0.1:$PORT"
-curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^tollgate_(tracked_clients|clients_dropped_total|requests_total)'
-echo "server VmRSS after the run: $(rss_kib "$SERVER") KiB"
+# Until at least 1,000,000 distinct client ids have been decided.
+for round in $(seq 20); do
+  wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DISTINCT_DURATION" -s scripts/bench/distinct.lua "http://127.0.0.1:$PORT" | grep 'requests in'
+  metrics=$(curl -s "http://127.0.0.1:$PORT/metrics")
+  decided=$(echo "$metrics" | awk '/^tollgate_requests_total/ {n += $2} END {print n}')
+  echo "$metrics" | grep -E '^tollgate_(tracked_clients|clients_dropped_total)'
+  echo "after $decided distinct clients: server VmRSS $(rss_kib "$SERVER") KiB"
+  [ "$decided" -ge 1000000 ] && break
+done
 stop
