@@ -53,9 +53,9 @@ echo "server VmRSS after the run: $(rss_kib "$SERVER") KiB"
 stop
 
 echo
-echo "== forward auth: GET /v1/auth, one client id header, memory store"
+echo "== forward auth: GET /v1/auth, X-Client-Id c0..c9999, memory store"
 start --listen "127.0.0.1:$PORT"
-measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -H "X-Client-Id: gateway" "http://127.0.0.1:$PORT/v1/auth"
+measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/auth.lua "http://127.0.0.1:$PORT"
 stop
 
 echo
