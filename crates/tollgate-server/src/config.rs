@@ -204,7 +204,7 @@ impl Config {
         for (name, limits) in &file.plans {
             let span = limits.span();
             plan_index.insert(name.clone(), plans.len());
-            plans.push(build_plan(name, limits.get_ref(), span, &at)?);
+            plans.push(build_plan(name, &limits.get_ref().0, span, &at)?);
         }
         if plans.is_empty() {
             return Err(at(
@@ -240,6 +240,15 @@ impl Config {
         };
         let mut clients = HashMap::with_capacity(file.clients.len());
         for (client, plan) in &file.clients {
+            if client.is_empty() || client.len() > crate::http::MAX_CLIENT_BYTES {
+                return Err(at(
+                    plan.span(),
+                    format!(
+                        "client id {client:?} in [clients] must be 1 to {} bytes long",
+                        crate::http::MAX_CLIENT_BYTES
+                    ),
+                ));
+            }
             clients.insert(
                 client.clone(),
                 find_plan(plan, &format!("client {client:?}"))?,

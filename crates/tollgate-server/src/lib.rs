@@ -218,6 +218,13 @@ impl Prepared {
             }
         };
         let sweep_every = Duration::from_millis(self.server.config().sweep_interval_ms);
+        let addrs: Vec<String> = self.addrs.iter().map(ToString::to_string).collect();
+        tracing::info!(
+            listen = %addrs.join(","),
+            config = %self.server.config_path().map_or_else(|| "embedded default".to_owned(), |p| p.display().to_string()),
+            default_plan = self.server.config().default_plan().name(),
+            "serving"
+        );
         let watcher = tokio::spawn(reload::watch(
             self.server.clone(),
             reload::POLL_INTERVAL,

@@ -295,7 +295,11 @@ impl Server {
         match Config::load(path) {
             Ok(config) => {
                 let report = self.apply(config);
-                tracing::info!(path = %path.display(), %report, "config reloaded");
+                if report.needs_restart.is_empty() {
+                    tracing::info!(path = %path.display(), %report, "config reloaded");
+                } else {
+                    tracing::warn!(path = %path.display(), %report, "config reloaded, but some changes wait for a restart");
+                }
                 Ok(report)
             }
             Err(error) => {

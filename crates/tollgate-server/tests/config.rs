@@ -193,6 +193,18 @@ fn semantic_errors_point_at_the_offending_value() {
         ),
         ("# nothing\n", 1, 1, "no plans"),
         (
+            "[plans.free]\nname = \"1s\"\n",
+            1,
+            1,
+            "write each limit as [[plans.NAME]] (double brackets)",
+        ),
+        (
+            &format!("{LIMIT}[clients]\n\"\" = \"free\"\n"),
+            7,
+            6,
+            "client id \"\" in [clients] must be 1 to 256 bytes long",
+        ),
+        (
             &format!("sweep_interval = \"5ms\"\n{LIMIT}"),
             1,
             18,
