@@ -215,9 +215,13 @@ impl Server {
         let decision = match self.inner.store.check(plan, client, now, cost).await {
             Ok(decision) => decision,
             Err(error) => {
-                self.inner.metrics.record_store_error(error.transient);
+                let errors = self.inner.metrics.record_store_error(error.transient);
                 let policy = config.store.failure_policy;
-                tracing::warn!(%error, transient = error.transient, client, plan = plan.name(), policy = policy.as_str(), "store failed; the failure policy decides");
+                // A store that is down fails every request: log the 1st,
+                // 2nd, 4th, 8th... error rather than flood the log.
+                if errors.is_power_of_two() {
+                    tracing::warn!(%error, transient = error.transient, errors, client, plan = plan.name(), policy = policy.as_str(), "store failed; the failure policy decides");
+                }
                 self.stand_in(policy, plan, client, now, cost)
             }
         };
