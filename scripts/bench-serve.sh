@@ -50,6 +50,8 @@ start --listen "127.0.0.1:$PORT"
 wrk -t1 -c8 -d3s -s scripts/bench/check.lua "http://127.0.0.1:$PORT" >/dev/null # warm-up
 measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/check.lua "http://127.0.0.1:$PORT"
 echo "server VmRSS after the run: $(rss_kib "$SERVER") KiB"
+echo "-- the same with one prebuilt request (one client: mostly rejections; the cheapest load for wrk to generate)"
+measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/static.lua "http://127.0.0.1:$PORT"
 stop
 
 echo
