@@ -335,6 +335,9 @@ impl Server {
         if config.store != old.store {
             needs_restart.push("store");
         }
+        if config.sweep_interval_ms != old.sweep_interval_ms {
+            needs_restart.push("sweep_interval");
+        }
         let report = ReloadReport {
             kept,
             fresh: new_ids.len() - kept,
