@@ -231,6 +231,15 @@ impl Server {
             active.metrics[index].record(&decision);
         }
         metrics.record_latency(stopwatch.elapsed());
+        tracing::debug!(
+            client,
+            plan = plan.name(),
+            cost,
+            allowed = decision.allowed,
+            retry_after_ms = decision.retry_after_ms,
+            decided_by = decision.decided_by.as_str(),
+            "decision"
+        );
         Ok(Decided {
             config: active.config.clone(),
             plan: index,
