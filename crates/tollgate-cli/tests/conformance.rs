@@ -337,11 +337,71 @@ mod suite {
         });
     }
 
+    /// The largest numbers the Redis store takes (see `tollgate_redis::bounds`):
+    /// the contract's extremes and times just inside 2^53 - window, where a
+    /// double quotient would be off by one without exact correction.
+    pub fn extremes<B: Backend>(backend: &B) {
+        let max = tollgate_redis::bounds::MAX_EXACT;
+        let cases: &[(&str, u32, u64, u64)] = &[
+            ("gcra", 1_000, 1_000_000_000, 2_000_000_000_000),
+            (
+                "gcra",
+                7,
+                999_999_937,
+                (max / 7) - 2 * 999_999_937 - 4_000_000_000,
+            ),
+            ("token-bucket", 1_000, 1_000_000_000, 2_000_000_000_000),
+            (
+                "token-bucket",
+                7,
+                7 * 999_999_937,
+                max - 7 * 999_999_937 - 4_000_000_000,
+            ),
+            ("sliding-window", 1_000, 1_000_000_000, 2_000_000_000_000),
+            (
+                "sliding-window",
+                3,
+                999_999_937,
+                max - 999_999_937 - 4_000_000_000,
+            ),
+        ];
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let mut rng = Rng::new(0xe47);
+            for &(name, limit, window, start) in cases {
+                let store = backend.store().await;
+                let reference = PlanLimiter::new();
+                let policy = AnyPolicy::from_name(name, limit, window).expect("policy");
+                let plan = Plan::new("x", vec![Limit::new("l", policy, false)]).expect("plan");
+                let mut now = start;
+                for step in 0..120 {
+                    now += match rng.range(0, 3) {
+                        0 => 0,
+                        1 => rng.range(1, 1_000),
+                        _ => rng.range(1, window / u64::from(limit)),
+                    };
+                    now = now.min(start + 4_000_000_000);
+                    let cost = rng.range(0, u64::from(limit.min(5)) + 1) as u32;
+                    let want = reference.check(&plan, "big", now, cost);
+                    let got = store
+                        .check(&plan, "big", now, cost)
+                        .await
+                        .expect("in range");
+                    assert_eq!(got, want, "{name} step {step} at {now} cost {cost}");
+                }
+            }
+        });
+    }
+
     pub fn all<B: Backend>(backend: &B) {
         worked_sessions(backend);
         edge_cases(backend);
         random_sessions(backend);
         plans(backend);
+        extremes(backend);
     }
 }
 
@@ -376,6 +436,13 @@ macro_rules! conformance {
             fn plans() {
                 if let Some(backend) = $backend {
                     suite::plans(&backend);
+                }
+            }
+
+            #[test]
+            fn extremes() {
+                if let Some(backend) = $backend {
+                    suite::extremes(&backend);
                 }
             }
         }

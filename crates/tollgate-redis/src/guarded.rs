@@ -200,3 +200,120 @@ impl<S: Store> Store for GuardedStore<S> {
         Box::pin(self.guarded_check(plan, client, now_ms, cost))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate::{AnyPolicy, Limit};
+
+    /// A store that always fails with the given error.
+    struct Failing(StoreError);
+
+    impl Store for Failing {
+        fn check<'a>(
+            &'a self,
+            _: &'a Plan,
+            _: &'a str,
+            _: u64,
+            _: u32,
+        ) -> StoreFuture<'a, PlanDecision> {
+            let error = self.0.clone();
+            Box::pin(async move { Err(error) })
+        }
+    }
+
+    /// A store that never answers.
+    struct Hanging;
+
+    impl Store for Hanging {
+        fn check<'a>(
+            &'a self,
+            _: &'a Plan,
+            _: &'a str,
+            _: u64,
+            _: u32,
+        ) -> StoreFuture<'a, PlanDecision> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    fn plan() -> Plan {
+        let policy = AnyPolicy::from_name("sliding-window", 2, 1_000).unwrap();
+        Plan::new("p", vec![Limit::new("l", policy, false)]).unwrap()
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn permanent_errors_pass_through_untouched() {
+        let store = GuardedStore::new(
+            Failing(StoreError::permanent("bad argument")),
+            Duration::from_secs(1),
+            FailurePolicy::FailOpen,
+        );
+        let error = block_on(store.check(&plan(), "c", 0, 1)).unwrap_err();
+        assert_eq!(error.message, "bad argument");
+        assert_eq!(store.counts().permanent_errors, 1);
+        assert_eq!(store.counts().fail_open, 0);
+    }
+
+    #[test]
+    fn fail_open_answers_as_for_a_new_client() {
+        let store = GuardedStore::new(
+            Failing(StoreError::transient("down")),
+            Duration::from_secs(1),
+            FailurePolicy::FailOpen,
+        );
+        let plan = plan();
+        for _ in 0..3 {
+            let d = block_on(store.check(&plan, "c", 0, 1)).unwrap();
+            assert!(d.allowed);
+            assert_eq!(d.decided_by, DecidedBy::FailOpen);
+            assert_eq!(d.limits[0].decision.remaining, 1);
+        }
+        // A cost above the limit can never pass, store or no store.
+        let d = block_on(store.check(&plan, "c", 0, 3)).unwrap();
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after_ms, None);
+        let counts = store.counts();
+        assert_eq!((counts.fail_open, counts.transient_errors), (4, 4));
+    }
+
+    #[test]
+    fn a_hanging_store_times_out_into_fail_closed() {
+        let store = GuardedStore::new(
+            Hanging,
+            Duration::from_millis(20),
+            FailurePolicy::FailClosed {
+                retry_after_ms: 750,
+            },
+        );
+        let d = block_on(store.check(&plan(), "c", 0, 1)).unwrap();
+        assert!(!d.allowed);
+        assert_eq!(d.decided_by, DecidedBy::FailClosed);
+        assert_eq!(d.retry_after_ms, Some(750));
+        assert_eq!(d.limits[0].decision.remaining, 0);
+        assert_eq!(store.counts().timeouts, 1);
+    }
+
+    #[test]
+    fn local_fallback_keeps_its_own_state() {
+        let store = GuardedStore::new(
+            Failing(StoreError::transient("down")),
+            Duration::from_secs(1),
+            FailurePolicy::LocalFallback,
+        );
+        let plan = plan();
+        let allowed: Vec<bool> = (0..3)
+            .map(|t| block_on(store.check(&plan, "c", t, 1)).unwrap().allowed)
+            .collect();
+        assert_eq!(allowed, [true, true, false]);
+        assert_eq!(store.counts().local_fallback, 3);
+    }
+}

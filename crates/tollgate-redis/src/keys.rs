@@ -58,15 +58,33 @@ impl KeyLayout {
 
     /// The key of the client's latest seen time.
     pub fn seen_key(&self, client: &str) -> String {
-        let mut key = self.client_base(client);
+        Self::seen_key_from_base(&self.client_base(client))
+    }
+
+    /// [`KeyLayout::seen_key`] from an already built [`KeyLayout::client_base`].
+    pub fn seen_key_from_base(base: &str) -> String {
+        let mut key = String::with_capacity(base.len() + 5);
+        key.push_str(base);
         key.push_str(":seen");
         key
     }
 
     /// The key of the client's state under the limit with this id.
     pub fn limit_key(&self, client: &str, limit_id: u64) -> String {
-        let mut key = self.client_base(client);
-        key.push_str(&format!(":{limit_id:016x}"));
+        Self::limit_key_from_base(&self.client_base(client), limit_id)
+    }
+
+    /// [`KeyLayout::limit_key`] from an already built [`KeyLayout::client_base`],
+    /// so that a plan of several limits escapes the client id once.
+    pub fn limit_key_from_base(base: &str, limit_id: u64) -> String {
+        let mut key = String::with_capacity(base.len() + 17);
+        key.push_str(base);
+        key.push(':');
+        for shift in (0..16).rev() {
+            key.push(char::from(
+                b"0123456789abcdef"[((limit_id >> (shift * 4)) & 15) as usize],
+            ));
+        }
         key
     }
 }

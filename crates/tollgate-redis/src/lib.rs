@@ -19,6 +19,35 @@
 //!   (fail-open, fail-closed, local in-memory fallback), visible in
 //!   [`tollgate::PlanDecision::decided_by`] and counted.
 //!
+//! ## Expiry
+//!
+//! Every write sets the key's expiry (PEXPIRE / SET PX) on Redis's clock,
+//! computed from the decision's time plus [`RedisStoreConfig::expiry_margin_ms`]
+//! (the margin covers callers whose clocks lag Redis's or each other's):
+//!
+//! - sliding-window log: `window_ms + margin` after the write (the newest
+//!   entry leaves the window `window_ms` after it was logged), so the expiry
+//!   never changes an answer;
+//! - GCRA: `reset_after_ms + margin` (once the theoretical arrival time has
+//!   passed, a missing state and the stored one answer alike), never changes
+//!   an answer;
+//! - token bucket: `window_ms + margin` after the last write (a request used
+//!   tokens, or the first call anchored it). The bucket is full by then, so
+//!   the expiry forgets only the drip phase: the client starts full again,
+//!   anchored at its next call, and its next drip may come up to one interval
+//!   earlier or later than it would have (the same trade-off as the core's
+//!   opt-in `sweep(now, reset_phase = true)`);
+//! - the client's last-seen key: the longest expiry of the client's limits,
+//!   so it outlives every state key; once it is gone the client is
+//!   forgotten, as after the core's `sweep`.
+//!
+//! ## Time
+//!
+//! By default the caller's `now_ms` ([`TimeSource::Caller`]), exactly as the
+//! in-memory limiter; [`TimeSource::Redis`] reads `TIME` inside the script
+//! instead, so servers with skewed clocks still agree (see [`TimeSource`]
+//! for the trade-off).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;

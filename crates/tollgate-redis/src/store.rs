@@ -53,6 +53,16 @@ impl Default for RedisStoreConfig {
     }
 }
 
+/// Reconnect quickly and give up a round soon: callers have their own
+/// timeout, and the next call after a failed round starts a new one.
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_number_of_retries(2)
+        .set_min_delay(Duration::from_millis(20))
+        .set_max_delay(Duration::from_millis(200))
+        .set_connection_timeout(Some(Duration::from_millis(500)))
+}
+
 /// A connection to one Redis node (reconnecting by itself) or to a cluster.
 #[derive(Clone)]
 enum Connection {
@@ -84,14 +94,26 @@ impl RedisStore {
     pub async fn connect(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
         let keys = KeyLayout::new(config.prefix.clone())?;
         let client = Client::open(url)?;
-        // Reconnect quickly and give up a round soon: callers have their own
-        // timeout, and the next call starts a new round of reconnecting.
-        let manager_config = ConnectionManagerConfig::new()
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(200))
-            .set_connection_timeout(Some(Duration::from_millis(500)));
-        let manager = ConnectionManager::new_with_config(client, manager_config).await?;
+        let manager = ConnectionManager::new_with_config(client, manager_config()).await?;
+        Ok(Self::with_connection(
+            Connection::Single(manager),
+            keys,
+            config,
+        ))
+    }
+
+    /// Like [`RedisStore::connect`], without waiting for the first
+    /// connection: a service can start while Redis is down (its calls fail
+    /// as transient errors, so a [`crate::GuardedStore`] answers them) and
+    /// uses Redis as soon as it is up. Must be called inside a Tokio runtime.
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] for a bad prefix, [`RedisStoreError::Redis`]
+    /// for a bad URL.
+    pub fn connect_lazy(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
+        let keys = KeyLayout::new(config.prefix.clone())?;
+        let client = Client::open(url)?;
+        let manager = ConnectionManager::new_lazy_with_config(client, manager_config())?;
         Ok(Self::with_connection(
             Connection::Single(manager),
             keys,
@@ -181,8 +203,9 @@ impl RedisStore {
             caller_time.then_some(now_ms),
             self.config.expiry_margin_ms,
         )?;
+        let base = self.keys.client_base(client);
         let mut invocation = self.script.prepare_invoke();
-        invocation.key(self.keys.seen_key(client));
+        invocation.key(KeyLayout::seen_key_from_base(&base));
         if caller_time {
             invocation.arg(now_ms);
         } else {
@@ -193,7 +216,7 @@ impl RedisStore {
             let policy = limit.policy();
             // `bounds::check` has already refused policies without a script.
             let code = policy_code(policy.name()).unwrap_or("?");
-            invocation.key(self.keys.limit_key(client, limit.id()));
+            invocation.key(KeyLayout::limit_key_from_base(&base, limit.id()));
             invocation
                 .arg(code)
                 .arg(policy.limit())

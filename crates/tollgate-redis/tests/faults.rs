@@ -15,7 +15,8 @@ fn plan(policy: &str, limit: u32, window: u64) -> Plan {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime")
@@ -56,12 +57,33 @@ fn kill_and_restart(policy: FailurePolicy, test: &str) {
         return;
     };
     runtime().block_on(async {
-        let store = guarded(&server, policy).await;
+        let store = std::sync::Arc::new(guarded(&server, policy).await);
         let plan = plan("sliding-window", 2, 1_000);
         let before = store.check(&plan, "c", 0, 1).await.expect("call");
         assert_eq!(before.decided_by, DecidedBy::Store);
         assert!(before.allowed);
 
+        // Other callers are mid-flight when Redis dies: every call still
+        // returns a decision (no error, no panic, no hang).
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy: Vec<_> = (0..4)
+            .map(|i| {
+                let (store, stop) = (store.clone(), stop.clone());
+                let plan = std::sync::Arc::new(self::plan("gcra", 1_000, 1_000));
+                tokio::spawn(async move {
+                    let mut calls = 0u32;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) && calls < 2_000 {
+                        let client = format!("busy-{i}");
+                        store.check(&plan, &client, 0, 1).await.expect("a decision");
+                        calls += 1;
+                    }
+                    calls
+                })
+            })
+            .collect();
+        while store.counts().store < 50 {
+            tokio::task::yield_now().await;
+        }
         server.kill();
         let mut answers = Vec::new();
         for now in [10, 20, 30] {
@@ -95,12 +117,15 @@ fn kill_and_restart(policy: FailurePolicy, test: &str) {
                 assert_eq!(allowed, [true, true, false]);
             }
         }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for task in busy {
+            task.await.expect("no panic");
+        }
         let counts = store.counts();
-        assert_eq!(counts.store, 1);
-        assert_eq!(counts.transient_errors + counts.timeouts, 3);
+        assert!(counts.transient_errors + counts.timeouts >= 3);
         assert_eq!(
             counts.fail_open + counts.fail_closed + counts.local_fallback,
-            3
+            counts.transient_errors + counts.timeouts
         );
 
         server.restart();
@@ -132,6 +157,27 @@ fn killed_redis_fail_closed() {
 #[test]
 fn killed_redis_local_fallback() {
     kill_and_restart(FailurePolicy::LocalFallback, "killed_redis_local_fallback");
+}
+
+#[test]
+fn a_store_started_while_redis_is_down_uses_it_once_up() {
+    let Some(mut server) =
+        RedisServer::spawn("a_store_started_while_redis_is_down_uses_it_once_up")
+    else {
+        return;
+    };
+    server.kill();
+    runtime().block_on(async {
+        let redis = RedisStore::connect_lazy(&server.url(), RedisStoreConfig::default())
+            .expect("a lazy store needs no Redis yet");
+        let store = GuardedStore::new(redis, Duration::from_millis(300), FailurePolicy::FailOpen);
+        let plan = plan("token-bucket", 2, 1_000);
+        let down = store.check(&plan, "c", 0, 1).await.expect("guarded call");
+        assert_eq!(down.decided_by, DecidedBy::FailOpen);
+        server.restart();
+        let up = until_store_answers(&store, &plan, "c", 0, 1).await;
+        assert_eq!(up.limits[0].decision.remaining, 1);
+    });
 }
 
 #[test]

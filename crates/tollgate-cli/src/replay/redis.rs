@@ -20,6 +20,9 @@ use super::Target;
 /// How long replayed keys outlive their last write, in ms.
 const REPLAY_EXPIRY_MARGIN_MS: u64 = 3_600_000;
 
+/// How long one call may wait for Redis before its line prints an error.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Replays against Redis (one node or a cluster).
 pub struct Redis {
     runtime: Runtime,
@@ -87,9 +90,11 @@ impl Redis {
 
     fn check(&self, client: &str, now_ms: u64, cost: u32) -> Result<tollgate::Decision, String> {
         let plan = self.plan.as_ref().ok_or("no limiter")?;
+        let call = self.store.decide(plan, client, now_ms, cost);
         let decision = self
             .runtime
-            .block_on(self.store.decide(plan, client, now_ms, cost))
+            .block_on(async { tokio::time::timeout(CALL_TIMEOUT, call).await })
+            .map_err(|_| format!("Redis did not answer within {CALL_TIMEOUT:?}"))?
             .map_err(|e| e.to_string())?;
         decision
             .limits

@@ -30,8 +30,11 @@ local function fmt(n)
   return string.format('%d', n)
 end
 
--- Exact floor division and remainder of non-negative integers below 2^53:
--- the double quotient may be one off, so correct it with exact products.
+-- Exact floor division and remainder of non-negative integers below 2^53.
+-- For such integers the correctly rounded quotient never crosses an integer,
+-- so math.floor(a / b) is already exact; the check against the exact
+-- product is a cheap guard that keeps it so should an operand ever exceed
+-- that range by a little.
 local function divmod(a, b)
   local q = math.floor(a / b)
   local r = a - q * b
