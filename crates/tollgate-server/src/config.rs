@@ -3,8 +3,10 @@
 //! listen. Read from TOML (see `examples/tollgate.toml`), checked completely
 //! before use: every mistake is reported with its line and column.
 
+mod auth;
 mod file;
 mod locate;
+mod store;
 mod window;
 
 use std::collections::HashMap;
@@ -17,7 +19,9 @@ use tollgate::{AnyPolicy, Limit, Plan, Policy};
 use toml::Spanned;
 
 use crate::Error;
+pub use auth::ClientIdSource;
 use locate::error_at;
+pub use store::{check_redis_url, FailurePolicy, StoreConfig, StoreKind};
 pub use window::{format_duration, parse_duration};
 
 /// Config files larger than this are refused unread: a rate-limit config is
@@ -38,72 +42,6 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
 /// The default header carrying the client id for `/v1/auth`.
 pub const DEFAULT_CLIENT_HEADER: &str = "x-client-id";
-
-/// What the service answers when the store cannot decide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailurePolicy {
-    /// Let the request in (availability over exactness).
-    FailOpen,
-    /// Reject the request, asking to retry after a second.
-    FailClosed,
-    /// Decide with a local in-memory limiter, per server instance.
-    LocalFallback,
-}
-
-impl FailurePolicy {
-    /// Names accepted in the config.
-    pub const NAMES: &'static [&'static str] = &["fail-open", "fail-closed", "local-fallback"];
-
-    /// The config name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailurePolicy::FailOpen => "fail-open",
-            FailurePolicy::FailClosed => "fail-closed",
-            FailurePolicy::LocalFallback => "local-fallback",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "fail-open" => Some(FailurePolicy::FailOpen),
-            "fail-closed" => Some(FailurePolicy::FailClosed),
-            "local-fallback" => Some(FailurePolicy::LocalFallback),
-            _ => None,
-        }
-    }
-}
-
-/// Where limit state lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreKind {
-    /// In this process's memory.
-    Memory,
-    /// In Redis, shared by every instance pointed at it.
-    Redis {
-        /// The URL, checked for form only.
-        url: String,
-    },
-}
-
-/// `[store]`, resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreConfig {
-    /// Memory or Redis.
-    pub kind: StoreKind,
-    /// What to answer when the store fails.
-    pub failure_policy: FailurePolicy,
-    /// Cap on clients tracked in memory (idle ones are evicted beyond it).
-    pub max_clients: usize,
-}
-
-/// How `/v1/auth` finds the client id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClientIdSource {
-    /// From this header (`X-Client-Id` by default).
-    Header(HeaderName),
-    /// The API key is the client id: `Authorization: Bearer KEY`, or `X-Api-Key: KEY`.
-    ApiKey,
-}
 
 /// A checked configuration, ready to serve.
 #[derive(Debug, Clone)]
@@ -204,7 +142,7 @@ impl Config {
         for (name, limits) in &file.plans {
             let span = limits.span();
             plan_index.insert(name.clone(), plans.len());
-            plans.push(build_plan(name, limits.get_ref(), span, &at)?);
+            plans.push(build_plan(name, &limits.get_ref().0, span, &at)?);
         }
         if plans.is_empty() {
             return Err(at(
@@ -240,6 +178,15 @@ impl Config {
         };
         let mut clients = HashMap::with_capacity(file.clients.len());
         for (client, plan) in &file.clients {
+            if client.is_empty() || client.len() > crate::http::MAX_CLIENT_BYTES {
+                return Err(at(
+                    plan.span(),
+                    format!(
+                        "client id {client:?} in [clients] must be 1 to {} bytes long",
+                        crate::http::MAX_CLIENT_BYTES
+                    ),
+                ));
+            }
             clients.insert(
                 client.clone(),
                 find_plan(plan, &format!("client {client:?}"))?,
@@ -294,8 +241,8 @@ impl Config {
             }
         };
 
-        let store = build_store(&file.store, &at)?;
-        let client_id = build_auth(&file.auth, &at)?;
+        let store = store::build_store(&file.store, &at)?;
+        let client_id = auth::build_auth(&file.auth, &at)?;
         Ok(Self {
             plans,
             plan_index,
@@ -435,7 +382,7 @@ fn known<'a>(names: impl Iterator<Item = &'a String>) -> String {
     names.join(", ")
 }
 
-type At<'a> = dyn Fn(std::ops::Range<usize>, String) -> Error + 'a;
+pub(crate) type At<'a> = dyn Fn(std::ops::Range<usize>, String) -> Error + 'a;
 
 fn build_plan(
     name: &str,
@@ -479,112 +426,6 @@ fn build_plan(
     Plan::new(name, built).map_err(|e| at(span, e.to_string()))
 }
 
-fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<StoreConfig, Error> {
-    let kind = match &section.url {
-        None => StoreKind::Memory,
-        Some(url) if url.get_ref() == "memory" => StoreKind::Memory,
-        Some(url) => StoreKind::Redis {
-            url: check_redis_url(url.get_ref()).map_err(|e| at(url.span(), e.to_string()))?,
-        },
-    };
-    let failure_policy = match &section.failure_policy {
-        None => FailurePolicy::FailOpen,
-        Some(name) => FailurePolicy::from_name(name.get_ref()).ok_or_else(|| {
-            at(
-                name.span(),
-                format!(
-                    "unknown failure_policy {:?}: known ones are {}",
-                    name.get_ref(),
-                    FailurePolicy::NAMES.join(", ")
-                ),
-            )
-        })?,
-    };
-    let max_clients = match &section.max_clients {
-        None => DEFAULT_MAX_CLIENTS,
-        Some(v) => match usize::try_from(*v.get_ref()) {
-            Ok(n) if n >= 1 => n,
-            _ => {
-                return Err(at(
-                    v.span(),
-                    format!("max_clients must be at least 1 (got {})", v.get_ref()),
-                ))
-            }
-        },
-    };
-    Ok(StoreConfig {
-        kind,
-        failure_policy,
-        max_clients,
-    })
-}
-
-fn build_auth(section: &file::AuthSection, at: &At<'_>) -> Result<ClientIdSource, Error> {
-    if let (Some(_), Some(api_key)) = (&section.header, &section.api_key) {
-        if *api_key.get_ref() {
-            return Err(at(
-                api_key.span(),
-                "auth: set either header or api_key = true, not both".to_owned(),
-            ));
-        }
-    }
-    if section.api_key.as_ref().is_some_and(|k| *k.get_ref()) {
-        return Ok(ClientIdSource::ApiKey);
-    }
-    match &section.header {
-        None => Ok(ClientIdSource::Header(HeaderName::from_static(
-            DEFAULT_CLIENT_HEADER,
-        ))),
-        Some(name) => HeaderName::from_bytes(name.get_ref().as_bytes())
-            .map(ClientIdSource::Header)
-            .map_err(|_| {
-                at(
-                    name.span(),
-                    format!(
-                        "auth.header {:?} is not a valid HTTP header name",
-                        name.get_ref()
-                    ),
-                )
-            }),
-    }
-}
-
-/// Checks the form of a Redis URL (`redis://[user:pass@]host[:port][/db]`,
-/// `rediss://...` or `unix:///path`), without connecting.
-///
-/// # Errors
-/// [`Error::InvalidRedisUrl`] saying what is wrong.
-pub fn check_redis_url(url: &str) -> Result<String, Error> {
-    let invalid = |reason: &str| Error::InvalidRedisUrl {
-        url: url.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let rest = ["redis://", "rediss://", "unix://", "redis+unix://"]
-        .iter()
-        .find_map(|scheme| url.strip_prefix(scheme))
-        .ok_or_else(|| {
-            invalid("expected redis://host[:port][/db], rediss://... or unix:///path")
-        })?;
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(invalid("it contains spaces or control characters"));
-    }
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host_port = authority.rsplit('@').next().unwrap_or_default();
-    if url.starts_with("redis") && !url.starts_with("redis+unix") {
-        if host_port.is_empty() {
-            return Err(invalid("the host is missing"));
-        }
-        if let Some((host, port)) = host_port.rsplit_once(':') {
-            if !host.ends_with(']') && (host.is_empty() || port.parse::<u16>().is_err()) {
-                return Err(invalid("the port must be a number from 0 to 65535"));
-            }
-        }
-    } else if rest.is_empty() {
-        return Err(invalid("the socket path is missing"));
-    }
-    Ok(url.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -603,15 +444,5 @@ mod tests {
             ),
             ("sliding-window", 100, 1_000)
         );
-    }
-
-    #[test]
-    fn redis_urls() {
-        assert!(check_redis_url("redis://127.0.0.1:6379/0").is_ok());
-        assert!(check_redis_url("redis://:pw@host").is_ok());
-        assert!(check_redis_url("unix:///tmp/redis.sock").is_ok());
-        assert!(check_redis_url("http://x").is_err());
-        assert!(check_redis_url("redis://").is_err());
-        assert!(check_redis_url("redis://host:notaport").is_err());
     }
 }

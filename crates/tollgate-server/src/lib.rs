@@ -123,6 +123,7 @@ pub struct Prepared {
     server: Server,
     listeners: Vec<TcpListener>,
     addrs: Vec<SocketAddr>,
+    hangups: Option<tokio::signal::unix::Signal>,
 }
 
 /// Loads the config (or the embedded default), applies the flags, builds the
@@ -172,6 +173,7 @@ pub async fn prepare(options: Options) -> Result<Prepared, Error> {
         server,
         listeners,
         addrs,
+        hangups: reload::catch_hangups(),
     })
 }
 
@@ -216,9 +218,17 @@ impl Prepared {
             }
         };
         let sweep_every = Duration::from_millis(self.server.config().sweep_interval_ms);
+        let addrs: Vec<String> = self.addrs.iter().map(ToString::to_string).collect();
+        tracing::info!(
+            listen = %addrs.join(","),
+            config = %self.server.config_path().map_or_else(|| "embedded default".to_owned(), |p| p.display().to_string()),
+            default_plan = self.server.config().default_plan().name(),
+            "serving"
+        );
         let watcher = tokio::spawn(reload::watch(
             self.server.clone(),
             reload::POLL_INTERVAL,
+            self.hangups,
             until_stop(),
         ));
         let sweeper = tokio::spawn(reload::sweep_periodically(

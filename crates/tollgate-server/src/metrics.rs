@@ -155,14 +155,15 @@ impl Metrics {
         self.decided_by[decided_by_index(decided_by)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a store error.
-    pub fn record_store_error(&self, transient: bool) {
+    /// Counts a store error; returns how many of its kind there were so far
+    /// (so that the caller can log a sample rather than every one).
+    pub fn record_store_error(&self, transient: bool) -> u64 {
         let counter = if transient {
             &self.store_errors_transient
         } else {
             &self.store_errors_permanent
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Records how long one decision took, from parsed request to answer.

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::config::read_config_text;
 use crate::server::Server;
@@ -15,20 +15,31 @@ use crate::server::Server;
 /// How often the config file is read for changes.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Watches for SIGHUP and config file changes until `shutdown` completes,
-/// reloading `server` from its config file. Does nothing (but wait for
-/// `shutdown`) when the server has no config file.
-pub async fn watch(server: Server, poll: Duration, shutdown: impl Future<Output = ()>) {
-    let Some(path) = server.config_path().map(ToOwned::to_owned) else {
-        shutdown.await;
-        return;
-    };
-    let mut hangups = match signal(SignalKind::hangup()) {
+/// Starts catching SIGHUP (whose default action would end the process), so
+/// that a SIGHUP arriving before [`watch`] runs is kept for it. Call it before
+/// telling anyone the server is up. `None` when signals are unavailable.
+pub fn catch_hangups() -> Option<Signal> {
+    match signal(SignalKind::hangup()) {
         Ok(hangups) => Some(hangups),
         Err(error) => {
             tracing::warn!(%error, "cannot listen for SIGHUP; reloading on file changes only");
             None
         }
+    }
+}
+
+/// Watches for SIGHUP (from [`catch_hangups`]) and config file changes until
+/// `shutdown` completes, reloading `server` from its config file. Does
+/// nothing (but wait for `shutdown`) when the server has no config file.
+pub async fn watch(
+    server: Server,
+    poll: Duration,
+    mut hangups: Option<Signal>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let Some(path) = server.config_path().map(ToOwned::to_owned) else {
+        shutdown.await;
+        return;
     };
     let mut last_seen = read_config_text(&path).ok();
     let mut ticks = tokio::time::interval(poll);

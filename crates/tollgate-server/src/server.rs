@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 use tollgate::{
@@ -58,7 +58,7 @@ struct Inner {
     fallback: MemoryBackend,
     clock: Arc<dyn Clock>,
     metrics: Metrics,
-    config_path: Option<PathBuf>,
+    config_path: OnceLock<PathBuf>,
     reload_lock: Mutex<()>,
     swept: AtomicU64,
 }
@@ -140,7 +140,7 @@ impl Server {
                 fallback,
                 clock,
                 metrics,
-                config_path: None,
+                config_path: OnceLock::new(),
                 reload_lock: Mutex::new(()),
                 swept: AtomicU64::new(0),
             }),
@@ -148,17 +148,15 @@ impl Server {
     }
 
     /// The same server, reloading from `path` (see [`Server::reload`]).
-    /// Call before cloning.
-    pub fn with_config_path(mut self, path: impl Into<PathBuf>) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.config_path = Some(path.into());
-        }
+    /// The path is set once: a second call keeps the first path.
+    pub fn with_config_path(self, path: impl Into<PathBuf>) -> Self {
+        let _ = self.inner.config_path.set(path.into());
         self
     }
 
     /// The config file reloads read, if any.
     pub fn config_path(&self) -> Option<&std::path::Path> {
-        self.inner.config_path.as_deref()
+        self.inner.config_path.get().map(PathBuf::as_path)
     }
 
     fn activate(metrics: &Metrics, config: Config) -> Active {
@@ -217,9 +215,13 @@ impl Server {
         let decision = match self.inner.store.check(plan, client, now, cost).await {
             Ok(decision) => decision,
             Err(error) => {
-                self.inner.metrics.record_store_error(error.transient);
+                let errors = self.inner.metrics.record_store_error(error.transient);
                 let policy = config.store.failure_policy;
-                tracing::warn!(%error, transient = error.transient, client, plan = plan.name(), policy = policy.as_str(), "store failed; the failure policy decides");
+                // A store that is down fails every request: log the 1st,
+                // 2nd, 4th, 8th... error rather than flood the log.
+                if errors.is_power_of_two() {
+                    tracing::warn!(%error, transient = error.transient, errors, client, plan = plan.name(), policy = policy.as_str(), "store failed; the failure policy decides");
+                }
                 self.stand_in(policy, plan, client, now, cost)
             }
         };
@@ -229,6 +231,15 @@ impl Server {
             active.metrics[index].record(&decision);
         }
         metrics.record_latency(stopwatch.elapsed());
+        tracing::debug!(
+            client,
+            plan = plan.name(),
+            cost,
+            allowed = decision.allowed,
+            retry_after_ms = decision.retry_after_ms,
+            decided_by = decision.decided_by.as_str(),
+            "decision"
+        );
         Ok(Decided {
             config: active.config.clone(),
             plan: index,
@@ -292,12 +303,16 @@ impl Server {
     /// [`Error::NoConfigFile`] when the server runs without a file; the
     /// file's read or config error otherwise.
     pub fn reload(&self) -> Result<ReloadReport, Error> {
-        let path = self.inner.config_path.as_ref().ok_or(Error::NoConfigFile)?;
+        let path = self.inner.config_path.get().ok_or(Error::NoConfigFile)?;
         let _one_at_a_time = lock(&self.inner.reload_lock);
         match Config::load(path) {
             Ok(config) => {
                 let report = self.apply(config);
-                tracing::info!(path = %path.display(), %report, "config reloaded");
+                if report.needs_restart.is_empty() {
+                    tracing::info!(path = %path.display(), %report, "config reloaded");
+                } else {
+                    tracing::warn!(path = %path.display(), %report, "config reloaded, but some changes wait for a restart");
+                }
                 Ok(report)
             }
             Err(error) => {
@@ -328,6 +343,9 @@ impl Server {
         }
         if config.store != old.store {
             needs_restart.push("store");
+        }
+        if config.sweep_interval_ms != old.sweep_interval_ms {
+            needs_restart.push("sweep_interval");
         }
         let report = ReloadReport {
             kept,

@@ -268,3 +268,40 @@ async fn shutdown_finishes_and_closes_the_listener() {
         .await;
     assert!(after.is_err(), "the server still answers after shutdown");
 }
+
+#[tokio::test]
+async fn several_listeners_share_one_limit_and_one_shutdown() {
+    use std::sync::Arc;
+    use tollgate_server::{Config, Server, StoreHandle};
+
+    let config = Config::parse(CONFIG).unwrap();
+    let store = StoreHandle::for_config(&config).unwrap();
+    let clock = Arc::new(tollgate::ManualClock::new(common::START_MS));
+    let server = Server::new(config, store, clock);
+    let a = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let b = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let urls = [a.local_addr().unwrap(), b.local_addr().unwrap()]
+        .map(|addr| format!("http://{addr}/v1/check"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(tollgate_server::run_all(vec![a, b], server, async {
+        let _ = stopped.await;
+    }));
+    let http = reqwest::Client::new();
+    let mut verdicts = Vec::new();
+    for url in urls.iter().cycle().take(3) {
+        let body = http
+            .post(url)
+            .body(r#"{"client":"uma"}"#)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        verdicts.push(body["allowed"].as_bool().unwrap());
+    }
+    assert_eq!(verdicts, [true, true, false]);
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+}

@@ -31,7 +31,48 @@ pub struct File {
     pub clients: BTreeMap<String, Spanned<String>>,
     /// Plan name to its limits.
     #[serde(default)]
-    pub plans: BTreeMap<String, Spanned<Vec<LimitSection>>>,
+    pub plans: BTreeMap<String, Spanned<LimitList>>,
+}
+
+/// The limits of one plan: `[[plans.NAME]]` entries. A single `[plans.NAME]`
+/// table is the likely slip, and gets its own message.
+#[derive(Debug)]
+pub struct LimitList(pub Vec<LimitSection>);
+
+impl<'de> Deserialize<'de> for LimitList {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ListVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for ListVisitor {
+            type Value = LimitList;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of limits, each written as [[plans.NAME]]")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<LimitList, A::Error> {
+                let mut limits = Vec::new();
+                while let Some(limit) = seq.next_element()? {
+                    limits.push(limit);
+                }
+                Ok(LimitList(limits))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                _map: A,
+            ) -> Result<LimitList, A::Error> {
+                Err(serde::de::Error::custom(
+                    "a plan is a list of limits: write each limit as [[plans.NAME]] (double brackets), not [plans.NAME]",
+                ))
+            }
+        }
+
+        deserializer.deserialize_seq(ListVisitor)
+    }
 }
 
 /// `[store]`.

@@ -1,0 +1,242 @@
+//! The real `tollgate` binary: `check` on good and bad files, and `serve`
+//! answering over HTTP, reloading on SIGHUP and on file change, and stopping
+//! cleanly on SIGTERM. Waits are bounded loops on real events (a line
+//! printed, an answer changed), never sleeps standing in for a clock.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/tollgate.toml");
+
+fn tollgate(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+#[test]
+fn check_accepts_the_example_with_a_summary() {
+    let out = tollgate(&["check", EXAMPLE]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("tollgate.toml: ok"), "{stdout}");
+    assert!(stdout.contains("2 plan(s)"), "{stdout}");
+    assert!(stdout.contains("plan \"paid\""), "{stdout}");
+}
+
+#[test]
+fn check_points_at_the_line_of_the_mistake() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[[plans.free]]\nname = \"1s\"\npolicy = \"sliding-window\"\nlimit = 10\nwindow = \"1fortnight\"\n", "line 5, column 10", "invalid duration"),
+        ("[[plans.free]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n[clients]\nbob = \"gold\"\n", "line 7, column 7", "unknown plan \"gold\""),
+        ("[[plans.free]\n", "line 1", ""),
+    ];
+    for (i, (text, position, message)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let out = tollgate(&["check", path.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("bad{i}.toml: {position}")),
+            "{stderr}"
+        );
+        assert!(stderr.contains(message), "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    let out = tollgate(&["check", "/nonexistent/tollgate.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/tollgate.toml"));
+}
+
+#[test]
+fn serve_refuses_redis_until_the_redis_store_is_built_in() {
+    let out = tollgate(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--redis",
+        "redis://127.0.0.1:1/0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the redis store is not available in this build"),
+        "{stderr}"
+    );
+    let out = tollgate(&["serve", "--listen", "127.0.0.1:0", "--redis", "http://nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid redis URL"));
+    let out = tollgate(&["serve", "--listen", "nowhere"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid listen address"));
+}
+
+/// A running `tollgate serve` and the address it printed.
+struct Serve {
+    child: Child,
+    addr: String,
+    banner: String,
+}
+
+impl Serve {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut banner = String::new();
+        let mut addr = None;
+        for _ in 0..20 {
+            let mut line = String::new();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+            banner.push_str(&line);
+            if let Some(rest) = line.strip_prefix("tollgate listening on http://") {
+                addr = rest.split_whitespace().next().map(str::to_owned);
+            }
+            if line.starts_with("/v1/auth") {
+                break;
+            }
+        }
+        let addr = addr.unwrap_or_else(|| panic!("no address in the banner:\n{banner}"));
+        Self {
+            child,
+            addr,
+            banner,
+        }
+    }
+
+    /// One HTTP/1.1 request on a fresh connection; the whole response.
+    fn request(&self, head: &str, body: &str) -> String {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "{head} HTTP/1.1\r\nHost: tollgate\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits (bounded) until `GET /v1/remaining/probe` contains `needle`.
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let response = self.request("GET /v1/remaining/probe", "");
+            if response.contains(needle) {
+                return response;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never saw {needle:?}; last:\n{response}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGTERM, then the exit status and everything logged.
+    fn stop(mut self) -> (bool, String) {
+        self.signal("TERM");
+        let status = self.child.wait().unwrap();
+        let mut stderr = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        (status.success(), stderr)
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    // Write then rename, as editors and config managers do, so the server
+    // never reads half a file.
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[test]
+fn serve_on_the_embedded_default_answers_and_stops_on_sigterm() {
+    let serve = Serve::start(&["--listen", "127.0.0.1:0"]);
+    assert!(
+        serve.banner.contains("embedded default"),
+        "{}",
+        serve.banner
+    );
+    assert!(
+        serve.banner.contains("\"1s\" sliding-window 100 per 1s"),
+        "{}",
+        serve.banner
+    );
+    let response = serve.request("POST /v1/check", r#"{"client":"x","cost":1}"#);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(
+        response.contains("ratelimit: \"default-1s\";r=99;t=1"),
+        "{response}"
+    );
+    let (ok, log) = serve.stop();
+    assert!(ok, "{log}");
+    assert!(log.contains("shutting down"), "{log}");
+}
+
+#[test]
+fn serve_reloads_on_sighup_and_on_file_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tollgate.toml");
+    let plan = |limit: u32| {
+        format!("[[plans.basic]]\nname = \"1m\"\npolicy = \"sliding-window\"\nlimit = {limit}\nwindow = \"1m\"\n")
+    };
+    write(&path, &plan(5));
+    let serve = Serve::start(&[
+        "--config",
+        path.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    serve.wait_for("\"basic-1m\";q=5;w=60");
+
+    write(&path, &plan(7));
+    serve.signal("HUP");
+    serve.wait_for("\"basic-1m\";q=7;w=60");
+
+    // A broken file is refused; the running config stays.
+    write(&path, "[[plans.basic]]\nname = \"1m\"\npolicy = \"nope\"\n");
+    serve.signal("HUP");
+    // And a later good edit is picked up without a signal.
+    write(&path, &plan(9));
+    serve.wait_for("\"basic-1m\";q=9;w=60");
+
+    let (ok, log) = serve.stop();
+    assert!(ok, "{log}");
+    assert!(log.contains("SIGHUP: reloading the config"), "{log}");
+    assert!(log.contains("config reloaded"), "{log}");
+}

@@ -1,0 +1,246 @@
+//! Config checking: every mistake is reported at its line and column.
+
+use tollgate_server::config::{ClientIdSource, FailurePolicy, StoreKind};
+use tollgate_server::{Config, Error};
+
+const GOOD: &str = include_str!("../../../examples/tollgate.toml");
+
+/// The (line, column, message) of the error for `text`.
+fn mistake(text: &str) -> (usize, usize, String) {
+    match Config::parse(text) {
+        Err(Error::InvalidConfig {
+            line,
+            column,
+            message,
+            snippet,
+            ..
+        }) => {
+            assert!(snippet.starts_with(&format!("{line} | ")), "{snippet}");
+            assert!(snippet.ends_with('^'), "{snippet}");
+            (line, column, message)
+        }
+        other => panic!("expected a config error for {text:?}, got {other:?}"),
+    }
+}
+
+const LIMIT: &str =
+    "[[plans.free]]\nname = \"1s\"\npolicy = \"sliding-window\"\nlimit = 10\nwindow = \"1s\"\n";
+
+#[test]
+fn the_example_config_is_valid() {
+    let config = Config::parse(GOOD).unwrap();
+    assert_eq!(config.default_plan().name(), "free");
+    assert_eq!(config.plans().len(), 2);
+    assert_eq!(
+        config.plans()[config.plan_index_for("acme-corp")].name(),
+        "paid"
+    );
+    assert_eq!(
+        config.plans()[config.plan_index_for("someone")].name(),
+        "free"
+    );
+    assert_eq!(config.max_cost, 1000);
+    assert_eq!(config.store.kind, StoreKind::Memory);
+    assert_eq!(config.store.failure_policy, FailurePolicy::FailOpen);
+    assert!(matches!(&config.client_id, ClientIdSource::Header(h) if h == "x-client-id"));
+    let paid = &config.plans()[config.plan_index("paid").unwrap()];
+    let burst = &paid.limits()[2];
+    assert!(burst.is_shadow());
+    assert_eq!(tollgate::Policy::window_ms(burst.policy()), 200);
+    assert!(config.summary().contains("\"1d\" token-bucket 1000 per 1d"));
+}
+
+#[test]
+fn windows_in_every_unit() {
+    for (window, ms) in [
+        ("\"250ms\"", 250),
+        ("\"15m\"", 900_000),
+        ("\"2h\"", 7_200_000),
+        ("\"1d\"", 86_400_000),
+        ("5000", 5_000),
+    ] {
+        let text = LIMIT.replace("window = \"1s\"", &format!("window = {window}"));
+        let config = Config::parse(&text).unwrap();
+        assert_eq!(
+            tollgate::Policy::window_ms(config.plans()[0].limits()[0].policy()),
+            ms
+        );
+    }
+}
+
+#[test]
+fn syntax_errors_point_at_their_line() {
+    let (line, _, message) = mistake(&format!("{LIMIT}name = \"unterminated\n"));
+    assert_eq!(line, 6);
+    assert!(!message.is_empty());
+    let (line, _, _) = mistake("default_plan = \n");
+    assert_eq!(line, 1);
+}
+
+#[test]
+fn semantic_errors_point_at_the_offending_value() {
+    let cases: &[(&str, usize, usize, &str)] = &[
+        (
+            &LIMIT.replace("sliding-window", "leaky"),
+            3,
+            10,
+            "unknown policy \"leaky\": known policies are sliding-window, token-bucket, gcra",
+        ),
+        (
+            &LIMIT.replace("limit = 10", "limit = 0"),
+            4,
+            9,
+            "limit must be at least 1",
+        ),
+        (&LIMIT.replace("limit = 10", "limit = -3"), 4, 9, "u32"),
+        (
+            &LIMIT.replace("window = \"1s\"", "window = \"1 week\""),
+            5,
+            10,
+            "invalid duration",
+        ),
+        (
+            &LIMIT.replace("window = \"1s\"", "window = 0"),
+            5,
+            10,
+            "window must be at least 1 ms",
+        ),
+        (
+            &LIMIT
+                .replace("sliding-window", "token-bucket")
+                .replace("limit = 10", "limit = 7"),
+            5,
+            10,
+            "multiple of the limit",
+        ),
+        (
+            &LIMIT.replace("name = \"1s\"\n", ""),
+            1,
+            1,
+            "missing field `name`",
+        ),
+        (
+            &LIMIT.replace("limit = 10", "limt = 10"),
+            4,
+            1,
+            "unknown field `limt`",
+        ),
+        (
+            &format!("default_plan = \"gold\"\n{LIMIT}"),
+            1,
+            16,
+            "default_plan refers to unknown plan \"gold\": defined plans are free",
+        ),
+        (
+            &format!("{LIMIT}[clients]\nbob = \"gold\"\n"),
+            7,
+            7,
+            "client \"bob\" refers to unknown plan \"gold\"",
+        ),
+        (
+            &format!("listen = [\"127.0.0.1:80\", \"localhost\"]\n{LIMIT}"),
+            1,
+            27,
+            "invalid listen address \"localhost\"",
+        ),
+        (
+            &format!("max_cost = 0\n{LIMIT}"),
+            1,
+            12,
+            "max_cost must be between 1",
+        ),
+        (
+            &format!("{LIMIT}[store]\nurl = \"http://redis\"\n"),
+            7,
+            7,
+            "invalid redis URL",
+        ),
+        (
+            &format!("{LIMIT}[store]\nfailure_policy = \"shrug\"\n"),
+            7,
+            18,
+            "unknown failure_policy \"shrug\"",
+        ),
+        (
+            &format!("{LIMIT}[store]\nmax_clients = 0\n"),
+            7,
+            15,
+            "max_clients must be at least 1",
+        ),
+        (
+            &format!("{LIMIT}[auth]\nheader = \"bad header\"\n"),
+            7,
+            10,
+            "not a valid HTTP header name",
+        ),
+        (
+            &format!("{LIMIT}[auth]\nheader = \"x-a\"\napi_key = true\n"),
+            8,
+            11,
+            "not both",
+        ),
+        (
+            &format!("{LIMIT}{LIMIT}"),
+            7,
+            8,
+            "names the limit \"1s\" twice",
+        ),
+        (
+            &format!("{LIMIT}[[plans.paid]]\n{}", &LIMIT[15..]),
+            1,
+            1,
+            "default_plan is missing",
+        ),
+        ("# nothing\n", 1, 1, "no plans"),
+        (
+            "[plans.free]\nname = \"1s\"\n",
+            1,
+            1,
+            "write each limit as [[plans.NAME]] (double brackets)",
+        ),
+        (
+            &format!("{LIMIT}[clients]\n\"\" = \"free\"\n"),
+            7,
+            6,
+            "client id \"\" in [clients] must be 1 to 256 bytes long",
+        ),
+        (
+            &format!("sweep_interval = \"5ms\"\n{LIMIT}"),
+            1,
+            18,
+            "sweep_interval must be at least 100ms",
+        ),
+    ];
+    for (text, line, column, needle) in cases {
+        let (l, c, message) = mistake(text);
+        assert!(
+            message.contains(needle),
+            "{message:?} should contain {needle:?}"
+        );
+        assert_eq!(
+            (l, c),
+            (*line, *column),
+            "position of {message:?} in\n{text}"
+        );
+    }
+}
+
+#[test]
+fn redis_config_is_accepted_but_not_served_by_this_build() {
+    let text = format!(
+        "{LIMIT}[store]\nurl = \"redis://127.0.0.1:6379/0\"\nfailure_policy = \"local-fallback\"\n"
+    );
+    let config = Config::parse(&text).unwrap();
+    assert_eq!(
+        config.store.kind,
+        StoreKind::Redis {
+            url: "redis://127.0.0.1:6379/0".to_owned()
+        }
+    );
+    let error = tollgate_server::StoreHandle::for_config(&config)
+        .err()
+        .unwrap();
+    assert!(error
+        .to_string()
+        .contains("the redis store is not available in this build"));
+}
