@@ -21,7 +21,9 @@ use toml::Spanned;
 use crate::Error;
 pub use auth::ClientIdSource;
 use locate::error_at;
-pub use store::{check_redis_url, FailurePolicy, StoreConfig, StoreKind};
+pub use store::{
+    check_redis_url, FailurePolicy, StoreConfig, StoreKind, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS,
+};
 pub use window::{format_duration, parse_duration};
 
 /// Config files larger than this are refused unread: a rate-limit config is
@@ -100,11 +102,7 @@ impl Config {
             clients: HashMap::new(),
             default_plan: 0,
             listen: DEFAULT_LISTEN.parse().into_iter().collect(),
-            store: StoreConfig {
-                kind: StoreKind::Memory,
-                failure_policy: FailurePolicy::FailOpen,
-                max_clients: DEFAULT_MAX_CLIENTS,
-            },
+            store: StoreConfig::memory(),
             client_id: ClientIdSource::Header(HeaderName::from_static(DEFAULT_CLIENT_HEADER)),
             max_cost: DEFAULT_MAX_COST,
             sweep_interval_ms: DEFAULT_SWEEP_INTERVAL_MS,

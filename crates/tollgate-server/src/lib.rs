@@ -17,6 +17,7 @@ pub mod http;
 pub mod metrics;
 pub mod reload;
 mod server;
+mod store;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -30,7 +31,8 @@ use tokio::sync::watch;
 
 pub use config::Config;
 pub use error::Error;
-pub use server::{Decided, ReloadReport, Server, StoreHandle};
+pub use server::{Decided, ReloadReport, Server};
+pub use store::{StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};
 
 /// Serves `server` on `listener` until `shutdown` completes, then finishes
 /// the requests in flight and returns.
@@ -131,7 +133,9 @@ pub struct Prepared {
 ///
 /// # Errors
 /// The config's error, [`Error::InvalidListen`] or [`Error::InvalidRedisUrl`]
-/// for bad flags, [`Error::RedisUnavailable`], or [`Error::Bind`].
+/// for bad flags, [`Error::Redis`] for a Redis store that cannot be set
+/// up (Redis being down is not an error: the failure policy answers until
+/// it is up), or [`Error::Bind`].
 pub async fn prepare(options: Options) -> Result<Prepared, Error> {
     let mut config = match &options.config {
         Some(path) => Config::load(path)?,

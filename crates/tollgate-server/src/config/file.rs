@@ -85,6 +85,10 @@ pub struct StoreSection {
     pub failure_policy: Option<Spanned<String>>,
     /// Cap on clients tracked in memory.
     pub max_clients: Option<Spanned<u64>>,
+    /// The Redis key prefix.
+    pub prefix: Option<Spanned<String>>,
+    /// How long one Redis call may take before the failure policy answers.
+    pub timeout: Option<Spanned<Millis>>,
 }
 
 /// `[auth]`.
