@@ -77,6 +77,8 @@ impl Serve {
     fn start(args: &[&str]) -> Self {
         let mut child = Command::new(BIN)
             .arg("serve")
+            // Tests run side by side: never the default gRPC port.
+            .args(["--grpc-listen", "127.0.0.1:0"])
             .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())

@@ -67,6 +67,9 @@ pub enum Error {
     /// Serving connections failed.
     #[error("serving HTTP failed: {0}")]
     Serve(#[source] std::io::Error),
+    /// Serving gRPC (Envoy's rate limit service) failed.
+    #[error("serving gRPC failed: {0}")]
+    Grpc(#[source] tollgate_envoy::Error),
     /// No config file is set, so there is nothing to reload from.
     #[error("no config file to reload: the server runs on the embedded default")]
     NoConfigFile,

@@ -35,6 +35,9 @@ struct Inner {
     /// fallback is swept with the memory store).
     guarded: Option<Arc<GuardedStore<SharedStore>>>,
     clock: Arc<dyn Clock>,
+    /// The gRPC rate limit service's view: the same store and clock, and
+    /// the config's `[[envoy.rules]]`, replaced on reload.
+    envoy: tollgate_envoy::ServiceConfig,
     metrics: Metrics,
     config_path: OnceLock<PathBuf>,
     reload_lock: Mutex<()>,
@@ -110,6 +113,11 @@ impl Server {
                 (guarded.clone(), None, Some(guarded))
             }
         };
+        let envoy = tollgate_envoy::ServiceConfig::new(
+            config.envoy.rules.clone(),
+            store.clone(),
+            clock.clone(),
+        );
         let metrics = Metrics::new();
         let active = Self::activate(&metrics, config);
         Self {
@@ -119,6 +127,7 @@ impl Server {
                 memory,
                 guarded,
                 clock,
+                envoy,
                 metrics,
                 config_path: OnceLock::new(),
                 reload_lock: Mutex::new(()),
@@ -150,6 +159,13 @@ impl Server {
     /// The config in force.
     pub fn config(&self) -> Arc<Config> {
         self.inner.active.load().config.clone()
+    }
+
+    /// The gRPC rate limit service for Envoy on this server's store, clock
+    /// and `[[envoy.rules]]` (kept current across reloads): serve it with
+    /// `tollgate_envoy::run`.
+    pub fn envoy_service(&self) -> tollgate_envoy::ServiceConfig {
+        self.inner.envoy.clone()
     }
 
     /// The metrics registry.
@@ -292,6 +308,9 @@ impl Server {
         if config.listen != old.listen {
             needs_restart.push("listen");
         }
+        if config.envoy.grpc_listen != old.envoy.grpc_listen {
+            needs_restart.push("envoy.grpc_listen");
+        }
         if config.store != old.store {
             needs_restart.push("store");
         }
@@ -304,6 +323,10 @@ impl Server {
             removed: old_ids.len() - kept,
             needs_restart,
         };
+        self.inner
+            .envoy
+            .rules_handle()
+            .replace(config.envoy.rules.clone());
         let active = Self::activate(&self.inner.metrics, config);
         self.inner.active.store(Arc::new(active));
         self.inner.metrics.record_reload(true);
