@@ -55,6 +55,12 @@ measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/ben
 stop
 
 echo
+echo "== baseline without a decision: GET /healthz (what HTTP alone costs here)"
+start --listen "127.0.0.1:$PORT"
+measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "http://127.0.0.1:$PORT/healthz"
+stop
+
+echo
 echo "== forward auth: GET /v1/auth, X-Client-Id c0..c9999, memory store"
 start --listen "127.0.0.1:$PORT"
 measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/auth.lua "http://127.0.0.1:$PORT"
