@@ -294,6 +294,13 @@ impl Config {
         &self.plans[self.default_plan]
     }
 
+    /// Every client with a plan of its own (`[clients]`), with that plan.
+    pub fn client_plans(&self) -> impl Iterator<Item = (&str, &Plan)> + '_ {
+        self.clients
+            .iter()
+            .map(|(client, &index)| (client.as_str(), &self.plans[index]))
+    }
+
     /// Number of clients with a plan of their own.
     pub fn client_count(&self) -> usize {
         self.clients.len()

@@ -60,6 +60,19 @@ impl StoreHandle {
     }
 }
 
+impl StoreHandle {
+    /// The store as the server decides with it, for other front ends on
+    /// the same config (e.g. `tollgate proxy --config`): the memory store as
+    /// it is, a shared store behind a [`GuardedStore`] with the config's
+    /// timeout and failure policy.
+    pub fn into_store(self, config: &StoreConfig) -> Arc<dyn Store> {
+        match self {
+            StoreHandle::Memory(memory) => memory,
+            StoreHandle::Shared(shared) => Arc::new(guard(shared, config)),
+        }
+    }
+}
+
 impl From<FailurePolicy> for tollgate_redis::FailurePolicy {
     fn from(policy: FailurePolicy) -> Self {
         match policy {
