@@ -104,7 +104,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Server {
-    /// A server deciding with `store` under `config`, reading time from `clock`.
+    /// A server deciding with `store` under `config`, reading time from
+    /// `clock`. A [`StoreHandle::Shared`] store is put behind a
+    /// `tollgate_redis::GuardedStore` with the config's `[store]` timeout and
+    /// failure policy (fixed for the server's life: `[store]` changes need a
+    /// restart).
     pub fn new(config: Config, store: StoreHandle, clock: Arc<dyn Clock>) -> Self {
         let (store, memory, guarded): (Arc<dyn Store>, _, _) = match store {
             StoreHandle::Memory(memory) => (memory.clone(), Some(memory), None),
@@ -174,13 +178,15 @@ impl Server {
     }
 
     /// Decides a request of `cost` units (0: only look) for `client`, on its
-    /// plan or on the plan named `plan`. Store failures are answered by the
-    /// config's failure policy and counted; the decision is counted per plan
+    /// plan or on the plan named `plan`. Transient store failures and
+    /// timeouts are answered by the guarded store's failure policy (see
+    /// [`StoreHandle::Shared`]) and counted; the decision is counted per plan
     /// and limit (looks are not).
     ///
     /// # Errors
     /// A 400 [`Rejection`] for an unknown plan or a cost over the config's
-    /// `max_cost`; nothing is decided then.
+    /// `max_cost`; nothing is decided then. A 500 [`Rejection`] when the
+    /// store fails in a way no failure policy answers (a permanent error).
     pub async fn decide(
         &self,
         client: &str,
