@@ -34,7 +34,8 @@ enum Command {
     },
     /// Run the rate-limit service (HTTP decision API). Without flags: the
     /// embedded default, 100 requests per second per client on a sliding
-    /// window, in memory, on 127.0.0.1:8080.
+    /// window, in memory, on 127.0.0.1:8080, and Envoy's rate limit service
+    /// over gRPC on 127.0.0.1:8081.
     Serve {
         /// The TOML config file (reloaded on SIGHUP and when it changes).
         #[arg(long, value_name = "FILE")]
@@ -45,6 +46,10 @@ enum Command {
         /// Keep limit state in Redis, shared by every instance (redis://host:port/db).
         #[arg(long, value_name = "URL")]
         redis: Option<String>,
+        /// Address of the gRPC rate limit service for Envoy, IP:PORT;
+        /// replaces the config's `[envoy] grpc_listen` (default 127.0.0.1:8081).
+        #[arg(long, value_name = "ADDR")]
+        grpc_listen: Option<String>,
     },
     /// Check a config file: exit 0 with a summary, or 1 with the line and column of the mistake.
     Check {
@@ -76,10 +81,12 @@ fn main() -> ExitCode {
             config,
             listen,
             redis,
+            grpc_listen,
         } => run_serve(tollgate_server::Options {
             config,
             listen,
             redis,
+            grpc_listen,
         }),
         Command::Check { file } => run_check(&file),
         Command::Proxy(args) => run_proxy(args),

@@ -1,9 +1,12 @@
 //! `tollgate proxy`: a rate-limiting reverse proxy in front of an upstream.
 //!
-//! Until plan config files arrive (with `tollgate serve`), the proxy limits
-//! every client by one limit given on the command line.
+//! Clients are limited by one limit given on the command line
+//! (`--policy`, `--limit`, `--window`), or by the plans of a `tollgate
+//! serve` config file (`--config`: plans, `[clients]` → plan, the default
+//! plan and the `[store]`, memory or Redis).
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +33,10 @@ pub struct ProxyArgs {
     /// (0: ignore X-Forwarded-For, which any client can forge).
     #[arg(long, default_value_t = 0)]
     pub trust_forwarded_for: usize,
+    /// A `tollgate serve` config file: its plans, `[clients]` (client key →
+    /// plan), default plan and `[store]` replace --policy/--limit/--window.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["policy", "limit", "window"])]
+    pub config: Option<PathBuf>,
     /// The policy: sliding-window, token-bucket or gcra.
     #[arg(long, default_value = "sliding-window")]
     pub policy: String,
@@ -50,14 +57,39 @@ impl ProxyArgs {
     /// # Errors
     /// A [`tollgate_proxy::Error`] naming the option that is wrong.
     pub fn config(&self) -> Result<ProxyConfig, Error> {
-        let plan = single_limit_plan("proxy", &self.policy, self.limit, &self.window)?;
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
-        let limits =
-            RateLimitConfig::new(plan, Arc::new(MemoryBackend::new()), Arc::new(SystemClock));
+        let limits = match &self.config {
+            None => {
+                let plan = single_limit_plan("proxy", &self.policy, self.limit, &self.window)?;
+                RateLimitConfig::new(plan, Arc::new(MemoryBackend::new()), Arc::new(SystemClock))
+            }
+            Some(path) => plan_config(path)?,
+        };
         let timeout = parse_duration_ms("--upstream-timeout", &self.upstream_timeout)?;
         Ok(ProxyConfig::new(&self.upstream, key, limits)?
             .response_timeout(Duration::from_millis(timeout)))
     }
+}
+
+/// The limits of a `tollgate serve` config file: the default plan, each
+/// listed client's own plan, and the config's store.
+fn plan_config(path: &std::path::Path) -> Result<RateLimitConfig, Error> {
+    let invalid = |reason: String| Error::InvalidOption {
+        option: "--config",
+        reason,
+    };
+    let config = tollgate_server::Config::load(path).map_err(|e| invalid(e.to_string()))?;
+    let store = tollgate_server::StoreHandle::for_config(&config)
+        .map_err(|e| invalid(e.to_string()))?
+        .into_store(&config.store);
+    let plans = config
+        .client_plans()
+        .map(|(client, plan)| (client.to_owned(), plan.clone()))
+        .collect();
+    Ok(
+        RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
+            .plans_by_key(plans),
+    )
 }
 
 /// Runs the proxy until `shutdown` completes, printing where it listens.
@@ -70,13 +102,18 @@ pub async fn run(
 ) -> Result<(), Error> {
     let config = args.config()?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
+    let limits = match &args.config {
+        None => format!("{} {} per {}", args.policy, args.limit, args.window),
+        Some(path) => format!(
+            "plans of {} (default plan {:?})",
+            path.display(),
+            config.limits().plan().name()
+        ),
+    };
     println!(
-        "tollgate proxy: listening on http://{}, forwarding to {}, {} {} per {} per client ({})",
+        "tollgate proxy: listening on http://{}, forwarding to {}, {limits} per client ({})",
         listener.local_addr()?,
         config.upstream().url(),
-        args.policy,
-        args.limit,
-        args.window,
         args.key,
     );
     tollgate_proxy::run(listener, config, shutdown).await
@@ -113,6 +150,48 @@ mod tests {
             ),
             ("sliding-window", 100, 1_000)
         );
+    }
+
+    #[test]
+    fn a_serve_config_gives_each_client_its_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tollgate.toml");
+        std::fs::write(
+            &path,
+            "default_plan = \"free\"\n[clients]\nacme = \"paid\"\n\
+             [[plans.free]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 2\nwindow = \"1s\"\n\
+             [[plans.paid]]\nname = \"1s\"\npolicy = \"token-bucket\"\nlimit = 50\nwindow = \"1s\"\n",
+        )
+        .unwrap();
+        let path = path.to_str().unwrap();
+        let config = config(&[
+            "--upstream",
+            "http://127.0.0.1:3000",
+            "--key",
+            "header:X-Client-Id",
+            "--config",
+            path,
+        ])
+        .unwrap();
+        let limits = config.limits();
+        assert_eq!(limits.plan().name(), "free");
+        assert_eq!(limits.plan_for("acme").name(), "paid");
+        assert_eq!(limits.plan_for("acme").limits()[0].policy().limit(), 50);
+        assert_eq!(limits.plan_for("someone").name(), "free");
+        // --config replaces the one-limit options; a broken file is named.
+        let both = config_err(&["--upstream", "http://h", "--config", path, "--limit", "5"]);
+        assert!(both.contains("--limit"), "{both}");
+        std::fs::write(path, "[[plans.free]\n").unwrap();
+        let broken = config_err(&["--upstream", "http://h", "--config", path]);
+        assert!(
+            broken.contains("invalid --config") || broken.contains("--config"),
+            "{broken}"
+        );
+        assert!(broken.contains("line 1"), "{broken}");
+    }
+
+    fn config_err(args: &[&str]) -> String {
+        config(args).err().unwrap_or_default()
     }
 
     #[test]

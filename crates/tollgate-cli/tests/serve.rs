@@ -57,20 +57,7 @@ fn check_points_at_the_line_of_the_mistake() {
 }
 
 #[test]
-fn serve_refuses_redis_until_the_redis_store_is_built_in() {
-    let out = tollgate(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--redis",
-        "redis://127.0.0.1:1/0",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("the redis store is not available in this build"),
-        "{stderr}"
-    );
+fn serve_refuses_bad_flags() {
     let out = tollgate(&["serve", "--listen", "127.0.0.1:0", "--redis", "http://nope"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid redis URL"));
@@ -90,6 +77,8 @@ impl Serve {
     fn start(args: &[&str]) -> Self {
         let mut child = Command::new(BIN)
             .arg("serve")
+            // Tests run side by side: never the default gRPC port.
+            .args(["--grpc-listen", "127.0.0.1:0"])
             .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
@@ -206,6 +195,26 @@ fn serve_on_the_embedded_default_answers_and_stops_on_sigterm() {
     let (ok, log) = serve.stop();
     assert!(ok, "{log}");
     assert!(log.contains("shutting down"), "{log}");
+}
+
+#[test]
+fn serve_on_a_redis_that_is_down_starts_and_answers_by_its_failure_policy() {
+    let port = tollgate_redis::testing::free_port();
+    let url = format!("redis://127.0.0.1:{port}/0");
+    let serve = Serve::start(&["--listen", "127.0.0.1:0", "--redis", &url]);
+    assert!(
+        serve.banner.contains(&format!("redis {url}")),
+        "{}",
+        serve.banner
+    );
+    let response = serve.request("POST /v1/check", r#"{"client":"x","cost":1}"#);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(
+        response.contains(r#""decided_by":"fail-open""#),
+        "{response}"
+    );
+    let (ok, log) = serve.stop();
+    assert!(ok, "{log}");
 }
 
 #[test]

@@ -93,6 +93,19 @@ impl<S: Store> GuardedStore<S> {
         }
     }
 
+    /// The same guard with `fallback` as the local in-memory limiter of
+    /// [`FailurePolicy::LocalFallback`] (e.g. one capped on tracked clients).
+    pub fn with_fallback(mut self, fallback: MemoryBackend) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    /// The local in-memory limiter of [`FailurePolicy::LocalFallback`] (its
+    /// owner sweeps idle clients from it).
+    pub fn fallback(&self) -> &MemoryBackend {
+        &self.fallback
+    }
+
     /// The wrapped store.
     pub fn inner(&self) -> &S {
         &self.inner

@@ -4,6 +4,7 @@
 //! before use: every mistake is reported with its line and column.
 
 mod auth;
+mod envoy;
 mod file;
 mod locate;
 mod store;
@@ -20,8 +21,11 @@ use toml::Spanned;
 
 use crate::Error;
 pub use auth::ClientIdSource;
+pub use envoy::{EnvoyConfig, DEFAULT_GRPC_LISTEN};
 use locate::error_at;
-pub use store::{check_redis_url, FailurePolicy, StoreConfig, StoreKind};
+pub use store::{
+    check_redis_url, FailurePolicy, StoreConfig, StoreKind, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS,
+};
 pub use window::{format_duration, parse_duration};
 
 /// Config files larger than this are refused unread: a rate-limit config is
@@ -60,6 +64,8 @@ pub struct Config {
     pub max_cost: u32,
     /// How often idle client state is swept, in milliseconds.
     pub sweep_interval_ms: u64,
+    /// The gRPC rate limit service for Envoy.
+    pub envoy: EnvoyConfig,
 }
 
 /// The embedded default: one plan of 100 requests per second per client on a
@@ -73,6 +79,16 @@ name = "1s"
 policy = "sliding-window"
 limit = 100
 window = "1s"
+
+# Envoy's rate limit service (gRPC): one budget per client address, for
+# Envoy routes with `domain: tollgate` and a `remote_address` action.
+[envoy]
+grpc_listen = "127.0.0.1:8081"
+
+[[envoy.rules]]
+domain = "tollgate"
+descriptor = [{ key = "remote_address" }]
+plan = "default"
 "#;
 
 impl Config {
@@ -100,14 +116,11 @@ impl Config {
             clients: HashMap::new(),
             default_plan: 0,
             listen: DEFAULT_LISTEN.parse().into_iter().collect(),
-            store: StoreConfig {
-                kind: StoreKind::Memory,
-                failure_policy: FailurePolicy::FailOpen,
-                max_clients: DEFAULT_MAX_CLIENTS,
-            },
+            store: StoreConfig::memory(),
             client_id: ClientIdSource::Header(HeaderName::from_static(DEFAULT_CLIENT_HEADER)),
             max_cost: DEFAULT_MAX_COST,
             sweep_interval_ms: DEFAULT_SWEEP_INTERVAL_MS,
+            envoy: EnvoyConfig::default(),
         }
     }
 
@@ -243,6 +256,7 @@ impl Config {
 
         let store = store::build_store(&file.store, &at)?;
         let client_id = auth::build_auth(&file.auth, &at)?;
+        let envoy = envoy::build_envoy(&file.envoy, &plans, &at)?;
         Ok(Self {
             plans,
             plan_index,
@@ -253,6 +267,7 @@ impl Config {
             client_id,
             max_cost,
             sweep_interval_ms,
+            envoy,
         })
     }
 
@@ -277,6 +292,13 @@ impl Config {
     /// The plan of clients not listed in `[clients]`.
     pub fn default_plan(&self) -> &Plan {
         &self.plans[self.default_plan]
+    }
+
+    /// Every client with a plan of its own (`[clients]`), with that plan.
+    pub fn client_plans(&self) -> impl Iterator<Item = (&str, &Plan)> + '_ {
+        self.clients
+            .iter()
+            .map(|(client, &index)| (client.as_str(), &self.plans[index]))
     }
 
     /// Number of clients with a plan of their own.
@@ -324,13 +346,15 @@ impl Config {
             ClientIdSource::ApiKey => "API key".to_owned(),
         };
         format!(
-            "{} plan(s), {} client(s) with their own plan, default plan {:?}\n{}store: {store}, on store failure: {}\nlisten: {}\n/v1/auth client id from: {client_id}; max cost per request: {}\n",
+            "{} plan(s), {} client(s) with their own plan, default plan {:?}\n{}store: {store}, on store failure: {}\nlisten: {}\ngRPC (Envoy rate limit service): {}, {} rule(s)\n/v1/auth client id from: {client_id}; max cost per request: {}\n",
             self.plans.len(),
             self.clients.len(),
             self.default_plan().name(),
             self.describe_plans(),
             self.store.failure_policy.as_str(),
             listen.join(", "),
+            self.envoy.grpc_listen,
+            self.envoy.rules.len(),
             self.max_cost,
         )
     }

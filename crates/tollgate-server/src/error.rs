@@ -32,12 +32,15 @@ pub enum Error {
         /// The offending line with a caret under the column, for humans.
         snippet: String,
     },
-    /// A store setting that this build cannot honour (the Redis store is
-    /// wired in by the `tollgate-redis` crate).
-    #[error("the redis store is not available in this build (asked for {url})")]
-    RedisUnavailable {
-        /// The Redis URL that was asked for.
+    /// The Redis store could not be set up (a URL the Redis client refuses,
+    /// a bad key prefix). Redis being down is not this error: the server
+    /// starts and its failure policy answers until Redis is up.
+    #[error("cannot use the redis store at {url}: {reason}")]
+    Redis {
+        /// The Redis URL.
         url: String,
+        /// Why.
+        reason: String,
     },
     /// A Redis URL that is not one (given on the command line).
     #[error("invalid redis URL {url:?}: {reason}")]
@@ -64,6 +67,9 @@ pub enum Error {
     /// Serving connections failed.
     #[error("serving HTTP failed: {0}")]
     Serve(#[source] std::io::Error),
+    /// Serving gRPC (Envoy's rate limit service) failed.
+    #[error("serving gRPC failed: {0}")]
+    Grpc(#[source] tollgate_envoy::Error),
     /// No config file is set, so there is nothing to reload from.
     #[error("no config file to reload: the server runs on the embedded default")]
     NoConfigFile,

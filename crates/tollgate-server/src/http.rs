@@ -52,7 +52,10 @@ fn refuse(server: &Server, rejection: Rejection) -> Response {
     } else {
         BadRequest::Invalid
     };
-    server.metrics().record_bad_request(kind);
+    // A store that cannot decide (5xx) is not the caller's mistake.
+    if rejection.status.is_client_error() {
+        server.metrics().record_bad_request(kind);
+    }
     tracing::debug!(status = rejection.status.as_u16(), error = %rejection.message, "request refused");
     rejection.into_response()
 }

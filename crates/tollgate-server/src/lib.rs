@@ -17,6 +17,7 @@ pub mod http;
 pub mod metrics;
 pub mod reload;
 mod server;
+mod store;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -30,7 +31,8 @@ use tokio::sync::watch;
 
 pub use config::Config;
 pub use error::Error;
-pub use server::{Decided, ReloadReport, Server, StoreHandle};
+pub use server::{Decided, ReloadReport, Server};
+pub use store::{StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};
 
 /// Serves `server` on `listener` until `shutdown` completes, then finishes
 /// the requests in flight and returns.
@@ -116,6 +118,8 @@ pub struct Options {
     pub listen: Vec<String>,
     /// `--redis URL`: replaces the config's store.
     pub redis: Option<String>,
+    /// `--grpc-listen ADDR`: replaces the config's `[envoy] grpc_listen`.
+    pub grpc_listen: Option<String>,
 }
 
 /// A server ready to run: config loaded, store built, addresses bound.
@@ -123,6 +127,8 @@ pub struct Prepared {
     server: Server,
     listeners: Vec<TcpListener>,
     addrs: Vec<SocketAddr>,
+    grpc_listener: TcpListener,
+    grpc_addr: SocketAddr,
     hangups: Option<tokio::signal::unix::Signal>,
 }
 
@@ -131,7 +137,9 @@ pub struct Prepared {
 ///
 /// # Errors
 /// The config's error, [`Error::InvalidListen`] or [`Error::InvalidRedisUrl`]
-/// for bad flags, [`Error::RedisUnavailable`], or [`Error::Bind`].
+/// for bad flags, [`Error::Redis`] for a Redis store that cannot be set
+/// up (Redis being down is not an error: the failure policy answers until
+/// it is up), or [`Error::Bind`].
 pub async fn prepare(options: Options) -> Result<Prepared, Error> {
     let mut config = match &options.config {
         Some(path) => Config::load(path)?,
@@ -146,6 +154,11 @@ pub async fn prepare(options: Options) -> Result<Prepared, Error> {
                     .map_err(|_| Error::InvalidListen { addr: addr.clone() })
             })
             .collect::<Result<_, _>>()?;
+    }
+    if let Some(addr) = &options.grpc_listen {
+        config.envoy.grpc_listen = addr
+            .parse()
+            .map_err(|_| Error::InvalidListen { addr: addr.clone() })?;
     }
     if let Some(url) = &options.redis {
         config.store.kind = config::StoreKind::Redis {
@@ -165,6 +178,14 @@ pub async fn prepare(options: Options) -> Result<Prepared, Error> {
         addrs.push(listener.local_addr().unwrap_or(*addr));
         listeners.push(listener);
     }
+    let grpc_addr = config.envoy.grpc_listen;
+    let grpc_listener = TcpListener::bind(grpc_addr)
+        .await
+        .map_err(|source| Error::Bind {
+            addr: grpc_addr,
+            source,
+        })?;
+    let grpc_addr = grpc_listener.local_addr().unwrap_or(grpc_addr);
     let mut server = Server::new(config, store, Arc::new(tollgate::SystemClock));
     if let Some(path) = options.config {
         server = server.with_config_path(path);
@@ -173,6 +194,8 @@ pub async fn prepare(options: Options) -> Result<Prepared, Error> {
         server,
         listeners,
         addrs,
+        grpc_listener,
+        grpc_addr,
         hangups: reload::catch_hangups(),
     })
 }
@@ -181,6 +204,11 @@ impl Prepared {
     /// The addresses actually bound.
     pub fn addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// The address the gRPC rate limit service (Envoy RLS) actually bound.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
     }
 
     /// The server.
@@ -197,17 +225,20 @@ impl Prepared {
             None => "the embedded default config".to_owned(),
         };
         format!(
-            "tollgate listening on {} with {source}\n{}",
+            "tollgate listening on {} with {source}\ngRPC (Envoy rate limit service) listening on {}\n{}",
             addrs.join(", "),
+            self.grpc_addr,
             config.summary()
         )
     }
 
-    /// Serves until `shutdown`, reloading the config on SIGHUP and file
-    /// changes and sweeping idle clients meanwhile.
+    /// Serves HTTP and gRPC (Envoy's rate limit service, on the same store,
+    /// clock and plans) until `shutdown`, reloading the config on SIGHUP and
+    /// file changes and sweeping idle clients meanwhile. If either server
+    /// fails, both stop.
     ///
     /// # Errors
-    /// As [`run_all`].
+    /// As [`run_all`], or [`Error::Grpc`] when the gRPC server fails.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let (stop, stopped) = watch::channel(false);
         let stop = Arc::new(stop);
@@ -236,9 +267,26 @@ impl Prepared {
             sweep_every,
             until_stop(),
         ));
+        let stop_on_grpc_failure = stop.clone();
+        let grpc = tokio::spawn({
+            let service = self.server.envoy_service();
+            let until = until_stop();
+            async move {
+                let served = tollgate_envoy::run(self.grpc_listener, service, until).await;
+                if let Err(error) = &served {
+                    tracing::error!(%error, "the gRPC server failed; stopping");
+                    let _ = stop_on_grpc_failure.send(true);
+                }
+                served
+            }
+        });
         let stop_on_shutdown = stop.clone();
+        let stopped = until_stop();
         let result = run_all(self.listeners, self.server, async move {
-            shutdown.await;
+            tokio::select! {
+                () = shutdown => {}
+                () = stopped => {}
+            }
             let _ = stop_on_shutdown.send(true);
         })
         .await;
@@ -246,6 +294,12 @@ impl Prepared {
         let _ = stop.send(true);
         let _ = watcher.await;
         let _ = sweeper.await;
-        result
+        let grpc = match grpc.await {
+            Ok(served) => served.map_err(Error::Grpc),
+            Err(join) => Err(Error::Grpc(tollgate_envoy::Error::Config(format!(
+                "the gRPC task ended abnormally: {join}"
+            )))),
+        };
+        result.and(grpc)
     }
 }

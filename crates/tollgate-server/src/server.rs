@@ -9,39 +9,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
-use tollgate::{
-    Clock, DecidedBy, Decision, LimitDecision, MemoryBackend, Plan, PlanDecision, Policy, Store,
-};
+use axum::http::StatusCode;
+use tollgate::{Clock, DecidedBy, MemoryBackend, Plan, PlanDecision, Store};
+use tollgate_redis::GuardedStore;
 
 use crate::clock::Stopwatch;
-use crate::config::{Config, FailurePolicy, StoreKind};
+use crate::config::Config;
 use crate::http::Rejection;
 use crate::metrics::{Gauges, Metrics, PlanMetrics};
+use crate::store::{guard, SharedStore, StoreHandle};
 use crate::Error;
-
-/// Where the server keeps limit state.
-#[derive(Clone)]
-pub enum StoreHandle {
-    /// In this process: the server also reports tracked clients and sweeps idle ones.
-    Memory(Arc<MemoryBackend>),
-    /// Anywhere else behind the [`Store`] trait (Redis).
-    Shared(Arc<dyn Store>),
-}
-
-impl StoreHandle {
-    /// The store for the config's `[store]` section.
-    ///
-    /// # Errors
-    /// [`Error::RedisUnavailable`] for a Redis URL: this build has no Redis store.
-    pub fn for_config(config: &Config) -> Result<Self, Error> {
-        match &config.store.kind {
-            StoreKind::Memory => Ok(StoreHandle::Memory(Arc::new(
-                MemoryBackend::with_max_clients(config.store.max_clients),
-            ))),
-            StoreKind::Redis { url } => Err(Error::RedisUnavailable { url: url.clone() }),
-        }
-    }
-}
 
 /// The config in force, with the counters of each of its plans.
 struct Active {
@@ -54,9 +31,13 @@ struct Inner {
     active: ArcSwap<Active>,
     store: Arc<dyn Store>,
     memory: Option<Arc<MemoryBackend>>,
-    /// Decides for the `local-fallback` failure policy.
-    fallback: MemoryBackend,
+    /// The shared store behind its timeout and failure policy (its local
+    /// fallback is swept with the memory store).
+    guarded: Option<Arc<GuardedStore<SharedStore>>>,
     clock: Arc<dyn Clock>,
+    /// The gRPC rate limit service's view: the same store and clock, and
+    /// the config's `[[envoy.rules]]`, replaced on reload.
+    envoy: tollgate_envoy::ServiceConfig,
     metrics: Metrics,
     config_path: OnceLock<PathBuf>,
     reload_lock: Mutex<()>,
@@ -123,22 +104,34 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Server {
-    /// A server deciding with `store` under `config`, reading time from `clock`.
+    /// A server deciding with `store` under `config`, reading time from
+    /// `clock`. A [`StoreHandle::Shared`] store is put behind a
+    /// `tollgate_redis::GuardedStore` with the config's `[store]` timeout and
+    /// failure policy (fixed for the server's life: `[store]` changes need a
+    /// restart).
     pub fn new(config: Config, store: StoreHandle, clock: Arc<dyn Clock>) -> Self {
-        let (store, memory): (Arc<dyn Store>, _) = match store {
-            StoreHandle::Memory(memory) => (memory.clone(), Some(memory)),
-            StoreHandle::Shared(store) => (store, None),
+        let (store, memory, guarded): (Arc<dyn Store>, _, _) = match store {
+            StoreHandle::Memory(memory) => (memory.clone(), Some(memory), None),
+            StoreHandle::Shared(shared) => {
+                let guarded = Arc::new(guard(shared, &config.store));
+                (guarded.clone(), None, Some(guarded))
+            }
         };
+        let envoy = tollgate_envoy::ServiceConfig::new(
+            config.envoy.rules.clone(),
+            store.clone(),
+            clock.clone(),
+        );
         let metrics = Metrics::new();
-        let fallback = MemoryBackend::with_max_clients(config.store.max_clients);
         let active = Self::activate(&metrics, config);
         Self {
             inner: Arc::new(Inner {
                 active: ArcSwap::from_pointee(active),
                 store,
                 memory,
-                fallback,
+                guarded,
                 clock,
+                envoy,
                 metrics,
                 config_path: OnceLock::new(),
                 reload_lock: Mutex::new(()),
@@ -172,19 +165,28 @@ impl Server {
         self.inner.active.load().config.clone()
     }
 
+    /// The gRPC rate limit service for Envoy on this server's store, clock
+    /// and `[[envoy.rules]]` (kept current across reloads): serve it with
+    /// `tollgate_envoy::run`.
+    pub fn envoy_service(&self) -> tollgate_envoy::ServiceConfig {
+        self.inner.envoy.clone()
+    }
+
     /// The metrics registry.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
     }
 
     /// Decides a request of `cost` units (0: only look) for `client`, on its
-    /// plan or on the plan named `plan`. Store failures are answered by the
-    /// config's failure policy and counted; the decision is counted per plan
+    /// plan or on the plan named `plan`. Transient store failures and
+    /// timeouts are answered by the guarded store's failure policy (see
+    /// [`StoreHandle::Shared`]) and counted; the decision is counted per plan
     /// and limit (looks are not).
     ///
     /// # Errors
     /// A 400 [`Rejection`] for an unknown plan or a cost over the config's
-    /// `max_cost`; nothing is decided then.
+    /// `max_cost`; nothing is decided then. A 500 [`Rejection`] when the
+    /// store fails in a way no failure policy answers (a permanent error).
     pub async fn decide(
         &self,
         client: &str,
@@ -212,19 +214,37 @@ impl Server {
         let plan = &config.plans()[index];
         let stopwatch = Stopwatch::start();
         let now = self.inner.clock.now_ms();
+        let metrics = &self.inner.metrics;
         let decision = match self.inner.store.check(plan, client, now, cost).await {
             Ok(decision) => decision,
             Err(error) => {
-                let errors = self.inner.metrics.record_store_error(error.transient);
-                let policy = config.store.failure_policy;
-                // A store that is down fails every request: log the 1st,
-                // 2nd, 4th, 8th... error rather than flood the log.
+                // Only errors no failure policy can answer get here
+                // (transient ones are answered by the guarded store).
+                let errors = metrics.record_store_error(error.transient);
                 if errors.is_power_of_two() {
-                    tracing::warn!(%error, transient = error.transient, errors, client, plan = plan.name(), policy = policy.as_str(), "store failed; the failure policy decides");
+                    tracing::error!(%error, transient = error.transient, errors, client, plan = plan.name(), "the store cannot decide this request");
                 }
-                self.stand_in(policy, plan, client, now, cost)
+                return Err(Rejection::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("the store cannot decide this request: {}", error.message),
+                ));
             }
         };
+        if decision.decided_by != DecidedBy::Store {
+            // The store failed or timed out, and the failure policy decided.
+            let errors = metrics.record_store_error(true);
+            // A store that is down fails every request: log the 1st, 2nd,
+            // 4th, 8th... failure rather than flood the log.
+            if errors.is_power_of_two() {
+                tracing::warn!(
+                    errors,
+                    client,
+                    plan = plan.name(),
+                    decided_by = decision.decided_by.as_str(),
+                    "the store failed or timed out; the failure policy decided"
+                );
+            }
+        }
         let metrics = &self.inner.metrics;
         metrics.record_decided_by(decision.decided_by);
         if cost > 0 {
@@ -245,53 +265,6 @@ impl Server {
             plan: index,
             decision,
         })
-    }
-
-    /// The failure policy's answer when the store could not decide.
-    fn stand_in(
-        &self,
-        policy: FailurePolicy,
-        plan: &Plan,
-        client: &str,
-        now: u64,
-        cost: u32,
-    ) -> PlanDecision {
-        if policy == FailurePolicy::LocalFallback {
-            let mut decision = self.inner.fallback.limiter().check(plan, client, now, cost);
-            decision.decided_by = DecidedBy::LocalFallback;
-            return decision;
-        }
-        let open = policy == FailurePolicy::FailOpen;
-        // Without the store nothing is known about the client: fail-open
-        // shows full quotas, fail-closed shows none and asks to retry in a
-        // second, when the store may be back.
-        let limits = plan
-            .limits()
-            .iter()
-            .map(|limit| {
-                let p = limit.policy();
-                LimitDecision {
-                    name: limit.name().into(),
-                    policy: p.name(),
-                    window_ms: p.window_ms(),
-                    shadow: limit.is_shadow(),
-                    decision: Decision {
-                        allowed: open,
-                        limit: p.limit(),
-                        remaining: if open { p.limit() } else { 0 },
-                        retry_after_ms: Some(if open { 0 } else { 1_000 }),
-                        reset_after_ms: if open { 0 } else { p.window_ms() },
-                    },
-                }
-            })
-            .collect();
-        let mut decision = PlanDecision::from_limits(limits);
-        decision.decided_by = if open {
-            DecidedBy::FailOpen
-        } else {
-            DecidedBy::FailClosed
-        };
-        decision
     }
 
     /// Re-reads the config file and, if it is valid, puts it in force.
@@ -341,6 +314,9 @@ impl Server {
         if config.listen != old.listen {
             needs_restart.push("listen");
         }
+        if config.envoy.grpc_listen != old.envoy.grpc_listen {
+            needs_restart.push("envoy.grpc_listen");
+        }
         if config.store != old.store {
             needs_restart.push("store");
         }
@@ -353,6 +329,10 @@ impl Server {
             removed: old_ids.len() - kept,
             needs_restart,
         };
+        self.inner
+            .envoy
+            .rules_handle()
+            .replace(config.envoy.rules.clone());
         let active = Self::activate(&self.inner.metrics, config);
         self.inner.active.store(Arc::new(active));
         self.inner.metrics.record_reload(true);
@@ -364,11 +344,13 @@ impl Server {
     pub fn sweep(&self) -> usize {
         let config = self.config();
         let now = self.inner.clock.now_ms();
-        let mut dropped = self
-            .inner
-            .fallback
-            .limiter()
-            .sweep(config.plans(), now, false);
+        let mut dropped = 0;
+        if let Some(guarded) = &self.inner.guarded {
+            dropped += guarded
+                .fallback()
+                .limiter()
+                .sweep(config.plans(), now, false);
+        }
         if let Some(memory) = &self.inner.memory {
             dropped += memory.limiter().sweep(config.plans(), now, false);
         }

@@ -226,9 +226,9 @@ fn semantic_errors_point_at_the_offending_value() {
 }
 
 #[test]
-fn redis_config_is_accepted_but_not_served_by_this_build() {
+fn redis_config_is_read_with_its_prefix_and_timeout() {
     let text = format!(
-        "{LIMIT}[store]\nurl = \"redis://127.0.0.1:6379/0\"\nfailure_policy = \"local-fallback\"\n"
+        "{LIMIT}[store]\nurl = \"redis://127.0.0.1:6379/0\"\nfailure_policy = \"local-fallback\"\nprefix = \"edge\"\ntimeout = \"250ms\"\n"
     );
     let config = Config::parse(&text).unwrap();
     assert_eq!(
@@ -237,10 +237,29 @@ fn redis_config_is_accepted_but_not_served_by_this_build() {
             url: "redis://127.0.0.1:6379/0".to_owned()
         }
     );
+    assert_eq!(config.store.prefix, "edge");
+    assert_eq!(config.store.timeout_ms, 250);
+    // The Redis connection is built lazily, on a Tokio runtime only.
     let error = tollgate_server::StoreHandle::for_config(&config)
         .err()
         .unwrap();
-    assert!(error
-        .to_string()
-        .contains("the redis store is not available in this build"));
+    assert!(error.to_string().contains("Tokio runtime"), "{error}");
+}
+
+#[test]
+fn bad_prefix_and_timeout_are_refused_with_their_line() {
+    for (store, message, line) in [
+        ("prefix = \"a{b}\"\n", "invalid prefix", 2),
+        ("prefix = \"\"\n", "invalid prefix", 2),
+        (
+            "url = \"memory\"\ntimeout = \"0ms\"\n",
+            "timeout must be at least 1ms",
+            3,
+        ),
+    ] {
+        let text = format!("[store]\n{store}{LIMIT}");
+        let error = Config::parse(&text).err().unwrap().to_string();
+        assert!(error.contains(message), "{error}");
+        assert!(error.contains(&format!("line {line},")), "{error}");
+    }
 }

@@ -154,7 +154,7 @@ async fn fail_open_lets_requests_in_and_is_counted() {
 
 #[tokio::test]
 async fn fail_closed_rejects_with_retry_after() {
-    let t = down_server("fail-closed", false).await;
+    let t = down_server("fail-closed", true).await;
     let a = t.check("pia", 1).await;
     let body = a.json();
     assert_eq!(body["allowed"], false);
@@ -164,7 +164,7 @@ async fn fail_closed_rejects_with_retry_after() {
     assert_eq!(a.status, StatusCode::TOO_MANY_REQUESTS);
     let m = t.get("/metrics").await.body;
     assert_eq!(
-        value(&m, "tollgate_store_errors_total{kind=\"permanent\"}"),
+        value(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
         2
     );
     assert_eq!(
@@ -173,6 +173,24 @@ async fn fail_closed_rejects_with_retry_after() {
             "tollgate_decisions_by_total{decided_by=\"fail-closed\"}"
         ),
         2
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_permanent_store_error_is_a_500_that_no_policy_hides() {
+    let t = down_server("fail-open", false).await;
+    let a = t.check("rosa", 1).await;
+    assert_eq!(a.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(a.error().contains("script error"), "{}", a.body);
+    let m = t.get("/metrics").await.body;
+    assert_eq!(
+        value(&m, "tollgate_store_errors_total{kind=\"permanent\"}"),
+        1
+    );
+    assert_eq!(
+        value(&m, "tollgate_decisions_by_total{decided_by=\"fail-open\"}"),
+        0
     );
     t.stop().await;
 }

@@ -2,6 +2,7 @@
 //! the clock, and the policies for the cases that are not a plain decision
 //! (no client key, store failure), plus the body of the layer's own answers.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -107,6 +108,8 @@ type BodyFn = dyn Fn(&Refusal<'_>) -> RefusalBody + Send + Sync;
 #[derive(Clone)]
 pub struct RateLimitConfig {
     pub(crate) plan: Plan,
+    /// Keys with a plan of their own (the others get `plan`).
+    pub(crate) plans_by_key: Arc<HashMap<String, Plan>>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) headers_on_allowed: bool,
@@ -133,6 +136,7 @@ impl RateLimitConfig {
     pub fn new(plan: Plan, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         Self {
             plan,
+            plans_by_key: Arc::new(HashMap::new()),
             store,
             clock,
             headers_on_allowed: true,
@@ -175,7 +179,20 @@ impl RateLimitConfig {
         self
     }
 
-    /// The plan requests are checked against.
+    /// Gives the keys in `plans` a plan of their own (e.g. paying clients on
+    /// a larger plan); every other key stays on the default plan.
+    #[must_use]
+    pub fn plans_by_key(mut self, plans: HashMap<String, Plan>) -> Self {
+        self.plans_by_key = Arc::new(plans);
+        self
+    }
+
+    /// The plan requests with `key` are checked against.
+    pub fn plan_for(&self, key: &str) -> &Plan {
+        self.plans_by_key.get(key).unwrap_or(&self.plan)
+    }
+
+    /// The default plan requests are checked against.
     pub fn plan(&self) -> &Plan {
         &self.plan
     }

@@ -80,8 +80,9 @@ where
                     MissingKey::Allow => Ok(inner.call(request).await?.map(Either::Left)),
                 };
             };
+            let plan = config.plan_for(&key);
             let now = config.clock.now_ms();
-            let decision = match config.store.check(&config.plan, &key, now, cost).await {
+            let decision = match config.store.check(plan, &key, now, cost).await {
                 Ok(decision) => decision,
                 Err(error) => {
                     return match config.on_store_error {
@@ -94,14 +95,14 @@ where
             };
             if !decision.allowed {
                 let refusal = Refusal::RateLimited {
-                    plan: &config.plan,
+                    plan,
                     decision: &decision,
                 };
                 return Ok(refuse(&config, &refusal));
             }
             let mut response = inner.call(request).await?;
             if config.headers_on_allowed {
-                insert_headers(response.headers_mut(), config.plan.name(), &decision, false);
+                insert_headers(response.headers_mut(), plan.name(), &decision, false);
             }
             Ok(response.map(Either::Left))
         })

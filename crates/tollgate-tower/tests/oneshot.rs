@@ -302,3 +302,43 @@ async fn a_store_failure_policy_decision_is_applied_as_it_is() {
         assert_eq!(header(&response, "retry-after"), retry);
     }
 }
+
+#[tokio::test]
+async fn keys_with_a_plan_of_their_own_are_limited_by_it() {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let paid = Plan::new(
+        "paid",
+        vec![Limit::new(
+            "1s",
+            AnyPolicy::from_name("sliding-window", 4, 1_000).unwrap(),
+            false,
+        )],
+    )
+    .unwrap();
+    let config = config(&clock).plans_by_key([("acme".to_owned(), paid)].into_iter().collect());
+    let service = layer(config).layer(service_fn(ok_service));
+    let mut statuses = Vec::new();
+    for client in ["acme", "bob"] {
+        for _ in 0..5 {
+            let response = service
+                .clone()
+                .oneshot(request(Some(client)))
+                .await
+                .unwrap();
+            statuses.push((client, response.status().as_u16()));
+            if client == "acme" {
+                assert!(header(&response, "ratelimit-policy")
+                    .unwrap()
+                    .starts_with("\"paid-1s\""));
+            }
+        }
+    }
+    let allowed = |who: &str| {
+        statuses
+            .iter()
+            .filter(|(c, s)| *c == who && *s == 200)
+            .count()
+    };
+    // acme on its own plan (4 per second), everyone else on the default (2).
+    assert_eq!((allowed("acme"), allowed("bob")), (4, 2));
+}

@@ -26,6 +26,9 @@ pub struct File {
     /// How `/v1/auth` finds the client id.
     #[serde(default)]
     pub auth: AuthSection,
+    /// The gRPC rate limit service for Envoy.
+    #[serde(default)]
+    pub envoy: EnvoySection,
     /// Client id to plan name.
     #[serde(default)]
     pub clients: BTreeMap<String, Spanned<String>>,
@@ -85,6 +88,21 @@ pub struct StoreSection {
     pub failure_policy: Option<Spanned<String>>,
     /// Cap on clients tracked in memory.
     pub max_clients: Option<Spanned<u64>>,
+    /// The Redis key prefix.
+    pub prefix: Option<Spanned<String>>,
+    /// How long one Redis call may take before the failure policy answers.
+    pub timeout: Option<Spanned<Millis>>,
+}
+
+/// `[envoy]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvoySection {
+    /// Where the gRPC service listens.
+    pub grpc_listen: Option<Spanned<String>>,
+    /// `[[envoy.rules]]`: descriptors to plans.
+    #[serde(default)]
+    pub rules: Vec<Spanned<tollgate_envoy::RuleConfig>>,
 }
 
 /// `[auth]`.

@@ -58,6 +58,30 @@ pub struct StoreConfig {
     pub failure_policy: FailurePolicy,
     /// Cap on clients tracked in memory (idle ones are evicted beyond it).
     pub max_clients: usize,
+    /// Every Redis key starts with this prefix (instances that share limits
+    /// must use the same one).
+    pub prefix: String,
+    /// How long one store call may take before the failure policy answers, in ms.
+    pub timeout_ms: u64,
+}
+
+/// The default Redis key prefix.
+pub const DEFAULT_PREFIX: &str = "tollgate";
+
+/// The default per-call store timeout, in ms.
+pub const DEFAULT_TIMEOUT_MS: u64 = 100;
+
+impl StoreConfig {
+    /// The in-memory store with every default.
+    pub fn memory() -> Self {
+        Self {
+            kind: StoreKind::Memory,
+            failure_policy: FailurePolicy::FailOpen,
+            max_clients: DEFAULT_MAX_CLIENTS,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+        }
+    }
 }
 
 pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<StoreConfig, Error> {
@@ -93,10 +117,27 @@ pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<S
             }
         },
     };
+    let prefix = match &section.prefix {
+        None => DEFAULT_PREFIX.to_owned(),
+        Some(prefix) => {
+            tollgate_redis::keys::KeyLayout::new(prefix.get_ref().clone())
+                .map_err(|e| at(prefix.span(), format!("invalid prefix: {e}")))?;
+            prefix.get_ref().clone()
+        }
+    };
+    let timeout_ms = match &section.timeout {
+        None => DEFAULT_TIMEOUT_MS,
+        Some(t) if t.get_ref().0 == 0 => {
+            return Err(at(t.span(), "timeout must be at least 1ms".to_owned()))
+        }
+        Some(t) => t.get_ref().0,
+    };
     Ok(StoreConfig {
         kind,
         failure_policy,
         max_clients,
+        prefix,
+        timeout_ms,
     })
 }
 

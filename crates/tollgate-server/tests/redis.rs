@@ -1,0 +1,155 @@
+//! `tollgate serve` on Redis: instances share one limit through one Redis,
+//! and a server whose Redis is down answers by its failure policy, says so,
+//! and goes back to Redis once it is up.
+
+mod common;
+
+use common::TestServer;
+use reqwest::StatusCode;
+use tollgate_redis::testing::{free_port, RedisServer};
+use tollgate_server::{Config, StoreHandle};
+
+/// Plan `shared`: 5 requests per day, for every client.
+fn config_text(url: &str, policy: &str) -> String {
+    format!(
+        r#"
+default_plan = "shared"
+
+[store]
+url = "{url}"
+failure_policy = "{policy}"
+prefix = "serve-test"
+timeout = "200ms"
+
+[[plans.shared]]
+name = "1d"
+policy = "sliding-window"
+limit = 5
+window = "1d"
+"#
+    )
+}
+
+/// A server on `text` with its own Redis connection (as a separate
+/// instance would have).
+async fn start(text: &str) -> TestServer {
+    let config = Config::parse(text).expect("test config is valid");
+    let store = StoreHandle::for_config(&config).expect("redis store");
+    TestServer::start_with(text, config, store).await
+}
+
+fn value(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn two_instances_on_one_redis_share_one_limit() {
+    let Some(redis) = RedisServer::spawn("two_instances_on_one_redis_share_one_limit") else {
+        return;
+    };
+    let text = config_text(&redis.url(), "fail-closed");
+    let a = start(&text).await;
+    let b = start(&text).await;
+    let mut allowed = 0;
+    for i in 0..12 {
+        // Alternate instances, each at its own (equal) clock.
+        let server = if i % 2 == 0 { &a } else { &b };
+        let answer = server.check("tenant-1", 1).await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+        let body = answer.json();
+        assert_eq!(body["decided_by"], "store", "{body}");
+        if body["allowed"] == true {
+            allowed += 1;
+        }
+    }
+    assert_eq!(allowed, 5, "5 per day across both instances");
+    // Each instance sees what the other used; another client is untouched.
+    assert_eq!(a.remaining("tenant-1", 0).await, 0);
+    assert_eq!(b.remaining("tenant-1", 0).await, 0);
+    assert_eq!(b.remaining("tenant-2", 0).await, 5);
+    let keys = redis.cli(&["--scan", "--pattern", "serve-test:*"]);
+    assert!(keys.lines().count() >= 2, "keys under the prefix: {keys}");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_whose_redis_is_down_answers_by_its_failure_policy() {
+    // Nothing listens there: the server still starts (lazy connection).
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    for (policy, allowed, status) in [
+        ("fail-open", true, StatusCode::NO_CONTENT),
+        ("fail-closed", false, StatusCode::TOO_MANY_REQUESTS),
+    ] {
+        let t = start(&config_text(&url, policy)).await;
+        for _ in 0..2 {
+            let answer = t.check("tenant-1", 1).await;
+            assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+            let body = answer.json();
+            assert_eq!(body["allowed"], allowed, "{policy}: {body}");
+            assert_eq!(body["decided_by"], policy, "{body}");
+        }
+        let auth = t.get_with("/v1/auth", &[("X-Client-Id", "tenant-1")]).await;
+        assert_eq!(auth.status, status, "{policy}");
+        let m = t.get("/metrics").await.body;
+        assert_eq!(
+            value(
+                &m,
+                &format!("tollgate_decisions_by_total{{decided_by=\"{policy}\"}}")
+            ),
+            3
+        );
+        assert_eq!(
+            value(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+            3
+        );
+        assert_eq!(
+            value(&m, "tollgate_decisions_by_total{decided_by=\"store\"}"),
+            0
+        );
+        t.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn local_fallback_stands_in_while_redis_is_killed_and_redis_takes_over_again() {
+    let Some(mut redis) = RedisServer::spawn(
+        "local_fallback_stands_in_while_redis_is_killed_and_redis_takes_over_again",
+    ) else {
+        return;
+    };
+    let t = start(&config_text(&redis.url(), "local-fallback")).await;
+    assert_eq!(t.check("tenant-1", 1).await.json()["decided_by"], "store");
+    redis.kill();
+    let verdicts: Vec<bool> = {
+        let mut v = Vec::new();
+        for _ in 0..6 {
+            let body = t.check("tenant-1", 1).await.json();
+            assert_eq!(body["decided_by"], "local-fallback", "{body}");
+            v.push(body["allowed"] == true);
+        }
+        v
+    };
+    // The local limiter starts empty: 5 of 6 pass, then it limits.
+    assert_eq!(verdicts, [true, true, true, true, true, false]);
+    redis.restart();
+    // The connection comes back by itself (bounded: each try waits at most
+    // the 200ms timeout).
+    let back = {
+        let mut back = false;
+        for _ in 0..50 {
+            if t.check("tenant-2", 1).await.json()["decided_by"] == "store" {
+                back = true;
+                break;
+            }
+        }
+        back
+    };
+    assert!(back, "the server went back to Redis after it restarted");
+    t.stop().await;
+}
