@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks of the Envoy RLS and the proxy (BENCHMARKS-edge.md).
+# Benchmarks of the Envoy RLS and the proxy (BENCHMARKS.md, the Envoy and proxy section).
 # Needs wrk (apt-get install -y wrk). Loopback only; every process it starts
 # is stopped by its PID at the end. Usage: scripts/bench-edge.sh [rounds] [seconds]
 set -euo pipefail
