@@ -218,6 +218,45 @@ fn serve_on_a_redis_that_is_down_starts_and_answers_by_its_failure_policy() {
 }
 
 #[test]
+fn two_serve_processes_on_one_redis_share_one_limit() {
+    let Some(redis) = tollgate_redis::testing::RedisServer::spawn(
+        "two_serve_processes_on_one_redis_share_one_limit",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tollgate.toml");
+    // A day-long token bucket: the servers' own clocks cannot refill it
+    // while the test runs, so exactly 5 requests can pass in total.
+    write(
+        &config,
+        &format!(
+            "[store]\nurl = \"{}\"\nfailure_policy = \"fail-closed\"\n\n[[plans.shared]]\nname = \"1d\"\npolicy = \"token-bucket\"\nlimit = 5\nwindow = \"1d\"\n",
+            redis.url()
+        ),
+    );
+    let config = config.to_str().unwrap();
+    let first = Serve::start(&["--listen", "127.0.0.1:0", "--config", config]);
+    let second = Serve::start(&["--listen", "127.0.0.1:0", "--config", config]);
+    let mut allowed = 0;
+    for i in 0..12 {
+        let serve = if i % 2 == 0 { &first } else { &second };
+        let response = serve.request("POST /v1/check", r#"{"client":"app-42"}"#);
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        // Decided by Redis, never by the failure policy.
+        assert!(response.contains(r#""decided_by":"store""#), "{response}");
+        if response.contains(r#"{"allowed":true"#) {
+            allowed += 1;
+        }
+    }
+    assert_eq!(allowed, 5);
+    for serve in [first, second] {
+        let (ok, log) = serve.stop();
+        assert!(ok, "{log}");
+    }
+}
+
+#[test]
 fn serve_reloads_on_sighup_and_on_file_change() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tollgate.toml");
