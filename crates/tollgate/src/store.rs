@@ -221,13 +221,9 @@ impl<S> MemoryStore<S> {
         mut reclaimable: impl FnMut(&mut S, u64) -> bool,
     ) {
         let target = self.shard_cap - (self.shard_cap / 8).max(1);
-        let before = map.len();
-        map.retain(|slot| {
-            let now = now_ms.max(slot.entry.last_seen);
-            !reclaimable(&mut slot.entry.state, now)
-        });
+        let reclaimed = drop_where(map, now_ms, &mut reclaimable);
         self.reclaimed
-            .fetch_add((before - map.len()) as u64, Ordering::Relaxed);
+            .fetch_add(reclaimed as u64, Ordering::Relaxed);
         if map.len() <= target {
             return;
         }
@@ -293,12 +289,7 @@ impl<S> MemoryStore<S> {
         let mut removed = 0;
         for shard in self.shards.iter() {
             let mut map = shard.map.lock().unwrap_or_else(PoisonError::into_inner);
-            let before = map.len();
-            map.retain(|slot| {
-                let now = now_ms.max(slot.entry.last_seen);
-                !remove(&mut slot.entry.state, now)
-            });
-            removed += before - map.len();
+            removed += drop_where(&mut map, now_ms, &mut remove);
         }
         removed
     }
@@ -320,6 +311,22 @@ impl<S> MemoryStore<S> {
     pub fn bytes_per_client_inline() -> usize {
         std::mem::size_of::<Slot<S>>() + 1
     }
+}
+
+/// Drops the entries of one shard for which `remove(state, now)` is true,
+/// with `now` clamped to each entry's latest seen time (so a stale clock
+/// never removes live state). Returns how many were dropped.
+fn drop_where<S>(
+    map: &mut HashTable<Slot<S>>,
+    now_ms: u64,
+    remove: &mut impl FnMut(&mut S, u64) -> bool,
+) -> usize {
+    let before = map.len();
+    map.retain(|slot| {
+        let now = now_ms.max(slot.entry.last_seen);
+        !remove(&mut slot.entry.state, now)
+    });
+    before - map.len()
 }
 
 #[cfg(test)]
