@@ -6,6 +6,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use tollgate::{Clock, Store};
 
+use crate::observer::DecisionObserver;
 use crate::rules::Rules;
 
 /// What to answer when the store fails (returns an error instead of a
@@ -64,6 +65,7 @@ pub struct ServiceConfig {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) on_store_error: OnStoreError,
+    pub(crate) observer: Option<Arc<dyn DecisionObserver>>,
 }
 
 impl fmt::Debug for ServiceConfig {
@@ -71,6 +73,7 @@ impl fmt::Debug for ServiceConfig {
         f.debug_struct("ServiceConfig")
             .field("rules", &self.rules)
             .field("on_store_error", &self.on_store_error)
+            .field("observed", &self.observer.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +87,7 @@ impl ServiceConfig {
             store,
             clock,
             on_store_error: OnStoreError::default(),
+            observer: None,
         }
     }
 
@@ -96,6 +100,14 @@ impl ServiceConfig {
     #[must_use]
     pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
         self.on_store_error = policy;
+        self
+    }
+
+    /// Reports every decision and store failure to `observer` (e.g. to
+    /// count them in metrics). Without one, nothing is reported.
+    #[must_use]
+    pub fn observer(mut self, observer: Arc<dyn DecisionObserver>) -> Self {
+        self.observer = Some(observer);
         self
     }
 }

@@ -19,7 +19,9 @@
 //! - a rejected request consumes nothing from any of its descriptors (see
 //!   [`service`] for how, and the one race between processes);
 //! - a store failure answers gRPC `UNAVAILABLE` (Envoy's `failure_mode_deny`
-//!   then decides) or, if configured, OK / OVER_LIMIT ([`OnStoreError`]).
+//!   then decides) or, if configured, OK / OVER_LIMIT ([`OnStoreError`]);
+//! - a [`DecisionObserver`] set with [`ServiceConfig::observer`] is told
+//!   every decision and store failure (for metrics).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), tollgate_envoy::Error> {
@@ -52,6 +54,7 @@
 
 mod config;
 mod error;
+mod observer;
 pub mod rules;
 mod server;
 pub mod service;
@@ -59,6 +62,7 @@ mod status;
 
 pub use config::{OnStoreError, RulesHandle, ServiceConfig};
 pub use error::Error;
+pub use observer::DecisionObserver;
 pub use rules::{EntryConfig, RuleConfig, Rules, RulesConfig};
 pub use server::{router, run};
 pub use service::RlsService;

@@ -25,6 +25,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::Arc;
+use std::time::Instant;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
@@ -159,7 +160,17 @@ impl RlsService {
             }
         }
 
-        let verdicts = self.decide_groups(&groups).await?;
+        let observer = self
+            .config
+            .observer
+            .as_deref()
+            .filter(|_| !groups.is_empty());
+        let started = observer.map(|_| Instant::now());
+        let verdicts = self.decide_groups(&groups).await;
+        if let (Some(observer), Some(started)) = (observer, started) {
+            observer.timed(started.elapsed());
+        }
+        let verdicts = verdicts?;
 
         let mut response = RateLimitResponse {
             overall_code: Code::Ok as i32,
@@ -253,13 +264,22 @@ impl RlsService {
         Ok(verdicts)
     }
 
+    /// One store call; `cost` 0 is a look, reported to the observer only
+    /// if it fails.
     async fn check(&self, group: &Group, now: u64, cost: u32) -> Result<Verdict, Status> {
-        match self
+        let answer = self
             .config
             .store
             .check(&group.plan, &group.key, now, cost)
-            .await
-        {
+            .await;
+        if let Some(observer) = &self.config.observer {
+            match &answer {
+                Ok(decision) if cost > 0 => observer.decided(&group.plan, cost, decision),
+                Ok(_) => {}
+                Err(error) => observer.store_failed(&group.plan, error),
+            }
+        }
+        match answer {
             Ok(decision) => Ok(Verdict::Decided(decision)),
             Err(error) => self.on_error(&error),
         }

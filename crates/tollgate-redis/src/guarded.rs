@@ -5,7 +5,9 @@
 //! error (or times out), the failure policy answers instead, visibly
 //! ([`PlanDecision::decided_by`]) and counted ([`GuardedStore::counts`]).
 //! Permanent errors (an argument out of range, a misconfiguration) are
-//! returned as they are: no failure policy can make them right. Recovery
+//! returned as they are: no failure policy can make them right. A caller
+//! that answers failures itself uses the same guard through [`TimeoutOnly`]:
+//! the timeout without the policy. Recovery
 //! needs no restart: the next call goes to the store again, whose connection
 //! reconnects by itself.
 //!
@@ -14,12 +16,17 @@
 //! though the failure policy answered it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::error::Elapsed;
 
 use tollgate::{
     check_plan, DecidedBy, Decision, LimitDecision, MemoryBackend, Plan, PlanDecision, Policy,
     Store, StoreError, StoreFuture,
 };
+
+use crate::RedisStoreError;
 
 /// What to answer when the store cannot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +59,11 @@ pub struct FailureCounts {
     pub fail_closed: u64,
     /// Answered by the local in-memory limiter.
     pub local_fallback: u64,
-    /// Calls that hit the timeout (each also counted in one answer path).
+    /// Calls that hit the timeout (each also counted in one answer path,
+    /// except calls through [`TimeoutOnly`], which return the error).
     pub timeouts: u64,
-    /// Calls that failed with a transient error (each also counted in one answer path).
+    /// Calls that failed with a transient error (each also counted in one
+    /// answer path, except calls through [`TimeoutOnly`]).
     pub transient_errors: u64,
     /// Calls that failed with a permanent error, returned to the caller.
     pub permanent_errors: u64,
@@ -131,6 +140,27 @@ impl<S: Store> GuardedStore<S> {
         }
     }
 
+    /// The inner store's answer within the timeout (`Err` when it timed
+    /// out), counted.
+    async fn timed_check(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+    ) -> Result<Result<PlanDecision, StoreError>, Elapsed> {
+        let answer =
+            tokio::time::timeout(self.timeout, self.inner.check(plan, client, now_ms, cost)).await;
+        let counter = match &answer {
+            Ok(Ok(_)) => &self.counters.store,
+            Ok(Err(e)) if e.transient => &self.counters.transient_errors,
+            Ok(Err(_)) => &self.counters.permanent_errors,
+            Err(_) => &self.counters.timeouts,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        answer
+    }
+
     async fn guarded_check(
         &self,
         plan: &Plan,
@@ -138,23 +168,19 @@ impl<S: Store> GuardedStore<S> {
         now_ms: u64,
         cost: u32,
     ) -> Result<PlanDecision, StoreError> {
+        match self.timed_check(plan, client, now_ms, cost).await {
+            Ok(Ok(decision)) => Ok(decision),
+            Ok(Err(e)) if !e.transient => Err(e),
+            Ok(Err(_)) | Err(_) => Ok(self.answer_failure(plan, client, now_ms, cost)),
+        }
+    }
+
+    /// The failure policy's answer, counted.
+    fn answer_failure(&self, plan: &Plan, client: &str, now_ms: u64, cost: u32) -> PlanDecision {
         let bump = |a: &AtomicU64| {
             a.fetch_add(1, Ordering::Relaxed);
         };
-        match tokio::time::timeout(self.timeout, self.inner.check(plan, client, now_ms, cost)).await
-        {
-            Ok(Ok(decision)) => {
-                bump(&self.counters.store);
-                return Ok(decision);
-            }
-            Ok(Err(e)) if !e.transient => {
-                bump(&self.counters.permanent_errors);
-                return Err(e);
-            }
-            Ok(Err(_)) => bump(&self.counters.transient_errors),
-            Err(_) => bump(&self.counters.timeouts),
-        }
-        Ok(match self.policy {
+        match self.policy {
             FailurePolicy::FailOpen => {
                 bump(&self.counters.fail_open);
                 let mut decision = check_plan(plan, &mut Vec::new(), now_ms, cost);
@@ -171,7 +197,7 @@ impl<S: Store> GuardedStore<S> {
                 decision.decided_by = DecidedBy::LocalFallback;
                 decision
             }
-        })
+        }
     }
 }
 
@@ -211,6 +237,59 @@ impl<S: Store> Store for GuardedStore<S> {
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
         Box::pin(self.guarded_check(plan, client, now_ms, cost))
+    }
+}
+
+/// A [`GuardedStore`] seen without its failure policy: the same store,
+/// timeout and counters, but a transient failure or a timeout comes back as
+/// an `Err` (a timeout as a transient [`RedisStoreError::Timeout`]) for the
+/// caller to answer. For a front end whose own answer to a store failure is
+/// the operator's choice, e.g. gRPC `UNAVAILABLE` so that Envoy's
+/// `failure_mode_deny` decides, while other front ends on the same guard
+/// keep the failure policy.
+///
+/// Its calls count in [`GuardedStore::counts`] as `store`, `timeouts`,
+/// `transient_errors` or `permanent_errors`, never in an answer path.
+pub struct TimeoutOnly<S> {
+    guard: Arc<GuardedStore<S>>,
+}
+
+impl<S> TimeoutOnly<S> {
+    /// `guard`'s store and timeout, without its failure policy.
+    pub fn new(guard: Arc<GuardedStore<S>>) -> Self {
+        Self { guard }
+    }
+
+    /// The guard whose store and timeout this uses.
+    pub fn guard(&self) -> &Arc<GuardedStore<S>> {
+        &self.guard
+    }
+}
+
+impl<S: Store> TimeoutOnly<S> {
+    async fn timed_check(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+    ) -> Result<PlanDecision, StoreError> {
+        match self.guard.timed_check(plan, client, now_ms, cost).await {
+            Ok(answer) => answer,
+            Err(_) => Err(RedisStoreError::Timeout(self.guard.timeout).into()),
+        }
+    }
+}
+
+impl<S: Store> Store for TimeoutOnly<S> {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        Box::pin(self.timed_check(plan, client, now_ms, cost))
     }
 }
 
@@ -313,6 +392,35 @@ mod tests {
         assert_eq!(d.retry_after_ms, Some(750));
         assert_eq!(d.limits[0].decision.remaining, 0);
         assert_eq!(store.counts().timeouts, 1);
+    }
+
+    #[test]
+    fn timeout_only_returns_failures_for_the_caller_to_answer() {
+        let guard = Arc::new(GuardedStore::new(
+            Hanging,
+            Duration::from_millis(20),
+            FailurePolicy::FailOpen,
+        ));
+        let store = TimeoutOnly::new(guard.clone());
+        let error = block_on(store.check(&plan(), "c", 0, 1)).unwrap_err();
+        assert!(error.transient, "{error}");
+        assert!(error.message.contains("20ms"), "{error}");
+        // The guard itself still answers by its policy.
+        let d = block_on(guard.check(&plan(), "c", 0, 1)).unwrap();
+        assert_eq!(d.decided_by, DecidedBy::FailOpen);
+        let counts = guard.counts();
+        assert_eq!((counts.timeouts, counts.fail_open), (2, 1));
+
+        let guard = Arc::new(GuardedStore::new(
+            Failing(StoreError::transient("down")),
+            Duration::from_secs(1),
+            FailurePolicy::LocalFallback,
+        ));
+        let error =
+            block_on(TimeoutOnly::new(guard.clone()).check(&plan(), "c", 0, 1)).unwrap_err();
+        assert_eq!(error, StoreError::transient("down"));
+        let counts = guard.counts();
+        assert_eq!((counts.transient_errors, counts.local_fallback), (1, 0));
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //!   arithmetic could pass 2^53 are refused before any write.
 //! - Failures ([`GuardedStore`]): a per-call timeout and a failure policy
 //!   (fail-open, fail-closed, local in-memory fallback), visible in
-//!   [`tollgate::PlanDecision::decided_by`] and counted.
+//!   [`tollgate::PlanDecision::decided_by`] and counted; [`TimeoutOnly`]
+//!   is the same guard for a caller that answers failures itself.
 //!
 //! ## Expiry
 //!
@@ -76,5 +77,5 @@ mod store;
 pub mod testing;
 
 pub use error::RedisStoreError;
-pub use guarded::{FailureCounts, FailurePolicy, GuardedStore};
+pub use guarded::{FailureCounts, FailurePolicy, GuardedStore, TimeoutOnly};
 pub use store::{RedisStore, RedisStoreConfig, TimeSource};

@@ -21,7 +21,7 @@ use toml::Spanned;
 
 use crate::Error;
 pub use auth::ClientIdSource;
-pub use envoy::{EnvoyConfig, DEFAULT_GRPC_LISTEN};
+pub use envoy::{EnvoyConfig, EnvoyOnStoreError, DEFAULT_GRPC_LISTEN};
 use locate::error_at;
 pub use store::{
     check_redis_url, FailurePolicy, StoreConfig, StoreKind, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS,
@@ -346,7 +346,7 @@ impl Config {
             ClientIdSource::ApiKey => "API key".to_owned(),
         };
         format!(
-            "{} plan(s), {} client(s) with their own plan, default plan {:?}\n{}store: {store}, on store failure: {}\nlisten: {}\ngRPC (Envoy rate limit service): {}, {} rule(s)\n/v1/auth client id from: {client_id}; max cost per request: {}\n",
+            "{} plan(s), {} client(s) with their own plan, default plan {:?}\n{}store: {store}, on store failure: {}\nlisten: {}\ngRPC (Envoy rate limit service): {}, {} rule(s), on store failure: {}\n/v1/auth client id from: {client_id}; max cost per request: {}\n",
             self.plans.len(),
             self.clients.len(),
             self.default_plan().name(),
@@ -355,6 +355,10 @@ impl Config {
             listen.join(", "),
             self.envoy.grpc_listen,
             self.envoy.rules.len(),
+            match self.envoy.on_store_error {
+                EnvoyOnStoreError::FailurePolicy => self.store.failure_policy.as_str(),
+                EnvoyOnStoreError::Unavailable => "gRPC UNAVAILABLE",
+            },
             self.max_cost,
         )
     }

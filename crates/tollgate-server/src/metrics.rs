@@ -3,7 +3,8 @@
 //!
 //! The hot path only increments atomics it already holds: each plan and
 //! limit of the active config carries its counters, looked up once when the
-//! config is loaded. Counters are kept by plan and limit name across reloads,
+//! config is loaded (gRPC decisions find their plan's by name: one hash
+//! lookup, no allocation). Counters are kept by plan and limit name across reloads,
 //! so they never go backwards (a removed limit keeps its last values).
 
 mod histogram;
@@ -75,6 +76,34 @@ pub struct Gauges {
     pub swept: u64,
 }
 
+/// Which front end a decision came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frontend {
+    /// The HTTP API (`/v1/check`, `/v1/auth`).
+    Http,
+    /// Envoy's rate limit service (gRPC `ShouldRateLimit`).
+    Grpc,
+}
+
+impl Frontend {
+    const ALL: [Frontend; 2] = [Frontend::Http, Frontend::Grpc];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Frontend::Http => "http",
+            Frontend::Grpc => "grpc",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Frontend::Http => 0,
+            Frontend::Grpc => 1,
+        }
+    }
+}
+
 /// Which bad requests are counted apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BadRequest {
@@ -92,6 +121,7 @@ pub struct Metrics {
     store_errors_transient: AtomicU64,
     store_errors_permanent: AtomicU64,
     decided_by: [AtomicU64; 4],
+    frontends: [AtomicU64; 2],
     latency: Histogram,
     bad_invalid: AtomicU64,
     bad_too_large: AtomicU64,
@@ -148,6 +178,29 @@ impl Metrics {
             plan: plan_counters,
             limits,
         }
+    }
+
+    /// Counts one answer of the store (or of its failure policy standing in
+    /// for it), the same way for every front end: who decided; a transient
+    /// store error when the failure policy decided; and, for a request
+    /// (`cost` > 0, not a look), the decision per front end and, when `plan`
+    /// is given, per plan and limit. Returns how many transient store errors
+    /// there were so far when this answer was one (for sampled logging).
+    pub fn record_decision(
+        &self,
+        plan: Option<&PlanMetrics>,
+        cost: u32,
+        decision: &PlanDecision,
+        frontend: Frontend,
+    ) -> Option<u64> {
+        self.record_decided_by(decision.decided_by);
+        if cost > 0 {
+            self.frontends[frontend.index()].fetch_add(1, Ordering::Relaxed);
+            if let Some(plan) = plan {
+                plan.record(decision);
+            }
+        }
+        (decision.decided_by != DecidedBy::Store).then(|| self.record_store_error(true))
     }
 
     /// Counts who decided (the store or the failure policy).
@@ -239,6 +292,20 @@ impl Metrics {
             );
         }
         drop(limits);
+        header(
+            &mut out,
+            "tollgate_frontend_decisions_total",
+            "counter",
+            "Decisions on requests (not peeks) per front end: http (the HTTP API) or grpc (Envoy's rate limit service).",
+        );
+        for f in Frontend::ALL {
+            let _ = writeln!(
+                out,
+                "tollgate_frontend_decisions_total{{frontend=\"{}\"}} {}",
+                f.as_str(),
+                load(&self.frontends[f.index()])
+            );
+        }
         header(
             &mut out,
             "tollgate_store_errors_total",

@@ -10,15 +10,17 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 use axum::http::StatusCode;
-use tollgate::{Clock, DecidedBy, MemoryBackend, Plan, PlanDecision, Store};
-use tollgate_redis::GuardedStore;
+use tollgate::{Clock, MemoryBackend, Plan, PlanDecision, Store};
+use tollgate_redis::{GuardedStore, TimeoutOnly};
 
 use crate::clock::Stopwatch;
-use crate::config::Config;
+use crate::config::{Config, EnvoyOnStoreError};
 use crate::http::Rejection;
-use crate::metrics::{Gauges, Metrics, PlanMetrics};
+use crate::metrics::{Frontend, Gauges, Metrics, PlanMetrics};
 use crate::store::{guard, SharedStore, StoreHandle};
 use crate::Error;
+
+mod grpc_metrics;
 
 /// The config in force, with the counters of each of its plans.
 struct Active {
@@ -28,17 +30,20 @@ struct Active {
 }
 
 struct Inner {
-    active: ArcSwap<Active>,
+    /// Shared with the gRPC service's metrics observer.
+    active: Arc<ArcSwap<Active>>,
     store: Arc<dyn Store>,
     memory: Option<Arc<MemoryBackend>>,
     /// The shared store behind its timeout and failure policy (its local
     /// fallback is swept with the memory store).
     guarded: Option<Arc<GuardedStore<SharedStore>>>,
     clock: Arc<dyn Clock>,
-    /// The gRPC rate limit service's view: the same store and clock, and
-    /// the config's `[[envoy.rules]]`, replaced on reload.
+    /// The gRPC rate limit service's view: the same store (without the
+    /// failure policy if `[envoy] on_store_error = "unavailable"`) and
+    /// clock, the config's `[[envoy.rules]]` (replaced on reload), and an
+    /// observer counting its decisions in `metrics`.
     envoy: tollgate_envoy::ServiceConfig,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
     config_path: OnceLock<PathBuf>,
     reload_lock: Mutex<()>,
     swept: AtomicU64,
@@ -108,7 +113,10 @@ impl Server {
     /// `clock`. A [`StoreHandle::Shared`] store is put behind a
     /// `tollgate_redis::GuardedStore` with the config's `[store]` timeout and
     /// failure policy (fixed for the server's life: `[store]` changes need a
-    /// restart).
+    /// restart). The gRPC service decides on the same guarded store, or,
+    /// with `[envoy] on_store_error = "unavailable"`, on the same store and
+    /// timeout without the failure policy (a `tollgate_redis::TimeoutOnly`),
+    /// so that a failure reaches it as an error and is gRPC `UNAVAILABLE`.
     pub fn new(config: Config, store: StoreHandle, clock: Arc<dyn Clock>) -> Self {
         let (store, memory, guarded): (Arc<dyn Store>, _, _) = match store {
             StoreHandle::Memory(memory) => (memory.clone(), Some(memory), None),
@@ -117,16 +125,26 @@ impl Server {
                 (guarded.clone(), None, Some(guarded))
             }
         };
-        let envoy = tollgate_envoy::ServiceConfig::new(
-            config.envoy.rules.clone(),
-            store.clone(),
-            clock.clone(),
-        );
-        let metrics = Metrics::new();
-        let active = Self::activate(&metrics, config);
+        let envoy_store: Arc<dyn Store> = match (&guarded, config.envoy.on_store_error) {
+            (Some(guarded), EnvoyOnStoreError::Unavailable) => {
+                Arc::new(TimeoutOnly::new(guarded.clone()))
+            }
+            _ => store.clone(),
+        };
+        let rules = config.envoy.rules.clone();
+        let metrics = Arc::new(Metrics::new());
+        let active = Arc::new(ArcSwap::from_pointee(Self::activate(&metrics, config)));
+        // OnStoreError::Unavailable: only errors reach the service (the
+        // failure policy, when in force, answered the rest).
+        let envoy = tollgate_envoy::ServiceConfig::new(rules, envoy_store, clock.clone())
+            .on_store_error(tollgate_envoy::OnStoreError::Unavailable)
+            .observer(Arc::new(grpc_metrics::GrpcMetrics::new(
+                active.clone(),
+                metrics.clone(),
+            )));
         Self {
             inner: Arc::new(Inner {
-                active: ArcSwap::from_pointee(active),
+                active,
                 store,
                 memory,
                 guarded,
@@ -230,25 +248,25 @@ impl Server {
                 ));
             }
         };
-        if decision.decided_by != DecidedBy::Store {
-            // The store failed or timed out, and the failure policy decided.
-            let errors = metrics.record_store_error(true);
-            // A store that is down fails every request: log the 1st, 2nd,
-            // 4th, 8th... failure rather than flood the log.
-            if errors.is_power_of_two() {
-                tracing::warn!(
-                    errors,
-                    client,
-                    plan = plan.name(),
-                    decided_by = decision.decided_by.as_str(),
-                    "the store failed or timed out; the failure policy decided"
-                );
-            }
-        }
-        let metrics = &self.inner.metrics;
-        metrics.record_decided_by(decision.decided_by);
-        if cost > 0 {
-            active.metrics[index].record(&decision);
+        // Counted the same way for gRPC (see `grpc_metrics`). A store error
+        // here means the store failed or timed out and the failure policy
+        // decided.
+        let errors = metrics.record_decision(
+            Some(&active.metrics[index]),
+            cost,
+            &decision,
+            Frontend::Http,
+        );
+        // A store that is down fails every request: log the 1st, 2nd, 4th,
+        // 8th... failure rather than flood the log.
+        if let Some(errors) = errors.filter(|n| n.is_power_of_two()) {
+            tracing::warn!(
+                errors,
+                client,
+                plan = plan.name(),
+                decided_by = decision.decided_by.as_str(),
+                "the store failed or timed out; the failure policy decided"
+            );
         }
         metrics.record_latency(stopwatch.elapsed());
         tracing::debug!(
@@ -316,6 +334,9 @@ impl Server {
         }
         if config.envoy.grpc_listen != old.envoy.grpc_listen {
             needs_restart.push("envoy.grpc_listen");
+        }
+        if config.envoy.on_store_error != old.envoy.on_store_error {
+            needs_restart.push("envoy.on_store_error");
         }
         if config.store != old.store {
             needs_restart.push("store");

@@ -1,16 +1,22 @@
 //! Envoy's rate limit service inside `tollgate serve`: a tonic client calls
 //! the gRPC port of an in-process server (prepared as `tollgate serve`
-//! prepares it, on port 0), and a config reload changes a rule.
+//! prepares it, on port 0); a config reload changes a rule, `/metrics`
+//! counts gRPC decisions, and a Redis that is down gives the failure
+//! policy's answer or gRPC `UNAVAILABLE`, as `[envoy] on_store_error` says.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tollgate::ManualClock;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use tollgate_server::{Config, Error, Options};
+use tollgate_redis::testing::RedisServer;
+use tollgate_server::{Config, Error, Options, Server, StoreHandle};
 use tonic::transport::Channel;
 
 /// Plans `free` (3 a day) and `paid` (10 a day); the Envoy rule for domain
@@ -164,4 +170,278 @@ fn the_embedded_default_answers_envoy_per_client_address() {
         config.envoy.grpc_listen,
         tollgate_server::config::DEFAULT_GRPC_LISTEN
     );
+}
+
+/// `tollgate serve` on `text` (written to a file), HTTP and gRPC on port 0.
+struct Running {
+    http: SocketAddr,
+    grpc: RateLimitServiceClient<Channel>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), Error>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    async fn start(text: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tollgate.toml");
+        std::fs::write(&path, text).unwrap();
+        let prepared = tollgate_server::prepare(Options {
+            config: Some(path),
+            listen: vec!["127.0.0.1:0".into()],
+            grpc_listen: Some("127.0.0.1:0".into()),
+            redis: None,
+        })
+        .await
+        .unwrap();
+        let http = prepared.addrs()[0];
+        let grpc = prepared.grpc_addr();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(prepared.run(async {
+            let _ = stopped.await;
+        }));
+        let grpc = RateLimitServiceClient::connect(format!("http://{grpc}"))
+            .await
+            .unwrap();
+        Self {
+            http,
+            grpc,
+            stop,
+            task,
+            _dir: dir,
+        }
+    }
+
+    async fn ask(&mut self, r: RateLimitRequest) -> Result<RateLimitResponse, tonic::Status> {
+        self.grpc.should_rate_limit(r).await.map(|r| r.into_inner())
+    }
+
+    async fn get(&self, path: &str) -> String {
+        reqwest::get(format!("http://{}{path}", self.http))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        drop(self.grpc);
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+/// The value of one series in `/metrics` text.
+fn value(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn grpc_decisions_are_counted_in_metrics_per_plan_and_limit() {
+    // Addresses on `free` (3 a day), API keys on `paid` (10 a day).
+    let text = config_text("free").replace(
+        "[[plans.free]]",
+        "[[envoy.rules]]\ndomain = \"edge\"\ndescriptor = [{ key = \"api_key\" }]\nplan = \"paid\"\n\n[[plans.free]]",
+    );
+    let mut t = Running::start(&text).await;
+    for _ in 0..4 {
+        t.ask(request("edge", "remote_address", "10.0.0.9"))
+            .await
+            .unwrap();
+    }
+    // Two clients in one request: each decided once, on its own plan (the
+    // looks taken first are not decisions).
+    let mut both = request("edge", "api_key", "k1");
+    both.descriptors
+        .push(request("edge", "remote_address", "10.0.0.8").descriptors[0].clone());
+    let response = t.ask(both).await.unwrap();
+    assert_eq!(response.overall_code, Code::Ok as i32);
+    // Not limited: not a decision.
+    t.ask(request("elsewhere", "remote_address", "10.0.0.9"))
+        .await
+        .unwrap();
+
+    let m = t.get("/metrics").await;
+    let series = [
+        (
+            "tollgate_requests_total{plan=\"free\",outcome=\"allowed\"}",
+            4,
+        ),
+        (
+            "tollgate_requests_total{plan=\"free\",outcome=\"rejected\"}",
+            1,
+        ),
+        (
+            "tollgate_requests_total{plan=\"paid\",outcome=\"allowed\"}",
+            1,
+        ),
+        (
+            "tollgate_limit_decisions_total{plan=\"free\",limit=\"1d\",outcome=\"allowed\"}",
+            4,
+        ),
+        (
+            "tollgate_limit_decisions_total{plan=\"free\",limit=\"1d\",outcome=\"rejected\"}",
+            1,
+        ),
+        (
+            "tollgate_limit_decisions_total{plan=\"paid\",limit=\"1d\",outcome=\"allowed\"}",
+            1,
+        ),
+        ("tollgate_frontend_decisions_total{frontend=\"grpc\"}", 6),
+        ("tollgate_frontend_decisions_total{frontend=\"http\"}", 0),
+        ("tollgate_decisions_by_total{decided_by=\"store\"}", 6),
+        ("tollgate_store_errors_total{kind=\"transient\"}", 0),
+        // One per gRPC request that asked the store.
+        ("tollgate_decision_duration_seconds_count", 5),
+    ];
+    for (name, expected) in series {
+        assert_eq!(value(&m, name), expected, "{name}");
+    }
+    t.stop().await;
+}
+
+/// Plan `free` (3 a day) on the Redis at `url`, its failure policy
+/// `policy`, and the Envoy rule of [`config_text`]; `envoy_line` goes in
+/// `[envoy]`.
+fn redis_config(url: &str, policy: &str, envoy_line: &str) -> String {
+    config_text("free").replace(
+        "[envoy]\n",
+        &format!(
+            "[store]\nurl = \"{url}\"\nfailure_policy = \"{policy}\"\nprefix = \"envoy-test\"\ntimeout = \"200ms\"\n\n[envoy]\n{envoy_line}\n"
+        ),
+    )
+}
+
+#[tokio::test]
+async fn a_redis_failure_is_the_failure_policys_answer_or_unavailable_as_configured() {
+    let Some(mut redis) = RedisServer::spawn(
+        "a_redis_failure_is_the_failure_policys_answer_or_unavailable_as_configured",
+    ) else {
+        return;
+    };
+    let url = redis.url();
+    let mut by_policy = Running::start(&redis_config(&url, "fail-closed", "")).await;
+    let mut unavailable = Running::start(&redis_config(
+        &url,
+        "fail-closed",
+        "on_store_error = \"unavailable\"",
+    ))
+    .await;
+    // Redis decides while it is up, one budget for both servers.
+    let mut remaining = Vec::new();
+    for t in [&mut by_policy, &mut unavailable] {
+        let response = t
+            .ask(request("edge", "remote_address", "10.0.0.1"))
+            .await
+            .unwrap();
+        assert_eq!(response.overall_code, Code::Ok as i32);
+        remaining.push(response.statuses[0].limit_remaining);
+    }
+    assert_eq!(remaining, [2, 1]);
+
+    redis.kill();
+    for _ in 0..2 {
+        // Default: `[store] failure_policy` answers (fail-closed: OVER_LIMIT).
+        let response = by_policy
+            .ask(request("edge", "remote_address", "10.0.0.2"))
+            .await
+            .unwrap();
+        assert_eq!(response.overall_code, Code::OverLimit as i32);
+        // "unavailable": Envoy's failure_mode_deny decides.
+        let status = unavailable
+            .ask(request("edge", "remote_address", "10.0.0.2"))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    }
+    // The HTTP API of the same server keeps the failure policy.
+    let http = reqwest::Client::new()
+        .post(format!("http://{}/v1/check", unavailable.http))
+        .body(r#"{"client":"c"}"#)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(http.contains("\"decided_by\":\"fail-closed\""), "{http}");
+
+    let m = by_policy.get("/metrics").await;
+    assert_eq!(
+        value(
+            &m,
+            "tollgate_decisions_by_total{decided_by=\"fail-closed\"}"
+        ),
+        2
+    );
+    assert_eq!(
+        value(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+        2
+    );
+    assert_eq!(
+        value(
+            &m,
+            "tollgate_requests_total{plan=\"free\",outcome=\"rejected\"}"
+        ),
+        2
+    );
+    let m = unavailable.get("/metrics").await;
+    // Two gRPC failures and one HTTP decision by the failure policy.
+    assert_eq!(
+        value(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+        3
+    );
+    assert_eq!(
+        value(
+            &m,
+            "tollgate_decisions_by_total{decided_by=\"fail-closed\"}"
+        ),
+        1
+    );
+    assert_eq!(
+        value(
+            &m,
+            "tollgate_requests_total{plan=\"free\",outcome=\"rejected\"}"
+        ),
+        1
+    );
+    by_policy.stop().await;
+    unavailable.stop().await;
+}
+
+#[test]
+fn on_store_error_is_checked_with_the_line_and_changing_it_needs_a_restart() {
+    let text = config_text("free").replace(
+        "grpc_listen = \"127.0.0.1:0\"",
+        "grpc_listen = \"127.0.0.1:0\"\non_store_error = \"fail-open\"",
+    );
+    let error = Config::parse(&text).err().unwrap().to_string();
+    assert!(
+        error.contains("line 6,")
+            && error.contains("unknown on_store_error \"fail-open\"")
+            && error.contains("failure-policy, unavailable"),
+        "{error}"
+    );
+
+    let default = Config::parse(&config_text("free")).unwrap();
+    assert_eq!(
+        default.envoy.on_store_error,
+        tollgate_server::config::EnvoyOnStoreError::FailurePolicy
+    );
+    let unavailable = Config::parse(&text.replace("\"fail-open\"", "\"unavailable\"")).unwrap();
+    assert_eq!(
+        unavailable.envoy.on_store_error,
+        tollgate_server::config::EnvoyOnStoreError::Unavailable
+    );
+    let store = StoreHandle::for_config(&default).unwrap();
+    let server = Server::new(default, store, Arc::new(ManualClock::new(0)));
+    let report = server.apply(unavailable);
+    assert_eq!(report.needs_restart, ["envoy.on_store_error"]);
 }

@@ -2,7 +2,9 @@
 //! Gateway, Gloo) that `tollgate serve` runs beside its HTTP API, on the
 //! same store, clock and plans. `[[envoy.rules]]` map an Envoy domain and
 //! descriptor entries to one of the config's plans (the format is
-//! `tollgate_envoy::rules`'s).
+//! `tollgate_envoy::rules`'s); `on_store_error` says whether a store
+//! failure is answered by the `[store]` failure policy or is gRPC
+//! `UNAVAILABLE` for Envoy's `failure_mode_deny` to decide.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -16,11 +18,50 @@ use crate::Error;
 pub const DEFAULT_GRPC_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 8081);
 
+/// What the gRPC rate limit service answers when the store fails or times
+/// out (`[envoy] on_store_error`). Only a shared store (Redis) can fail: with
+/// the memory store both answer alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EnvoyOnStoreError {
+    /// The `[store]` failure policy answers, as for the HTTP API (the
+    /// default). Errors no policy answers (permanent ones) are gRPC
+    /// `UNAVAILABLE`.
+    #[default]
+    FailurePolicy,
+    /// Every store failure or timeout is gRPC `UNAVAILABLE`, so that Envoy's
+    /// own `failure_mode_deny` decides: the operator's choice is made in the
+    /// Envoy config. The HTTP API keeps the failure policy.
+    Unavailable,
+}
+
+impl EnvoyOnStoreError {
+    /// Names accepted in the config.
+    pub const NAMES: &'static [&'static str] = &["failure-policy", "unavailable"];
+
+    /// The config name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnvoyOnStoreError::FailurePolicy => "failure-policy",
+            EnvoyOnStoreError::Unavailable => "unavailable",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "failure-policy" => Some(EnvoyOnStoreError::FailurePolicy),
+            "unavailable" => Some(EnvoyOnStoreError::Unavailable),
+            _ => None,
+        }
+    }
+}
+
 /// `[envoy]`, resolved.
 #[derive(Debug, Clone)]
 pub struct EnvoyConfig {
     /// Where the gRPC rate limit service listens.
     pub grpc_listen: SocketAddr,
+    /// What a store failure or timeout gives over gRPC.
+    pub on_store_error: EnvoyOnStoreError,
     /// The rules, checked against the config's plans. Without any, every
     /// descriptor is answered `OK` (not limited).
     pub rules: Rules,
@@ -30,6 +71,7 @@ impl Default for EnvoyConfig {
     fn default() -> Self {
         Self {
             grpc_listen: DEFAULT_GRPC_LISTEN,
+            on_store_error: EnvoyOnStoreError::default(),
             rules: Rules::default(),
         }
     }
@@ -52,6 +94,19 @@ pub(super) fn build_envoy(
             )
         })?,
     };
+    let on_store_error = match &section.on_store_error {
+        None => EnvoyOnStoreError::default(),
+        Some(name) => EnvoyOnStoreError::from_name(name.get_ref()).ok_or_else(|| {
+            at(
+                name.span(),
+                format!(
+                    "unknown on_store_error {:?}: known ones are {}",
+                    name.get_ref(),
+                    EnvoyOnStoreError::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
     let written = RulesConfig {
         rules: section.rules.iter().map(|r| r.get_ref().clone()).collect(),
     };
@@ -65,5 +120,9 @@ pub(super) fn build_envoy(
         }
         other => at(0..0, other.to_string()),
     })?;
-    Ok(EnvoyConfig { grpc_listen, rules })
+    Ok(EnvoyConfig {
+        grpc_listen,
+        on_store_error,
+        rules,
+    })
 }

@@ -100,6 +100,8 @@ pub struct StoreSection {
 pub struct EnvoySection {
     /// Where the gRPC service listens.
     pub grpc_listen: Option<Spanned<String>>,
+    /// `"failure-policy"` or `"unavailable"`.
+    pub on_store_error: Option<Spanned<String>>,
     /// `[[envoy.rules]]`: descriptors to plans.
     #[serde(default)]
     pub rules: Vec<Spanned<tollgate_envoy::RuleConfig>>,

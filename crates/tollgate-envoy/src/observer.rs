@@ -1,0 +1,35 @@
+//! [`DecisionObserver`]: a hook to count what the service decides (e.g.
+//! `tollgate serve`'s Prometheus metrics), without this crate knowing how.
+
+use std::time::Duration;
+
+use tollgate::{Plan, PlanDecision, StoreError};
+
+/// Told what the service decides, for metrics. Called on the request path:
+/// an implementation should only bump counters (no I/O, no waiting).
+///
+/// What counts as a decision: every store answer for a request's cost, one
+/// per client of the request. The zero-cost looks of the two-step path for
+/// requests with several clients (see [`crate::service`]) are not
+/// decisions and are not reported; nor is a client that had room but was
+/// left untouched because another client of the same request was over its
+/// limit (nothing was decided or consumed for it).
+pub trait DecisionObserver: Send + Sync {
+    /// The store (or its own failure policy, see
+    /// [`PlanDecision::decided_by`]) decided a request of `cost` (at least
+    /// 1) against `plan`.
+    fn decided(&self, plan: &Plan, cost: u32, decision: &PlanDecision);
+
+    /// The store failed (returned an error, looks included); the service
+    /// answers by its [`crate::OnStoreError`].
+    fn store_failed(&self, plan: &Plan, error: &StoreError) {
+        let _ = (plan, error);
+    }
+
+    /// One `ShouldRateLimit` request that asked the store took `elapsed`,
+    /// from taking its client locks to its last store answer, whether it
+    /// was answered or failed (requests no rule limits are not timed).
+    fn timed(&self, elapsed: Duration) {
+        let _ = elapsed;
+    }
+}

@@ -1,0 +1,68 @@
+//! The gRPC rate limit service's decisions in `/metrics`: a
+//! [`DecisionObserver`] that counts them as [`super::Server::decide`] counts
+//! HTTP decisions (per plan and limit, who decided, store errors, latency).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tollgate::{Plan, PlanDecision, StoreError};
+use tollgate_envoy::DecisionObserver;
+
+use super::Active;
+use crate::metrics::{Frontend, Metrics, PlanMetrics};
+
+/// Counts the gRPC service's decisions in the server's metrics.
+pub(super) struct GrpcMetrics {
+    active: Arc<ArcSwap<Active>>,
+    metrics: Arc<Metrics>,
+}
+
+impl GrpcMetrics {
+    pub(super) fn new(active: Arc<ArcSwap<Active>>, metrics: Arc<Metrics>) -> Self {
+        Self { active, metrics }
+    }
+}
+
+/// The counters of `plan` in the active config. The Envoy rules' plans are
+/// copies of the config's, found by name; during a reload the rules may
+/// briefly be a config ahead of or behind the counters, and a plan whose
+/// limits differ is then not counted per limit rather than counted under
+/// the wrong limit's name.
+fn counters<'a>(active: &'a Active, plan: &Plan) -> Option<&'a PlanMetrics> {
+    let index = active.config.plan_index(plan.name())?;
+    let same = active.config.plans()[index]
+        .limits()
+        .iter()
+        .map(|l| l.name())
+        .eq(plan.limits().iter().map(|l| l.name()));
+    same.then(|| &active.metrics[index])
+}
+
+impl DecisionObserver for GrpcMetrics {
+    fn decided(&self, plan: &Plan, cost: u32, decision: &PlanDecision) {
+        let active = self.active.load();
+        let errors =
+            self.metrics
+                .record_decision(counters(&active, plan), cost, decision, Frontend::Grpc);
+        if let Some(errors) = errors.filter(|n| n.is_power_of_two()) {
+            tracing::warn!(
+                errors,
+                plan = plan.name(),
+                decided_by = decision.decided_by.as_str(),
+                "the store failed or timed out; the failure policy decided (gRPC)"
+            );
+        }
+    }
+
+    fn store_failed(&self, plan: &Plan, error: &StoreError) {
+        let errors = self.metrics.record_store_error(error.transient);
+        if errors.is_power_of_two() {
+            tracing::error!(%error, transient = error.transient, errors, plan = plan.name(), "the store cannot decide this request; answering gRPC UNAVAILABLE");
+        }
+    }
+
+    fn timed(&self, elapsed: Duration) {
+        self.metrics.record_latency(elapsed);
+    }
+}
