@@ -4,6 +4,7 @@
 #
 #   scripts/bench-serve.sh            # throughput/latency + memory bound
 #   DURATION=20s CONNECTIONS=64 scripts/bench-serve.sh
+#   REDIS_URL=redis://127.0.0.1:6380 scripts/bench-serve.sh   # another Redis for the Redis run
 #
 # Prints wrk's report for each run and the server's VmRSS from /proc.
 set -euo pipefail
@@ -15,6 +16,7 @@ WRK_THREADS=${WRK_THREADS:-1}
 DISTINCT_DURATION=${DISTINCT_DURATION:-20s}
 BIN=target/release/tollgate
 PORT=18181
+REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
 
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 1; }
 cargo build --release -p tollgate-cli >&2
@@ -52,6 +54,14 @@ measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/ben
 echo "server VmRSS after the run: $(rss_kib "$SERVER") KiB"
 echo "-- the same with one prebuilt request (one client: mostly rejections; the cheapest load for wrk to generate)"
 measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/static.lua "http://127.0.0.1:$PORT"
+stop
+
+echo
+echo "== decisions on the Redis store: POST /v1/check, 10,000 clients, $REDIS_URL (one EVALSHA per decision)"
+start --listen "127.0.0.1:$PORT" --redis "$REDIS_URL"
+wrk -t1 -c8 -d3s -s scripts/bench/check.lua "http://127.0.0.1:$PORT" >/dev/null # warm-up
+measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/check.lua "http://127.0.0.1:$PORT"
+curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^tollgate_decisions_by_total'
 stop
 
 echo
