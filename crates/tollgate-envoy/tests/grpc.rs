@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tollgate::testing::FailingStore;
 use tollgate::{
-    AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store, StoreError,
-    StoreFuture,
+    AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store, StoreFuture,
 };
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -476,28 +476,11 @@ async fn malformed_requests_are_invalid_arguments() {
     server.stop().await;
 }
 
-/// A store that is always down.
-struct DownStore;
-
-impl Store for DownStore {
-    fn check<'a>(
-        &'a self,
-        _: &'a Plan,
-        _: &'a str,
-        _: u64,
-        _: u32,
-    ) -> StoreFuture<'a, PlanDecision> {
-        Box::pin(std::future::ready(Err(StoreError::transient(
-            "connection refused",
-        ))))
-    }
-}
-
 #[tokio::test]
 async fn store_failures_are_unavailable_or_the_configured_answer() {
     let clock = Arc::new(ManualClock::new(0));
     let mut server = Server::start(
-        Arc::new(DownStore),
+        Arc::new(FailingStore::down()),
         clock.clone(),
         OnStoreError::Unavailable,
     )
@@ -519,7 +502,7 @@ async fn store_failures_are_unavailable_or_the_configured_answer() {
         (OnStoreError::FailOpen, Code::Ok),
         (OnStoreError::FailClosed, Code::OverLimit),
     ] {
-        let mut server = Server::start(Arc::new(DownStore), clock.clone(), policy).await;
+        let mut server = Server::start(Arc::new(FailingStore::down()), clock.clone(), policy).await;
         let response = server
             .ask(request(vec![
                 ip("10.0.0.1"),

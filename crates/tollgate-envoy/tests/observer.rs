@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tollgate::testing::FailingStore;
 use tollgate::{
     AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store, StoreError,
-    StoreFuture,
 };
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -146,25 +146,13 @@ async fn each_decision_is_reported_once_and_looks_never() {
     assert!(seen.failed.lock().unwrap().is_empty());
 }
 
-/// A store that is always down.
-struct DownStore;
-
-impl Store for DownStore {
-    fn check<'a>(
-        &'a self,
-        _: &'a Plan,
-        _: &'a str,
-        _: u64,
-        _: u32,
-    ) -> StoreFuture<'a, PlanDecision> {
-        Box::pin(std::future::ready(Err(StoreError::transient("down"))))
-    }
-}
-
 #[tokio::test]
 async fn a_store_failure_is_reported_and_the_request_still_timed() {
     let seen = Arc::new(Seen::default());
-    let rls = service(Arc::new(DownStore), &seen);
+    let rls = service(
+        Arc::new(FailingStore::new(StoreError::transient("down"))),
+        &seen,
+    );
     let error = rls
         .decide(&request(vec![descriptor("api_key", "k1")], 1))
         .await

@@ -296,38 +296,8 @@ impl<S: Store> Store for TimeoutOnly<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tollgate::testing::{FailingStore, HangingStore};
     use tollgate::{AnyPolicy, Limit};
-
-    /// A store that always fails with the given error.
-    struct Failing(StoreError);
-
-    impl Store for Failing {
-        fn check<'a>(
-            &'a self,
-            _: &'a Plan,
-            _: &'a str,
-            _: u64,
-            _: u32,
-        ) -> StoreFuture<'a, PlanDecision> {
-            let error = self.0.clone();
-            Box::pin(async move { Err(error) })
-        }
-    }
-
-    /// A store that never answers.
-    struct Hanging;
-
-    impl Store for Hanging {
-        fn check<'a>(
-            &'a self,
-            _: &'a Plan,
-            _: &'a str,
-            _: u64,
-            _: u32,
-        ) -> StoreFuture<'a, PlanDecision> {
-            Box::pin(std::future::pending())
-        }
-    }
 
     fn plan() -> Plan {
         let policy = AnyPolicy::from_name("sliding-window", 2, 1_000).unwrap();
@@ -345,7 +315,7 @@ mod tests {
     #[test]
     fn permanent_errors_pass_through_untouched() {
         let store = GuardedStore::new(
-            Failing(StoreError::permanent("bad argument")),
+            FailingStore::new(StoreError::permanent("bad argument")),
             Duration::from_secs(1),
             FailurePolicy::FailOpen,
         );
@@ -358,7 +328,7 @@ mod tests {
     #[test]
     fn fail_open_answers_as_for_a_new_client() {
         let store = GuardedStore::new(
-            Failing(StoreError::transient("down")),
+            FailingStore::new(StoreError::transient("down")),
             Duration::from_secs(1),
             FailurePolicy::FailOpen,
         );
@@ -380,7 +350,7 @@ mod tests {
     #[test]
     fn a_hanging_store_times_out_into_fail_closed() {
         let store = GuardedStore::new(
-            Hanging,
+            HangingStore,
             Duration::from_millis(20),
             FailurePolicy::FailClosed {
                 retry_after_ms: 750,
@@ -397,7 +367,7 @@ mod tests {
     #[test]
     fn timeout_only_returns_failures_for_the_caller_to_answer() {
         let guard = Arc::new(GuardedStore::new(
-            Hanging,
+            HangingStore,
             Duration::from_millis(20),
             FailurePolicy::FailOpen,
         ));
@@ -412,7 +382,7 @@ mod tests {
         assert_eq!((counts.timeouts, counts.fail_open), (2, 1));
 
         let guard = Arc::new(GuardedStore::new(
-            Failing(StoreError::transient("down")),
+            FailingStore::new(StoreError::transient("down")),
             Duration::from_secs(1),
             FailurePolicy::LocalFallback,
         ));
@@ -426,7 +396,7 @@ mod tests {
     #[test]
     fn local_fallback_keeps_its_own_state() {
         let store = GuardedStore::new(
-            Failing(StoreError::transient("down")),
+            FailingStore::new(StoreError::transient("down")),
             Duration::from_secs(1),
             FailurePolicy::LocalFallback,
         );

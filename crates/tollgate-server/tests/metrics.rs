@@ -7,35 +7,18 @@ use std::sync::Arc;
 
 use common::{TestServer, CONFIG};
 use reqwest::StatusCode;
-use tollgate::{Plan, PlanDecision, Store, StoreError, StoreFuture};
+use tollgate::testing::FailingStore;
+use tollgate::StoreError;
 use tollgate_server::{Config, StoreHandle};
-
-/// A store that is always down.
-struct DownStore {
-    transient: bool,
-}
-
-impl Store for DownStore {
-    fn check<'a>(
-        &'a self,
-        _plan: &'a Plan,
-        _client: &'a str,
-        _now_ms: u64,
-        _cost: u32,
-    ) -> StoreFuture<'a, PlanDecision> {
-        let error = if self.transient {
-            StoreError::transient("connection refused")
-        } else {
-            StoreError::permanent("script error")
-        };
-        Box::pin(std::future::ready(Err(error)))
-    }
-}
 
 async fn down_server(policy: &str, transient: bool) -> TestServer {
     let text = format!("{CONFIG}\n[store]\nfailure_policy = \"{policy}\"\n");
     let config = Config::parse(&text).unwrap();
-    let store = StoreHandle::Shared(Arc::new(DownStore { transient }));
+    let store = StoreHandle::Shared(Arc::new(FailingStore::new(if transient {
+        StoreError::transient("connection refused")
+    } else {
+        StoreError::permanent("script error")
+    })));
     TestServer::start_with(&text, config, store).await
 }
 

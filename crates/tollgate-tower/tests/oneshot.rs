@@ -7,9 +7,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderName, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
+use tollgate::testing::FailingStore;
 use tollgate::{
-    AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store, StoreError,
-    StoreFuture,
+    AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store, StoreFuture,
 };
 use tollgate_tower::{
     Cost, HeaderKey, MissingKey, OnStoreError, RateLimitConfig, RateLimitLayer, Refusal,
@@ -164,29 +164,13 @@ async fn missing_key_is_400_by_default_or_passes_through_without_headers() {
     }
 }
 
-/// A store that is always down.
-struct DownStore;
-
-impl Store for DownStore {
-    fn check<'a>(
-        &'a self,
-        _: &'a Plan,
-        _: &'a str,
-        _: u64,
-        _: u32,
-    ) -> StoreFuture<'a, PlanDecision> {
-        Box::pin(std::future::ready(Err(StoreError::transient(
-            "connection refused",
-        ))))
-    }
-}
-
 #[tokio::test]
 async fn store_errors_follow_the_configured_policy() {
     let clock = Arc::new(ManualClock::new(0));
     let down = |policy| {
         layer(
-            RateLimitConfig::new(plan(), Arc::new(DownStore), clock.clone()).on_store_error(policy),
+            RateLimitConfig::new(plan(), Arc::new(FailingStore::down()), clock.clone())
+                .on_store_error(policy),
         )
         .layer(service_fn(ok_service))
     };

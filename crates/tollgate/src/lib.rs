@@ -49,6 +49,8 @@ mod limiter;
 mod plan;
 pub mod policy;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use async_store::{MemoryBackend, Store, StoreError, StoreFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
