@@ -10,22 +10,14 @@ use crate::observer::DecisionObserver;
 use crate::rules::Rules;
 
 /// What to answer when the store fails (returns an error instead of a
-/// decision). Stores with their own failure policy (Redis: fail-open,
-/// fail-closed, local fallback) answer with a decision instead, which is
-/// used as it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnStoreError {
-    /// Fail the call with gRPC `UNAVAILABLE`, so that Envoy's own setting
-    /// decides: `failure_mode_deny: false` (Envoy's default) lets the request
-    /// through, `true` answers it with a 500. The default: the operator's
-    /// choice stays in one place, the Envoy config.
-    #[default]
-    Unavailable,
-    /// Answer `OK` for the descriptors whose store failed.
-    FailOpen,
-    /// Answer `OVER_LIMIT` for the descriptors whose store failed.
-    FailClosed,
-}
+/// decision): the core's choice shared by every front end. Here
+/// `Unavailable` (the default) fails the call with gRPC `UNAVAILABLE`, so
+/// that Envoy's own setting decides (`failure_mode_deny: false`, Envoy's
+/// default, lets the request through; `true` answers it with a 500), and the
+/// operator's choice stays in one place, the Envoy config; `FailOpen`
+/// answers `OK` and `FailClosed` `OVER_LIMIT` for the descriptors whose
+/// store failed.
+pub use tollgate::OnStoreError;
 
 /// The rules in force, replaceable while the service runs (for config
 /// reloads). Clones share the same rules. Limit state is keyed by each

@@ -30,23 +30,11 @@ pub enum MissingKey {
     Allow,
 }
 
-/// What to do when the store itself fails (returns a [`StoreError`]).
-///
-/// A store with its own failure policy (the Redis store's fail-open,
-/// fail-closed or local fallback) answers with a [`PlanDecision`] whose
-/// `decided_by` says so; such decisions are applied like any other. This
-/// setting covers only the errors a store hands back instead of a decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnStoreError {
-    /// Answer `503 Service Unavailable`: the default, so that an outage is
-    /// visible rather than silently unlimited.
-    #[default]
-    Unavailable,
-    /// Let the request through without headers (availability over limits).
-    FailOpen,
-    /// Answer `429 Too Many Requests` without rate-limit numbers.
-    FailClosed,
-}
+/// What to do when the store itself fails (returns a [`StoreError`]): the
+/// core's choice shared by every front end. Here `Unavailable` is a `503
+/// Service Unavailable` (the default), `FailOpen` passes the request on
+/// without headers, `FailClosed` is a `429` without rate-limit numbers.
+pub use tollgate::OnStoreError;
 
 /// The cost of one request, read from the request's extensions; requests
 /// without it cost 1. An earlier layer (or handler-side middleware) inserts

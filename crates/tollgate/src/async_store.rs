@@ -61,6 +61,30 @@ pub trait Store: Send + Sync {
     ) -> StoreFuture<'a, PlanDecision>;
 }
 
+/// What a front end (the tower layer, the proxy, Envoy's rate limit
+/// service) answers when the store hands back a [`StoreError`] instead of a
+/// decision. One choice for every front end, so that an operator configures
+/// it the same way everywhere.
+///
+/// A store with its own failure policy (the Redis store's fail-open,
+/// fail-closed or local fallback) answers with a [`PlanDecision`] whose
+/// `decided_by` says so; such decisions are applied like any other. This
+/// setting covers only the errors a store hands back instead of a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnStoreError {
+    /// Answer "service unavailable" (HTTP `503`, gRPC `UNAVAILABLE`): the
+    /// default, so that an outage is visible rather than silently unlimited,
+    /// and so that Envoy's own `failure_mode_deny` decides for gRPC.
+    #[default]
+    Unavailable,
+    /// Let the request through, without rate-limit numbers (availability
+    /// over limits).
+    FailOpen,
+    /// Reject the request (HTTP `429`, gRPC `OVER_LIMIT`), without
+    /// rate-limit numbers.
+    FailClosed,
+}
+
 /// The in-memory store behind the async boundary: decisions are immediate.
 #[derive(Default)]
 pub struct MemoryBackend {

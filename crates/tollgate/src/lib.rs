@@ -52,7 +52,7 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use async_store::{MemoryBackend, Store, StoreError, StoreFuture};
+pub use async_store::{MemoryBackend, OnStoreError, Store, StoreError, StoreFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::Decision;
 pub use error::Error;
