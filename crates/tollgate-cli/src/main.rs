@@ -94,6 +94,7 @@ fn main() -> ExitCode {
 }
 
 fn run_proxy(args: proxy::ProxyArgs) -> ExitCode {
+    init_logging();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -123,7 +124,8 @@ fn run_check(file: &std::path::Path) -> ExitCode {
     }
 }
 
-fn run_serve(options: tollgate_server::Options) -> ExitCode {
+/// Structured logs on standard error (`RUST_LOG` filters; default `info`).
+fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -132,6 +134,10 @@ fn run_serve(options: tollgate_server::Options) -> ExitCode {
         .with_writer(io::stderr)
         .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
         .init();
+}
+
+fn run_serve(options: tollgate_server::Options) -> ExitCode {
+    init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -3,10 +3,14 @@
 //! Clients are limited by one limit given on the command line
 //! (`--policy`, `--limit`, `--window`), or by the plans of a `tollgate
 //! serve` config file (`--config`: plans, `[clients]` → plan, the default
-//! plan and the `[store]`, memory or Redis).
+//! plan and the `[store]`, memory or Redis). The plans of a config file are
+//! reloaded on SIGHUP and when the file changes, as `tollgate serve` does:
+//! limits a reload leaves unchanged keep every client's state, a broken
+//! file is refused with a log line and the running plans stay, and a
+//! changed `[store]` waits for a restart.
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +18,8 @@ use clap::Args;
 use tollgate::{MemoryBackend, SystemClock};
 use tollgate_proxy::options::{parse_duration_ms, parse_key, single_limit_plan};
 use tollgate_proxy::{Error, ProxyConfig};
-use tollgate_tower::RateLimitConfig;
+use tollgate_server::config::StoreConfig;
+use tollgate_tower::{Plans, PlansHandle, RateLimitConfig};
 
 /// The options of `tollgate proxy`.
 #[derive(Debug, Clone, Args)]
@@ -71,25 +76,61 @@ impl ProxyArgs {
     }
 }
 
-/// The limits of a `tollgate serve` config file: the default plan, each
-/// listed client's own plan, and the config's store.
-fn plan_config(path: &std::path::Path) -> Result<RateLimitConfig, Error> {
-    let invalid = |reason: String| Error::InvalidOption {
+fn invalid_config(reason: String) -> Error {
+    Error::InvalidOption {
         option: "--config",
         reason,
-    };
-    let config = tollgate_server::Config::load(path).map_err(|e| invalid(e.to_string()))?;
-    let store = tollgate_server::StoreHandle::for_config(&config)
-        .map_err(|e| invalid(e.to_string()))?
-        .into_store(&config.store);
-    let plans = config
+    }
+}
+
+/// The plans of a `tollgate serve` config: the default plan and each listed
+/// client's own plan.
+fn plans_of(config: &tollgate_server::Config) -> Plans {
+    let by_key = config
         .client_plans()
         .map(|(client, plan)| (client.to_owned(), plan.clone()))
         .collect();
+    Plans::new(config.default_plan().clone()).with_keys(by_key)
+}
+
+/// The limits of a `tollgate serve` config file: its plans and its store.
+fn plan_config(path: &Path) -> Result<RateLimitConfig, Error> {
+    let config = tollgate_server::Config::load(path).map_err(|e| invalid_config(e.to_string()))?;
+    let store = tollgate_server::StoreHandle::for_config(&config)
+        .map_err(|e| invalid_config(e.to_string()))?
+        .into_store(&config.store);
     Ok(
         RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
-            .plans_by_key(plans),
+            .plans(plans_of(&config)),
     )
+}
+
+/// Re-reads the config file at `path` and puts its plans in force through
+/// `handle`. The store stays the one the proxy started with: a `[store]`
+/// different from `running_store` is logged as waiting for a restart.
+///
+/// # Errors
+/// The file's read or config error (logged too); the running plans stay.
+pub fn reload_plans(
+    path: &Path,
+    handle: &PlansHandle,
+    running_store: &StoreConfig,
+) -> Result<(), Error> {
+    match tollgate_server::Config::load(path) {
+        Ok(config) => {
+            handle.replace(plans_of(&config));
+            if config.store == *running_store {
+                tracing::info!(path = %path.display(), default_plan = config.default_plan().name(), "plans reloaded");
+            } else {
+                tracing::warn!(path = %path.display(), default_plan = config.default_plan().name(), "plans reloaded; the changed [store] waits for a restart");
+            }
+            Ok(())
+        }
+        Err(error) => {
+            tracing::error!(path = %path.display(), %error, "config reload refused; the running plans stay");
+            Err(invalid_config(error.to_string()))
+        }
+    }
 }
 
 /// Runs the proxy until `shutdown` completes, printing where it listens.
@@ -102,12 +143,37 @@ pub async fn run(
 ) -> Result<(), Error> {
     let config = args.config()?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
+    let watcher = match &args.config {
+        None => None,
+        Some(path) => {
+            let running = tollgate_server::Config::load(path)
+                .map_err(|e| invalid_config(e.to_string()))?
+                .store;
+            let handle = config.limits().plans_handle();
+            // Caught before the banner, so that a SIGHUP sent once the proxy
+            // says it listens is never the default action (the end).
+            let hangups = tollgate_server::reload::catch_hangups();
+            let path = path.clone();
+            Some(tokio::spawn(async move {
+                tollgate_server::reload::watch_file(
+                    &path,
+                    tollgate_server::reload::POLL_INTERVAL,
+                    hangups,
+                    std::future::pending(),
+                    || {
+                        let _ = reload_plans(&path, &handle, &running);
+                    },
+                )
+                .await;
+            }))
+        }
+    };
     let limits = match &args.config {
         None => format!("{} {} per {}", args.policy, args.limit, args.window),
         Some(path) => format!(
             "plans of {} (default plan {:?})",
             path.display(),
-            config.limits().plan().name()
+            config.limits().current_plans().default_plan().name()
         ),
     };
     println!(
@@ -116,7 +182,11 @@ pub async fn run(
         config.upstream().url(),
         args.key,
     );
-    tollgate_proxy::run(listener, config, shutdown).await
+    let served = tollgate_proxy::run(listener, config, shutdown).await;
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
+    served
 }
 
 #[cfg(test)]
@@ -141,7 +211,8 @@ mod tests {
     fn defaults_give_a_working_config() {
         let config = config(&["--upstream", "http://127.0.0.1:3000"]).unwrap();
         assert_eq!(config.upstream().url(), "http://127.0.0.1:3000");
-        let limit = &config.limits().plan().limits()[0];
+        let plans = config.limits().current_plans();
+        let limit = &plans.default_plan().limits()[0];
         assert_eq!(
             (
                 limit.policy().name(),
@@ -174,10 +245,11 @@ mod tests {
         ])
         .unwrap();
         let limits = config.limits();
-        assert_eq!(limits.plan().name(), "free");
-        assert_eq!(limits.plan_for("acme").name(), "paid");
-        assert_eq!(limits.plan_for("acme").limits()[0].policy().limit(), 50);
-        assert_eq!(limits.plan_for("someone").name(), "free");
+        let plans = limits.current_plans();
+        assert_eq!(plans.default_plan().name(), "free");
+        assert_eq!(plans.plan_for("acme").name(), "paid");
+        assert_eq!(plans.plan_for("acme").limits()[0].policy().limit(), 50);
+        assert_eq!(plans.plan_for("someone").name(), "free");
         // --config replaces the one-limit options; a broken file is named.
         let both = config_err(&["--upstream", "http://h", "--config", path, "--limit", "5"]);
         assert!(both.contains("--limit"), "{both}");

@@ -5,6 +5,7 @@
 //! contents change again or a SIGHUP asks.
 
 use std::future::Future;
+use std::path::Path;
 use std::time::Duration;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -34,14 +35,33 @@ pub fn catch_hangups() -> Option<Signal> {
 pub async fn watch(
     server: Server,
     poll: Duration,
-    mut hangups: Option<Signal>,
+    hangups: Option<Signal>,
     shutdown: impl Future<Output = ()>,
 ) {
     let Some(path) = server.config_path().map(ToOwned::to_owned) else {
         shutdown.await;
         return;
     };
-    let mut last_seen = read_config_text(&path).ok();
+    // Errors are logged and counted by `reload`.
+    watch_file(&path, poll, hangups, shutdown, || {
+        let _ = server.reload();
+    })
+    .await;
+}
+
+/// Calls `reload` on SIGHUP (from [`catch_hangups`]) and whenever the
+/// contents of the file at `path` change (read every `poll`), until
+/// `shutdown` completes. For any front end that reloads a config file
+/// (`tollgate serve`, `tollgate proxy --config`); `reload` logs its own
+/// outcome.
+pub async fn watch_file(
+    path: &Path,
+    poll: Duration,
+    mut hangups: Option<Signal>,
+    shutdown: impl Future<Output = ()>,
+    mut reload: impl FnMut(),
+) {
+    let mut last_seen = read_config_text(path).ok();
     let mut ticks = tokio::time::interval(poll);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
@@ -55,16 +75,15 @@ pub async fn watch(
                 }
             } => {
                 tracing::info!(path = %path.display(), "SIGHUP: reloading the config");
-                last_seen = read_config_text(&path).ok();
-                // Errors are logged and counted by `reload`.
-                let _ = server.reload();
+                last_seen = read_config_text(path).ok();
+                reload();
             }
             _ = ticks.tick() => {
-                let current = read_config_text(&path).ok();
+                let current = read_config_text(path).ok();
                 if current.is_some() && current != last_seen {
                     tracing::info!(path = %path.display(), "config file changed: reloading");
                     last_seen = current;
-                    let _ = server.reload();
+                    reload();
                 }
             }
         }

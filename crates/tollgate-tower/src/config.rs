@@ -12,6 +12,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 use tollgate::{Clock, Plan, PlanDecision, RateLimitHeaders, Store, StoreError};
 
+use crate::plans::{Plans, PlansHandle};
+
 /// The `RateLimit-Policy` header field name.
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// The `RateLimit` header field name.
@@ -95,9 +97,7 @@ type BodyFn = dyn Fn(&Refusal<'_>) -> RefusalBody + Send + Sync;
 /// clone of the layer and its services through an `Arc`.
 #[derive(Clone)]
 pub struct RateLimitConfig {
-    pub(crate) plan: Plan,
-    /// Keys with a plan of their own (the others get `plan`).
-    pub(crate) plans_by_key: Arc<HashMap<String, Plan>>,
+    pub(crate) plans: PlansHandle,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) headers_on_allowed: bool,
@@ -109,7 +109,7 @@ pub struct RateLimitConfig {
 impl fmt::Debug for RateLimitConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitConfig")
-            .field("plan", &self.plan)
+            .field("plans", &self.plans)
             .field("headers_on_allowed", &self.headers_on_allowed)
             .field("missing_key", &self.missing_key)
             .field("on_store_error", &self.on_store_error)
@@ -123,8 +123,7 @@ impl RateLimitConfig {
     /// key, 503 for a store error, plain-text refusal bodies.
     pub fn new(plan: Plan, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         Self {
-            plan,
-            plans_by_key: Arc::new(HashMap::new()),
+            plans: PlansHandle::new(Plans::new(plan)),
             store,
             clock,
             headers_on_allowed: true,
@@ -170,19 +169,29 @@ impl RateLimitConfig {
     /// Gives the keys in `plans` a plan of their own (e.g. paying clients on
     /// a larger plan); every other key stays on the default plan.
     #[must_use]
-    pub fn plans_by_key(mut self, plans: HashMap<String, Plan>) -> Self {
-        self.plans_by_key = Arc::new(plans);
+    pub fn plans_by_key(self, plans: HashMap<String, Plan>) -> Self {
+        let default = self.plans.current().default_plan().clone();
+        self.plans(Plans::new(default).with_keys(plans))
+    }
+
+    /// Checks requests against `plans` (a default plan and keys with a plan
+    /// of their own).
+    #[must_use]
+    pub fn plans(mut self, plans: Plans) -> Self {
+        self.plans = PlansHandle::new(plans);
         self
     }
 
-    /// The plan requests with `key` are checked against.
-    pub fn plan_for(&self, key: &str) -> &Plan {
-        self.plans_by_key.get(key).unwrap_or(&self.plan)
+    /// The plans in force now.
+    pub fn current_plans(&self) -> Arc<Plans> {
+        self.plans.current()
     }
 
-    /// The default plan requests are checked against.
-    pub fn plan(&self) -> &Plan {
-        &self.plan
+    /// A handle to replace the plans while the layer serves (e.g. on a
+    /// config reload); every clone of the layer and its services sees the
+    /// replacement.
+    pub fn plans_handle(&self) -> PlansHandle {
+        self.plans.clone()
     }
 
     /// The answer for a refused request: status, body and (for a rate-limit

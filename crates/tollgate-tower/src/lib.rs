@@ -30,14 +30,16 @@
 //!
 //! The crate is split like tower's own `limit::rate`: [`config`] (what to
 //! decide and how to answer), [`layer`], [`service`], and [`key`] (who the
-//! client is).
+//! client is), [`plans`] (which plan a key is on, replaceable while serving).
 
 pub mod config;
 pub mod key;
 pub mod layer;
+pub mod plans;
 pub mod service;
 
 pub use config::{Cost, MissingKey, OnStoreError, RateLimitConfig, Refusal, RefusalBody};
 pub use key::{ApiKey, HeaderKey, KeyExtractor, PeerIp};
 pub use layer::RateLimitLayer;
+pub use plans::{Plans, PlansHandle};
 pub use service::{RateLimit, ResponseBody, ResponseFuture};

@@ -80,7 +80,8 @@ where
                     MissingKey::Allow => Ok(inner.call(request).await?.map(Either::Left)),
                 };
             };
-            let plan = config.plan_for(&key);
+            let plans = config.plans.current();
+            let plan = plans.plan_for(&key);
             let now = config.clock.now_ms();
             let decision = match config.store.check(plan, &key, now, cost).await {
                 Ok(decision) => decision,

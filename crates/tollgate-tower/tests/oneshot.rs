@@ -12,7 +12,7 @@ use tollgate::{
     AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store, StoreFuture,
 };
 use tollgate_tower::{
-    Cost, HeaderKey, MissingKey, OnStoreError, RateLimitConfig, RateLimitLayer, Refusal,
+    Cost, HeaderKey, MissingKey, OnStoreError, Plans, RateLimitConfig, RateLimitLayer, Refusal,
     RefusalBody, ResponseBody,
 };
 use tower::{service_fn, Layer, Service, ServiceExt};
@@ -325,4 +325,59 @@ async fn keys_with_a_plan_of_their_own_are_limited_by_it() {
     };
     // acme on its own plan (4 per second), everyone else on the default (2).
     assert_eq!((allowed("acme"), allowed("bob")), (4, 2));
+}
+
+#[tokio::test]
+async fn replaced_plans_reach_every_clone_and_unchanged_limits_keep_their_counts() {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let config = config(&clock);
+    let handle = config.plans_handle();
+    let service = layer(config).layer(service_fn(ok_service));
+    let other_clone = service.clone();
+    let status = |service: &_, client: &'static str| {
+        let service: &tollgate_tower::RateLimit<_, HeaderKey> = service;
+        let service = service.clone();
+        async move {
+            service
+                .oneshot(request(Some(client)))
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(status(&service, "a").await, StatusCode::OK);
+    assert_eq!(status(&service, "b").await, StatusCode::OK);
+    assert_eq!(status(&service, "b").await, StatusCode::OK);
+
+    // "a" moves to a plan of its own (3 a second, a new limit); "b" stays
+    // on the unchanged default (2 a second, both used).
+    let own = Plan::new(
+        "own",
+        vec![Limit::new(
+            "1s",
+            AnyPolicy::from_name("sliding-window", 3, 1_000).unwrap(),
+            false,
+        )],
+    )
+    .unwrap();
+    handle.replace(Plans::new(plan()).with_keys([("a".to_owned(), own)].into_iter().collect()));
+    assert_eq!(
+        status(&other_clone, "b").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let a = [
+        status(&other_clone, "a").await,
+        status(&service, "a").await,
+        status(&other_clone, "a").await,
+        status(&service, "a").await,
+    ];
+    assert_eq!(
+        a,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
 }

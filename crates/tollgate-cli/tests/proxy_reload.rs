@@ -1,0 +1,196 @@
+//! The real `tollgate proxy --config FILE` binary in front of a real
+//! upstream reloads its plans on SIGHUP: a changed limit starts afresh, an
+//! unchanged one keeps every client's count, and a broken file is refused
+//! with a log line while the running plans stay. Waits are bounded loops on
+//! real events (a line printed, an answer changed), never sleeps standing in
+//! for a clock.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+/// `free`: `free_limit` a day; `paid` (client `acme`): 5 a day.
+fn config(free_limit: u32) -> String {
+    format!(
+        r#"
+default_plan = "free"
+
+[clients]
+acme = "paid"
+
+[[plans.free]]
+name = "1d"
+policy = "sliding-window"
+limit = {free_limit}
+window = "1d"
+
+[[plans.paid]]
+name = "1d"
+policy = "sliding-window"
+limit = 5
+window = "1d"
+"#
+    )
+}
+
+fn write(path: &Path, text: &str) {
+    // Write then rename, as editors and config managers do.
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+struct Proxy {
+    child: Child,
+    addr: String,
+    /// Everything logged so far (read by a thread as it comes).
+    log: Arc<Mutex<String>>,
+}
+
+impl Proxy {
+    fn start(upstream: &str, config: &Path) -> Self {
+        let mut child = Command::new(BIN)
+            .args(["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0"])
+            .args(["--key", "header:X-Client-Id", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .strip_prefix("tollgate proxy: listening on http://")
+            .and_then(|rest| rest.split(',').next())
+            .unwrap_or_else(|| panic!("no address in the banner: {line:?}"))
+            .to_owned();
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        Self { child, addr, log }
+    }
+
+    /// Waits (bounded) until the log says `needle`.
+    fn wait_for_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !self.log.lock().unwrap().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "never logged {needle:?}:\n{}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `GET /` for `client` on a fresh connection: the status code.
+    fn get(&self, client: &str) -> u16 {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "GET / HTTP/1.1\r\nHost: api\r\nX-Client-Id: {client}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+            .get(9..12)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
+    }
+
+    /// How many of `n` requests of `client` are allowed (the others must
+    /// be 429).
+    fn allowed(&self, client: &str, n: usize) -> usize {
+        (0..n)
+            .filter(|_| match self.get(client) {
+                200 => true,
+                429 => false,
+                other => panic!("unexpected status {other}"),
+            })
+            .count()
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// SIGTERM; whether the proxy exited cleanly.
+    fn stop(mut self) -> bool {
+        self.signal("TERM");
+        self.child.wait().unwrap().success()
+    }
+}
+
+#[test]
+fn proxy_reloads_its_plans_on_sighup_keeping_unchanged_limits() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let upstream = runtime.block_on(async {
+        let app = axum::Router::new().fallback(move || {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                "upstream"
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tollgate.toml");
+    write(&path, &config(2));
+    let proxy = Proxy::start(&upstream, &path);
+
+    assert_eq!(proxy.allowed("bob", 3), 2, "free: 2 a day");
+    assert_eq!(proxy.allowed("acme", 1), 1, "paid: 1 of 5 used");
+
+    // free becomes 4 a day: a changed limit, so bob starts afresh; paid is
+    // unchanged, so acme keeps its count.
+    write(&path, &config(4));
+    proxy.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while proxy.get("bob") != 200 {
+        assert!(Instant::now() < deadline, "the reload never took effect");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(proxy.allowed("bob", 4), 3, "the 4th of the new plan");
+    assert_eq!(proxy.allowed("acme", 5), 4, "paid kept its count");
+    proxy.wait_for_log("plans reloaded");
+
+    // A broken file is refused; the running plans stay.
+    write(&path, "default_plan = \"gold\"\n");
+    proxy.signal("HUP");
+    proxy.wait_for_log("config reload refused");
+    assert_eq!(proxy.allowed("carol", 5), 4, "still free at 4 a day");
+
+    assert!(proxy.stop(), "the proxy stops cleanly on SIGTERM");
+    // 2 + 1 before the reload, 1 + 3 + 4 after it, 4 after the broken file.
+    assert_eq!(seen.load(Ordering::SeqCst), 15);
+}
