@@ -82,7 +82,8 @@ function sliding.load(key, now, limit, window)
   local state = { key = key, n = n, first = lo, used = 0, base = 0 }
   state.newest_time, state.newest_count, state.newest_end = log_entry(key, n - 1)
   if lo < n then
-    local _, count, stop = log_entry(key, lo)
+    local time, count, stop = log_entry(key, lo)
+    state.first_time, state.first_count = time, count
     state.base = wrapped_diff(stop, count)
     state.used = wrapped_diff(state.newest_end, state.base)
     if state.used < 1 or state.used > limit then
@@ -113,20 +114,26 @@ function sliding.decide(state, now, cost, limit, window)
   -- units have left, the last of them in the first element whose end is
   -- `excess` or more past the base. Those distances increase from the first
   -- live element on (they are at most `used`, so never wrap).
+  -- The common case, a client at its limit asking for a little more, ends
+  -- at the first live element, already read: no search then.
   local retry = -1
   if cost <= limit then
     local excess = cost - available
-    local lo, hi = state.first, state.n - 1
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      local _, _, stop = log_entry(state.key, mid)
-      if wrapped_diff(stop, state.base) < excess then
-        lo = mid + 1
-      else
-        hi = mid
+    local time = state.first_time
+    if excess > state.first_count then
+      local lo, hi = state.first + 1, state.n - 1
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        local _, _, stop = log_entry(state.key, mid)
+        if wrapped_diff(stop, state.base) < excess then
+          lo = mid + 1
+        else
+          hi = mid
+        end
       end
+      time = log_entry(state.key, lo)
     end
-    retry = wait_until(log_entry(state.key, lo) + window, now)
+    retry = wait_until(time + window, now)
   end
   return decision(false, available, retry, newest_reset)
 end

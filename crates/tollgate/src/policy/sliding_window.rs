@@ -236,13 +236,19 @@ impl SlidingWindow {
         // never wrap), hence the binary search over that range.
         let retry_after_ms = (cost <= self.limit).then(|| {
             let excess = cost - available;
+            let short = |i: usize| entries[i].end.wrapping_sub(base) < excess;
             let (mut lo, mut hi) = (first, entries.len() - 1);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if entries[mid].end.wrapping_sub(base) < excess {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
+            // The common case, a client at its limit asking for a little
+            // more, ends at the oldest live entry: no search then.
+            if short(lo) {
+                lo += 1;
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if short(mid) {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
                 }
             }
             let Entry { time, .. } = entries[lo];
