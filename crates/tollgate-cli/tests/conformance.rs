@@ -396,12 +396,66 @@ mod suite {
         });
     }
 
+    /// Sliding windows whose limit counts bytes, not requests: limits of
+    /// 10^9 and `u32::MAX`, costs up to 10^9, many at one millisecond.
+    /// The log holds one entry (one list element) per allowed time, so this
+    /// runs instantly while one entry per unit would not fit in memory.
+    pub fn huge_costs<B: Backend>(backend: &B) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let mut rng = Rng::new(0xb17e5);
+            let store = backend.store().await;
+            let reference = PlanLimiter::new();
+            let sliding = |limit, window| {
+                AnyPolicy::from_name("sliding-window", limit, window).expect("policy")
+            };
+            let plan = Plan::new(
+                "bytes",
+                vec![
+                    Limit::new("per-second", sliding(1_000_000_000, 1_000), false),
+                    Limit::new("per-3s", sliding(u32::MAX, 3_000), false),
+                ],
+            )
+            .expect("plan");
+            let mut now = 1_700_000_000_000;
+            let mut answers = [0u32; 2];
+            for step in 0..300 {
+                // No huge jumps: the logs rarely empty, so their running
+                // counts of units pass 2^32 and wrap.
+                now = match rng.range(0, 9) {
+                    0..=2 => now,
+                    3 => now - rng.range(1, 500),
+                    _ => now + rng.range(1, 700),
+                };
+                let cost = match rng.range(0, 3) {
+                    0 => rng.range(0, 10),
+                    1 => rng.range(0, 1_000_000_000),
+                    _ => rng.range(0, 300_000_000),
+                } as u32;
+                let client = ["big", "bigger"][rng.range(0, 1) as usize];
+                let want = reference.check(&plan, client, now, cost);
+                let got = store
+                    .check(&plan, client, now, cost)
+                    .await
+                    .expect("store answers");
+                assert_eq!(got, want, "step {step}: {client} at {now} cost {cost}");
+                answers[usize::from(got.allowed)] += 1;
+            }
+            eprintln!("huge costs: {answers:?} (rejected, allowed)");
+            assert!(answers.iter().all(|&n| n >= 30), "{answers:?}");
+        });
+    }
+
     pub fn all<B: Backend>(backend: &B) {
         worked_sessions(backend);
         edge_cases(backend);
         random_sessions(backend);
         plans(backend);
         extremes(backend);
+        huge_costs(backend);
     }
 }
 
@@ -443,6 +497,13 @@ macro_rules! conformance {
             fn extremes() {
                 if let Some(backend) = $backend {
                     suite::extremes(&backend);
+                }
+            }
+
+            #[test]
+            fn huge_costs() {
+                if let Some(backend) = $backend {
+                    suite::huge_costs(&backend);
                 }
             }
         }

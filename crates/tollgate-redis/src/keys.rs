@@ -3,7 +3,14 @@
 //! ```text
 //! <prefix>:{c:<client>}:seen          the latest time seen for the client
 //! <prefix>:{c:<client>}:<limit id>    the client's state under one limit (16 hex digits)
+//! <prefix>:{c:<client>}:<limit id>:v<n>   the same, in version n >= 2 of the policy's state format
 //! ```
+//!
+//! A policy's stored state format has a version ([`crate::scripts::state_format`]),
+//! part of the key from version 2 on: a script that stores a policy's state
+//! differently uses a new key, so it never reads a state written in the old
+//! format (servers running the old and the new script side by side, as during
+//! a rolling upgrade, each keep their own state, and the old keys expire).
 //!
 //! `<client>` is the client id percent-encoded: the bytes `A-Z a-z 0-9 - _ . ~`
 //! stay as they are and every other byte becomes `%XX` (upper-case hex), so
@@ -69,21 +76,26 @@ impl KeyLayout {
         key
     }
 
-    /// The key of the client's state under the limit with this id.
-    pub fn limit_key(&self, client: &str, limit_id: u64) -> String {
-        Self::limit_key_from_base(&self.client_base(client), limit_id)
+    /// The key of the client's state under the limit with this id, stored in
+    /// version `format` of its policy's state format (1 adds no suffix).
+    pub fn limit_key(&self, client: &str, limit_id: u64, format: u32) -> String {
+        Self::limit_key_from_base(&self.client_base(client), limit_id, format)
     }
 
     /// [`KeyLayout::limit_key`] from an already built [`KeyLayout::client_base`],
     /// so that a plan of several limits escapes the client id once.
-    pub fn limit_key_from_base(base: &str, limit_id: u64) -> String {
-        let mut key = String::with_capacity(base.len() + 17);
+    pub fn limit_key_from_base(base: &str, limit_id: u64, format: u32) -> String {
+        let mut key = String::with_capacity(base.len() + 21);
         key.push_str(base);
         key.push(':');
         for shift in (0..16).rev() {
             key.push(char::from(
                 b"0123456789abcdef"[((limit_id >> (shift * 4)) & 15) as usize],
             ));
+        }
+        if format > 1 {
+            key.push_str(":v");
+            key.push_str(&format.to_string());
         }
         key
     }
@@ -112,8 +124,12 @@ mod tests {
         let layout = KeyLayout::new("tg").unwrap();
         assert_eq!(layout.seen_key("rahul"), "tg:{c:rahul}:seen");
         assert_eq!(
-            layout.limit_key("rahul", 0xab),
+            layout.limit_key("rahul", 0xab, 1),
             "tg:{c:rahul}:00000000000000ab"
+        );
+        assert_eq!(
+            layout.limit_key("rahul", 0xab, 2),
+            "tg:{c:rahul}:00000000000000ab:v2"
         );
         assert_eq!(layout.seen_key(""), "tg:{c:}:seen");
         assert_eq!(
@@ -122,7 +138,7 @@ mod tests {
         );
         // The tag of every key is the part between the first '{' and '}'.
         for client in ["x", "", "}{", "{x}", ":seen", "%7D", "a b"] {
-            let key = layout.limit_key(client, 7);
+            let key = layout.limit_key(client, 7, 2);
             let open = key.find('{').unwrap();
             let close = open + key[open..].find('}').unwrap();
             assert_eq!(&key[..=close], layout.client_base(client));

@@ -10,7 +10,7 @@
 //!   (sliding-window log, token bucket anchored at the first call, GCRA) and
 //!   the same rule for times that go backwards (answered as at the latest
 //!   time seen for the client).
-//! - Keys ([`keys`]): `<prefix>:{c:<escaped client>}:<limit id>`, one hash
+//! - Keys ([`keys`]): `<prefix>:{c:<escaped client>}:<limit id>[:v<format>]`, one hash
 //!   tag per client (never CROSSSLOT on Redis Cluster), client ids of any
 //!   bytes escaped, every key with an expiry.
 //! - Exactness ([`bounds`]): Lua numbers are doubles, so arguments whose

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! KEYS[1]        <prefix>:{c:<client>}:seen   latest time seen for the client
-//! KEYS[1 + i]    <prefix>:{c:<client>}:<id>   state of limit i, i = 1..n
+//! KEYS[1 + i]    <prefix>:{c:<client>}:<id>[:v<format>]   state of limit i, i = 1..n
 //! ARGV[1]        now_ms (decimal), or "redis" to use Redis's TIME
 //! ARGV[2]        cost (0 only asks)
 //! ARGV[3]        expiry margin in ms
@@ -20,6 +20,20 @@
 //! EVALSHA and, on a NOSCRIPT error (after a restart, a failover or SCRIPT
 //! FLUSH), loads the script and sends EVALSHA again by itself (redis-rs
 //! 1.2, `ScriptInvocation::invoke_async`; tested in `tests/faults.rs`).
+
+/// The version of the stored state format of the policy with this script
+/// code, part of its state key from version 2 on ([`crate::keys`]).
+///
+/// Bumped whenever a script changes how it stores a policy's state, so that
+/// the new script never reads a state the old one wrote: the sliding-window
+/// log is at version 2 (one list element per distinct time,
+/// `time:count:end`; version 1 held one element per unit of cost).
+pub fn state_format(code: &str) -> u32 {
+    match code {
+        "s" => 2,
+        _ => 1,
+    }
+}
 
 /// Helpers every policy uses: exact integer parsing, formatting and division.
 pub const COMMON: &str = include_str!("scripts/common.lua");

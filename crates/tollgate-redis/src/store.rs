@@ -216,7 +216,11 @@ impl RedisStore {
             let policy = limit.policy();
             // `bounds::check` has already refused policies without a script.
             let code = policy_code(policy.name()).unwrap_or("?");
-            invocation.key(KeyLayout::limit_key_from_base(&base, limit.id()));
+            invocation.key(KeyLayout::limit_key_from_base(
+                &base,
+                limit.id(),
+                scripts::state_format(code),
+            ));
             invocation
                 .arg(code)
                 .arg(policy.limit())

@@ -2,10 +2,14 @@
 //!
 //! - computed (allocator-independent): the store's slot plus control byte
 //!   ([`MemoryStore::bytes_per_client_inline`]), the id's bytes, and the
-//!   state's own heap bytes (the log's `VecDeque` capacity);
+//!   state's own heap bytes (the log's buffer capacity);
 //! - measured: the growth of the process's resident memory (Linux
 //!   `/proc/self/statm`) while adding N clients, divided by N; this includes
 //!   the allocator's rounding and headers and the hash tables' spare capacity.
+//!
+//! Requests are of cost 1, each at its own millisecond (the sliding log's
+//! worst case: requests at one millisecond, or a request of any cost, take
+//! one entry), except in the row that says otherwise.
 //!
 //! Run: `cargo run --release -p tollgate --example bytes_per_client [N]`
 
@@ -28,7 +32,8 @@ fn id(i: usize) -> String {
     format!("client-{i:08}")
 }
 
-/// Adds `n` clients each making `requests` requests and prints both figures.
+/// Adds `n` clients each making `requests` requests (at distinct
+/// milliseconds, or all at one when `one_ms`) and prints both figures.
 /// Returns the limiter so that it stays alive: the next case then grows into
 /// fresh pages rather than into memory this one freed.
 fn report<P: Policy>(
@@ -36,14 +41,16 @@ fn report<P: Policy>(
     policy: P,
     n: usize,
     requests: u32,
+    one_ms: bool,
     heap: impl Fn(&P::State) -> usize,
 ) -> Box<dyn Any> {
     let before = rss_bytes();
     let limiter = Limiter::new(policy);
     for i in 0..n {
         let client = id(i);
-        for _ in 0..requests {
-            limiter.check(&client, 1_000, 1);
+        for r in 0..requests {
+            let now = if one_ms { 1_000 } else { 1_000 + u64::from(r) };
+            limiter.check(&client, now, 1);
         }
     }
     let after = rss_bytes();
@@ -61,8 +68,13 @@ fn report<P: Policy>(
         (Some(b), Some(a)) => format!("{:.1}", a.saturating_sub(b) as f64 / n as f64),
         _ => "n/a".to_owned(),
     };
+    let when = if one_ms && requests > 1 {
+        " at one ms"
+    } else {
+        ""
+    };
     println!(
-        "| {label} | {requests} | {inline} | {id_bytes} | {sample} | {computed} | {measured} |"
+        "| {label} | {requests}{when} | {inline} | {id_bytes} | {sample} | {computed} | {measured} |"
     );
     assert_eq!(limiter.clients(), n);
     Box::new(limiter)
@@ -84,10 +96,11 @@ fn main() {
     let log = || SlidingWindow::new(LIMIT, WINDOW_MS).expect("valid");
     let log_heap = |s: &SlidingLog| s.heap_bytes();
     let _kept = [
-        report("token-bucket", bucket(), n, 1, |_| 0),
-        report("gcra", gcra(), n, 1, |_| 0),
-        report("sliding-window", log(), n, 1, log_heap),
-        report("sliding-window", log(), n, 10, log_heap),
-        report("sliding-window", log(), n / 10, LIMIT, log_heap),
+        report("token-bucket", bucket(), n, 1, false, |_| 0),
+        report("gcra", gcra(), n, 1, false, |_| 0),
+        report("sliding-window", log(), n, 1, false, log_heap),
+        report("sliding-window", log(), n, 10, false, log_heap),
+        report("sliding-window", log(), n, 10, true, log_heap),
+        report("sliding-window", log(), n / 10, LIMIT, false, log_heap),
     ];
 }

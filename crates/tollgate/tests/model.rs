@@ -343,6 +343,22 @@ fn session() -> impl Strategy<Value = (u32, u64, u64, Vec<Call>)> {
     })
 }
 
+/// Like [`session`], with the clock moving by 0 to 2 ms per call: many
+/// requests, of many costs, share a millisecond (the sliding log merges them
+/// into one run) and leave the window together.
+fn dense_session() -> impl Strategy<Value = (u32, u64, u64, Vec<Call>)> {
+    session().prop_map(|(limit, window, start, calls)| {
+        let calls = calls
+            .into_iter()
+            .map(|c| Call {
+                step: c.step % 3,
+                ..c
+            })
+            .collect();
+        (limit, window, start, calls)
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -350,6 +366,11 @@ proptest! {
     fn sliding_window_matches_a_filtered_list((limit, window, start, calls) in session(), extra in 0..=7u64) {
         // The log takes any window, not only multiples of the limit.
         let window = window + extra;
+        compare("sliding-window", limit, window, start, &calls, |_| NaiveLog { limit, window, times: Vec::new() })?;
+    }
+
+    #[test]
+    fn sliding_window_runs_at_one_millisecond_match_a_filtered_list((limit, _, start, calls) in dense_session(), window in 1..=12u64) {
         compare("sliding-window", limit, window, start, &calls, |_| NaiveLog { limit, window, times: Vec::new() })?;
     }
 

@@ -1,18 +1,55 @@
--- sliding_window.lua: the sliding-window log (policy code "s").
+-- sliding_window.lua: the sliding-window log (policy code "s"), run-length
+-- encoded: its size follows the number of allowed requests, not their cost.
 --
--- State key: a Redis LIST of the times (decimal ms) of allowed units, oldest
--- first, at most `limit` long; a request of cost c logs its time c times.
--- Entries that left the window are trimmed on the next write.
--- Bounds: now + window <= 2^53 - 1.
+-- State key: <prefix>:{c:<client>}:<limit id>:v2 (state format 2, see
+-- scripts.rs), a Redis LIST with one element per distinct time at which
+-- units were allowed, oldest first: "<time>:<count>:<end>", where count >= 1
+-- is the units allowed at that time (a request at the time of the newest
+-- element adds to it) and end is the running count of units logged up to
+-- and including the element, modulo 2^32 (0 before the first element of a
+-- new list). The live units never exceed the limit (< 2^32), so the units
+-- from element i to element j are count_i + (end_j - end_i mod 2^32): the
+-- used count is one subtraction and the element where a number of units
+-- have left is a binary search. Elements that left the window are trimmed
+-- on the next write. (Format 1, one element per unit, lived under the key
+-- without ":v2"; this script never reads it.)
+-- Bounds: now + window <= 2^53 - 1; counts and ends are below 2^32, so every
+-- sum here stays far below 2^53.
 -- Expiry: window + margin after each write (the newest entry leaves the
 -- window `window` ms after it was logged; the margin covers callers whose
 -- clocks run behind Redis's).
 
 local sliding = {}
 
-local function log_time(key, index)
+local TWO_32 = 4294967296
+
+-- (a - b) modulo 2^32, for a and b in [0, 2^32).
+local function wrapped_diff(a, b)
+  local d = a - b
+  if d < 0 then
+    d = d + TWO_32
+  end
+  return d
+end
+
+-- Element `index` of the log: its time, count and end, each checked.
+local function log_entry(key, index)
   local value = redis.call('LINDEX', key, index)
-  return parse_int(value, 'stored log time of ' .. key, MAX_EXACT)
+  local t, c, e
+  if type(value) == 'string' then
+    t, c, e = string.match(value, '^(%d+):(%d+):(%d+)$')
+  end
+  if not t then
+    fail('stored log ' .. key .. ' has a malformed element at ' .. index .. ': '
+      .. string.sub(tostring(value), 1, 64))
+  end
+  local time = parse_int(t, 'stored log time of ' .. key, MAX_EXACT)
+  local count = parse_int(c, 'stored log count of ' .. key, MAX_U32)
+  local stop = parse_int(e, 'stored log end of ' .. key, MAX_U32)
+  if count < 1 then
+    fail('stored log ' .. key .. ' has an element of no units at ' .. index)
+  end
+  return time, count, stop
 end
 
 function sliding.check_args(limit, window)
@@ -22,8 +59,9 @@ function sliding.bound_ok(now, limit, window)
   return now + window <= MAX_EXACT
 end
 
--- The live part of the log at `now`: its length and the index of its first
--- entry still inside the window (binary search, the log is sorted).
+-- The log at `now`: its length, the index of its first element still inside
+-- the window (binary search, the log is sorted), the units still inside,
+-- the running count before them, and its newest element.
 function sliding.load(key, now, limit, window)
   local n = redis.call('LLEN', key)
   if n == 0 then
@@ -35,28 +73,35 @@ function sliding.load(key, now, limit, window)
   local lo, hi = 0, n
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
-    if log_time(key, mid) + window <= now then
+    if log_entry(key, mid) + window <= now then
       lo = mid + 1
     else
       hi = mid
     end
   end
-  return { key = key, n = n, first = lo }
+  local state = { key = key, n = n, first = lo, used = 0, base = 0 }
+  state.newest_time, state.newest_count, state.newest_end = log_entry(key, n - 1)
+  if lo < n then
+    local time, count, stop = log_entry(key, lo)
+    state.first_time, state.first_count = time, count
+    state.base = wrapped_diff(stop, count)
+    state.used = wrapped_diff(state.newest_end, state.base)
+    if state.used < 1 or state.used > limit then
+      fail('stored log ' .. key .. ' holds ' .. fmt(state.used) .. ' units, outside 1..limit')
+    end
+  end
+  return state
 end
 
 function sliding.decide(state, now, cost, limit, window)
-  local n, first = 0, 0
+  local used = 0
   if state then
-    n, first = state.n, state.first
+    used = state.used
   end
-  local used = n - first
-  local available = 0
-  if limit > used then
-    available = limit - used
-  end
+  local available = limit - used
   local newest_reset = 0
   if used > 0 then
-    newest_reset = wait_until(log_time(state.key, n - 1) + window, now)
+    newest_reset = wait_until(state.newest_time + window, now)
   end
   if cost <= available then
     local reset = newest_reset
@@ -65,33 +110,62 @@ function sliding.decide(state, now, cost, limit, window)
     end
     return decision(true, available - cost, 0, reset)
   end
+  -- Rejected (so some units are live): the request fits once `excess` live
+  -- units have left, the last of them in the first element whose end is
+  -- `excess` or more past the base. Those distances increase from the first
+  -- live element on (they are at most `used`, so never wrap).
+  -- The common case, a client at its limit asking for a little more, ends
+  -- at the first live element, already read: no search then.
   local retry = -1
   if cost <= limit then
     local excess = cost - available
-    retry = wait_until(log_time(state.key, first + excess - 1) + window, now)
+    local time = state.first_time
+    if excess > state.first_count then
+      local lo, hi = state.first + 1, state.n - 1
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        local _, _, stop = log_entry(state.key, mid)
+        if wrapped_diff(stop, state.base) < excess then
+          lo = mid + 1
+        else
+          hi = mid
+        end
+      end
+      time = log_entry(state.key, lo)
+    end
+    retry = wait_until(time + window, now)
   end
   return decision(false, available, retry, newest_reset)
 end
 
--- Logs `cost` units at `now` (after dropping entries that left the window);
+-- Logs `cost` units at `now` (after dropping elements that left the window);
 -- returns the expiry set.
 function sliding.write(key, state, now, cost, limit, window, margin)
-  if state and state.first > 0 then
+  local last_end = 0
+  local merge = false
+  if state then
     if state.first >= state.n then
+      -- Nothing live: a new list, its running count from 0 again.
       redis.call('DEL', key)
     else
-      redis.call('LTRIM', key, state.first, -1)
+      if state.first > 0 then
+        redis.call('LTRIM', key, state.first, -1)
+      end
+      last_end = state.newest_end
+      merge = state.newest_time == now
     end
   end
-  local stamp = fmt(now)
-  local left = cost
-  while left > 0 do
-    local batch = {}
-    for i = 1, math.min(left, 1000) do
-      batch[i] = stamp
+  if cost > 0 then
+    local stop = last_end + cost
+    if stop >= TWO_32 then
+      stop = stop - TWO_32
     end
-    redis.call('RPUSH', key, unpack(batch))
-    left = left - #batch
+    if merge then
+      local count = state.newest_count + cost
+      redis.call('LSET', key, -1, fmt(now) .. ':' .. fmt(count) .. ':' .. fmt(stop))
+    else
+      redis.call('RPUSH', key, fmt(now) .. ':' .. fmt(cost) .. ':' .. fmt(stop))
+    end
   end
   local ttl = window + margin
   redis.call('PEXPIRE', key, fmt(ttl))

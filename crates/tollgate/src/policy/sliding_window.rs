@@ -1,45 +1,110 @@
 //! Sliding-window log: the exact rolling count.
 //!
 //! A request at `now` is allowed when the client had fewer than `limit`
-//! allowed requests at times `t` with `t > now - window_ms`. Each allowed unit
-//! of cost is logged with its time; rejected requests are not logged, so the
-//! log never holds more than `limit` times.
-
-use std::collections::VecDeque;
+//! allowed units of cost at times `t` with `t > now - window_ms`. The log is
+//! run-length encoded: one entry per distinct time at which units were
+//! allowed (a request at the same millisecond as the newest entry joins it),
+//! so its size follows the number of allowed requests, never their cost.
+//! Rejected requests are not logged, so the log never holds more than `limit`
+//! units, hence never more than `limit` entries.
 
 use super::{wait_until, Policy, Reclaim};
 use crate::{Decision, Error};
 
 /// The sliding-window log policy (`"sliding-window"`).
 ///
-/// Exact at every millisecond, at the price of up to `limit` stored times per
-/// client (8 bytes each). Any `limit >= 1` and `window_ms >= 1` work: the
-/// arithmetic is done so that times up to `u64::MAX` cannot overflow, and the
-/// log grows only with requests actually allowed. The real bound on the
-/// limit is memory: one allowed unit of cost is one stored time, so a
-/// client using a limit of `n` in one window holds `8 * n` bytes (a limit
-/// of `u32::MAX` fully used would need 32 GiB).
+/// Exact at every millisecond, at the price of one stored entry (12 bytes)
+/// per distinct millisecond at which a client was allowed something within
+/// the window: at most `limit` entries, and one entry whatever the cost of
+/// the requests it stands for. Any `limit >= 1` and `window_ms >= 1` work:
+/// the arithmetic is done so that times up to `u64::MAX` cannot overflow.
+/// Deciding takes O(log n) for n entries, rejected or allowed (allowing also
+/// drops the entries that left the window, amortised O(1)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlidingWindow {
     limit: u32,
     window_ms: u64,
 }
 
-/// Times of the allowed requests still inside the window, oldest first.
+/// The units allowed at one time, with the running count that makes the
+/// number of units between any two entries one subtraction.
+///
+/// Packed to 12 bytes (a `u64` and a `u32` would otherwise take 16): the
+/// fields are only ever read and written by value, never borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, packed)]
+struct Entry {
+    /// When the units were allowed.
+    time: u64,
+    /// Units logged up to and including this entry since the log was
+    /// created, modulo 2^32. The log never holds more than `limit <=
+    /// u32::MAX` units, so the wrapping difference of two ends is exact.
+    end: u32,
+}
+
+/// The allowed requests still inside the window, oldest first: one entry per
+/// distinct time, with a running count of units.
+///
+/// A `Vec` whose dropped entries are removed in bulk, rather than a
+/// `VecDeque`: 32 bytes inline with the two `u32`s below (a `VecDeque` is
+/// already 32), and the entries are one slice.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlidingLog {
-    times: VecDeque<u64>,
+    /// Dropped entries (`..head`), then the log's entries.
+    buf: Vec<Entry>,
+    /// Entries dropped but not yet removed from `buf`: fewer than the log's
+    /// entries, themselves at most `limit` (see `forget_expired`), so it fits.
+    head: u32,
+    /// The running count before the log's first entry (the `end` of the last
+    /// entry dropped), modulo 2^32.
+    start: u32,
 }
 
 impl SlidingLog {
-    /// The logged times, oldest first (some may already have left the window).
-    pub fn times(&self) -> impl Iterator<Item = u64> + '_ {
-        self.times.iter().copied()
+    /// The logged times with the units allowed at each, oldest first (some
+    /// may already have left the window). Each time appears once.
+    pub fn runs(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let mut before = self.start;
+        self.entries().iter().map(move |&Entry { time, end }| {
+            let count = end.wrapping_sub(before);
+            before = end;
+            (time, count)
+        })
     }
 
     /// Heap bytes held by the log.
     pub fn heap_bytes(&self) -> usize {
-        self.times.capacity() * std::mem::size_of::<u64>()
+        self.buf.capacity() * std::mem::size_of::<Entry>()
+    }
+
+    /// The entries, oldest first.
+    fn entries(&self) -> &[Entry] {
+        &self.buf[self.head as usize..]
+    }
+
+    /// The running count before entry `index`.
+    fn end_before(&self, index: usize) -> u32 {
+        match index.checked_sub(1) {
+            Some(previous) => self.entries()[previous].end,
+            None => self.start,
+        }
+    }
+
+    /// Appends `cost > 0` units at `now`, not earlier than the newest entry.
+    fn push(&mut self, now: u64, cost: u32) {
+        let empty = self.entries().is_empty();
+        match self.buf.last_mut().filter(|_| !empty) {
+            Some(newest) if newest.time == now => newest.end = newest.end.wrapping_add(cost),
+            _ => {
+                let end = self.end_before(self.entries().len()).wrapping_add(cost);
+                if self.buf.capacity() == 0 {
+                    // Room for one entry, not the four a first push reserves:
+                    // many clients send one request per window.
+                    self.buf.reserve_exact(1);
+                }
+                self.buf.push(Entry { time: now, end });
+            }
+        }
     }
 }
 
@@ -63,10 +128,10 @@ impl SlidingWindow {
         u128::from(t) + u128::from(self.window_ms)
     }
 
-    /// Index of the first logged time still inside the window at `now`.
+    /// Index of the first entry still inside the window at `now`.
     fn first_live(&self, log: &SlidingLog, now: u64) -> usize {
-        log.times
-            .partition_point(|&t| self.expiry(t) <= u128::from(now))
+        log.entries()
+            .partition_point(|e| self.expiry(e.time) <= u128::from(now))
     }
 }
 
@@ -95,52 +160,67 @@ impl Policy for SlidingWindow {
 
     fn consume(&self, log: &mut SlidingLog, now: u64, cost: u32) {
         self.forget_expired(log, now);
-        log.times.extend(std::iter::repeat_n(now, cost as usize));
+        if cost > 0 {
+            log.push(now, cost);
+        }
     }
 
-    /// Drops the expired times first (they cannot matter again, as times
-    /// never go backwards for a state), so that deciding needs no search.
+    /// Drops the expired entries first (they cannot matter again, as times
+    /// never go backwards for a state), so that deciding needs no search
+    /// for the first live entry.
     fn check(&self, log: &mut SlidingLog, now: u64, cost: u32) -> Decision {
         self.forget_expired(log, now);
         let decision = self.decide_from(log, 0, now, cost);
-        if decision.allowed {
-            log.times.extend(std::iter::repeat_n(now, cost as usize));
+        if decision.allowed && cost > 0 {
+            log.push(now, cost);
         }
         decision
     }
 
     fn reclaim(&self, log: &SlidingLog, now: u64) -> Reclaim {
-        match log.times.back() {
-            Some(&t) if self.expiry(t) > u128::from(now) => Reclaim::Keep,
+        match log.entries().last() {
+            Some(newest) if self.expiry(newest.time) > u128::from(now) => Reclaim::Keep,
             _ => Reclaim::Free,
         }
     }
 }
 
 impl SlidingWindow {
-    /// Removes the times that have left the window at `now`, oldest first:
-    /// amortised O(1) per call, since each time is removed once.
+    /// Drops the entries that have left the window at `now`, oldest first,
+    /// and removes the dropped ones from the buffer once they are at least
+    /// as many as those left: amortised O(1) per call, since each entry is
+    /// dropped once and moved at most once per entry dropped.
     fn forget_expired(&self, log: &mut SlidingLog, now: u64) {
-        while log
-            .times
-            .front()
-            .is_some_and(|&t| self.expiry(t) <= u128::from(now))
-        {
-            log.times.pop_front();
+        let mut head = log.head as usize;
+        while let Some(&Entry { time, end }) = log.buf.get(head) {
+            if self.expiry(time) > u128::from(now) {
+                break;
+            }
+            log.start = end;
+            head += 1;
         }
+        if head > 0 && head * 2 >= log.buf.len() {
+            log.buf.drain(..head);
+            head = 0;
+        }
+        // Fewer than the live entries, which are at most `limit`.
+        log.head = head as u32;
     }
 
-    /// [`Policy::decide`] given the index of the first time still in the window.
+    /// [`Policy::decide`] given the index of the first entry still in the window.
     fn decide_from(&self, log: &SlidingLog, first: usize, now: u64, cost: u32) -> Decision {
-        // The log never holds more than `limit` entries, so this fits in u32.
-        let used = (log.times.len() - first) as u32;
+        let base = log.end_before(first);
+        // Every entry holds at least one unit, so the newest entry is live
+        // exactly when some entry is.
+        let entries = log.entries();
+        let newest = entries.last().map(|&Entry { time, end }| (time, end));
+        let (used, newest_live) = match newest {
+            Some((time, end)) if first < entries.len() => (end.wrapping_sub(base), Some(time)),
+            _ => (0, None),
+        };
         let available = self.limit.saturating_sub(used);
         if cost <= available {
-            let newest = if cost > 0 {
-                Some(now)
-            } else {
-                log.times.back().copied().filter(|_| used > 0)
-            };
+            let newest = if cost > 0 { Some(now) } else { newest_live };
             return Decision {
                 allowed: true,
                 limit: self.limit,
@@ -149,22 +229,106 @@ impl SlidingWindow {
                 reset_after_ms: newest.map_or(0, |t| wait_until(self.expiry(t), now)),
             };
         }
-        // Rejected: the request fits once `cost - available` of the live
-        // entries have left, the last of them being the one at `first + excess - 1`.
+        // Rejected: the request fits once `excess` of the live units have
+        // left, the last of them in the first entry whose running count
+        // reaches `excess` past `base`. The live running counts past `base`
+        // increase from the first live entry on (they are at most `used`, so
+        // never wrap), hence the binary search over that range.
         let retry_after_ms = (cost <= self.limit).then(|| {
-            let excess = (cost - available) as usize;
-            wait_until(self.expiry(log.times[first + excess - 1]), now)
+            let excess = cost - available;
+            let short = |i: usize| entries[i].end.wrapping_sub(base) < excess;
+            let (mut lo, mut hi) = (first, entries.len() - 1);
+            // The common case, a client at its limit asking for a little
+            // more, ends at the oldest live entry: no search then.
+            if short(lo) {
+                lo += 1;
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if short(mid) {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+            }
+            let Entry { time, .. } = entries[lo];
+            wait_until(self.expiry(time), now)
         });
-        let reset_after_ms = match log.times.back() {
-            Some(&newest) if used > 0 => wait_until(self.expiry(newest), now),
-            _ => 0,
-        };
         Decision {
             allowed: false,
             limit: self.limit,
             remaining: available,
             retry_after_ms,
-            reset_after_ms,
+            reset_after_ms: newest_live.map_or(0, |t| wait_until(self.expiry(t), now)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_costs_take_one_entry_each() {
+        let policy = SlidingWindow::new(u32::MAX, 1_000).unwrap();
+        let mut log = policy.new_state(0);
+        let started = std::time::Instant::now();
+        let half = u32::MAX / 2;
+        assert!(policy.check(&mut log, 0, half).allowed);
+        assert!(policy.check(&mut log, 0, 1).allowed);
+        assert!(policy.check(&mut log, 10, half).allowed);
+        let full = policy.check(&mut log, 20, 1);
+        assert!(!full.allowed);
+        assert_eq!(full.remaining, 0);
+        assert_eq!(full.retry_after_ms, Some(980));
+        assert_eq!(full.reset_after_ms, 990);
+        // A cost that needs both early runs to leave waits for the later one.
+        let big = policy.check(&mut log, 20, half + 2);
+        assert_eq!(big.retry_after_ms, Some(990));
+        assert_eq!(log.runs().collect::<Vec<_>>(), [(0, half + 1), (10, half)]);
+        // Half the limit every half window: the running counts wrap past
+        // 2^32 every few steps while the log stays two entries long.
+        let mut log = policy.new_state(0);
+        for step in 0..10u64 {
+            let now = 500 * step;
+            assert!(policy.check(&mut log, now, half).allowed, "at {now}");
+            let left = if step == 0 { half + 1 } else { 1 };
+            assert_eq!(policy.decide(&log, now, 0).remaining, left, "at {now}");
+            let over = policy.check(&mut log, now, left + 1);
+            assert!(!over.allowed, "at {now}");
+            let retry = if step == 0 { 1_000 } else { 500 };
+            assert_eq!(over.retry_after_ms, Some(retry), "at {now}");
+        }
+        assert!(log.entries().len() <= 2);
+        assert!(log.heap_bytes() <= 4 * 12, "{} bytes", log.heap_bytes());
+        // One request, one entry of 12 bytes.
+        let mut log = policy.new_state(0);
+        policy.check(&mut log, 0, u32::MAX);
+        assert_eq!(log.heap_bytes(), 12);
+        // No per-unit work: billions of units in well under a second.
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    }
+
+    #[test]
+    fn requests_at_the_same_millisecond_share_an_entry() {
+        let policy = SlidingWindow::new(10, 100).unwrap();
+        let mut log = policy.new_state(0);
+        for cost in [1, 2, 3] {
+            assert!(policy.check(&mut log, 5, cost).allowed);
+        }
+        assert!(policy.check(&mut log, 7, 4).allowed);
+        assert!(!policy.check(&mut log, 7, 1).allowed);
+        assert_eq!(log.runs().collect::<Vec<_>>(), [(5, 6), (7, 4)]);
+        // Six units leave at 105, all at once.
+        let d = policy.decide(&log, 104, 6);
+        assert_eq!((d.allowed, d.retry_after_ms), (false, Some(1)));
+        assert_eq!(policy.decide(&log, 105, 0).remaining, 6);
+        assert_eq!(policy.decide(&log, 105, 7).retry_after_ms, Some(2));
+    }
+
+    #[test]
+    fn entries_are_twelve_bytes_and_the_log_is_four_words() {
+        assert_eq!(std::mem::size_of::<Entry>(), 12);
+        assert_eq!(std::mem::size_of::<SlidingLog>(), 32);
     }
 }

@@ -1,0 +1,126 @@
+//! The sliding-window log's Redis list: one element per distinct allowed
+//! time whatever the cost, and stored lists it did not write refused clearly.
+
+use tollgate::{AnyPolicy, Limit, Plan, PlanLimiter};
+use tollgate_redis::testing::RedisServer;
+use tollgate_redis::{scripts, RedisStore, RedisStoreConfig, RedisStoreError};
+
+fn plan(limit: u32, window: u64) -> Plan {
+    let policy = AnyPolicy::from_name("sliding-window", limit, window).expect("policy");
+    Plan::new("log", vec![Limit::new("l", policy, false)]).expect("plan")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The state key of the plan's only limit for `client`, in `format`.
+fn state_key(store: &RedisStore, plan: &Plan, client: &str, format: u32) -> String {
+    store
+        .keys()
+        .limit_key(client, plan.limits()[0].id(), format)
+}
+
+#[test]
+fn huge_costs_take_one_small_element_per_time() {
+    let Some(server) = RedisServer::spawn("huge_costs_take_one_small_element_per_time") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let reference = PlanLimiter::new();
+        for limit in [1_000_000_000, u32::MAX] {
+            let plan = plan(limit, 1_000);
+            let key = state_key(&store, &plan, "bytes", scripts::state_format("s"));
+            // Close to half the limit every half window: the log never
+            // empties (so its running count is never reset), the running
+            // count wraps past 2^32 within a few steps, and the list stays
+            // at most two elements long.
+            let cost = limit / 2 - 7;
+            for step in 0..20u64 {
+                let now = 500 * step;
+                for cost in [cost, 0, cost, 1, 0] {
+                    let want = reference.check(&plan, "bytes", now, cost);
+                    let got = store
+                        .decide(&plan, "bytes", now, cost)
+                        .await
+                        .expect("decide");
+                    assert_eq!(got, want, "limit {limit} at {now} cost {cost}");
+                }
+                let len: u64 = server.cli(&["LLEN", &key]).trim().parse().expect("LLEN");
+                assert!((1..=2).contains(&len), "{len} elements at {now}");
+            }
+            let usage: u64 = server
+                .cli(&["MEMORY", "USAGE", &key])
+                .trim()
+                .parse()
+                .expect("MEMORY USAGE");
+            // The key, its expiry and a listpack of two short strings (232 bytes
+            // on Redis 7); one element per unit would take gigabytes.
+            assert!(usage < 1_024, "{usage} bytes");
+        }
+        // One request of cost 10^9 is one element.
+        let plan = plan(1_000_000_000, 60_000);
+        let decision = store
+            .decide(&plan, "one", 7, 1_000_000_000)
+            .await
+            .expect("decide");
+        assert!(decision.allowed);
+        let key = state_key(&store, &plan, "one", scripts::state_format("s"));
+        assert_eq!(
+            server.cli(&["LRANGE", &key, "0", "-1"]).trim(),
+            "7:1000000000:1000000000"
+        );
+    });
+}
+
+#[test]
+fn stored_lists_of_another_format_are_never_misread() {
+    let Some(server) = RedisServer::spawn("stored_lists_of_another_format_are_never_misread")
+    else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let plan = plan(2, 1_000);
+        // A full log in format 1 (one element per unit) under its old key is
+        // not read: the new key starts empty.
+        let old = state_key(&store, &plan, "c", 1);
+        server.cli(&["RPUSH", &old, "100", "100"]);
+        let decision = store.decide(&plan, "c", 200, 2).await.expect("decide");
+        assert!(decision.allowed);
+        assert_eq!(server.cli(&["LRANGE", &old, "0", "-1"]).trim(), "100\n100");
+
+        // Lists at the new key that this script did not write: a clear
+        // error, and nothing written.
+        let new = state_key(&store, &plan, "d", scripts::state_format("s"));
+        for elements in [
+            &["100", "100"][..],
+            &["100:1:1", "x"],
+            &["100:0:0"],
+            &["100:1:1", "200:2:5"],
+            &["100:1:4294967296"],
+            &["100:1:1", "200:1:2", "300:1:3"],
+        ] {
+            server.cli(&["DEL", &new]);
+            let mut rpush = vec!["RPUSH", new.as_str()];
+            rpush.extend_from_slice(elements);
+            server.cli(&rpush);
+            let before = server.cli(&["LRANGE", &new, "0", "-1"]);
+            let error = store.decide(&plan, "d", 250, 1).await.expect_err("refused");
+            assert!(
+                matches!(&error, RedisStoreError::Script(m) if m.contains("stored log")),
+                "{elements:?}: {error}"
+            );
+            assert!(!error.is_transient());
+            assert_eq!(server.cli(&["LRANGE", &new, "0", "-1"]), before);
+        }
+    });
+}
