@@ -5,10 +5,15 @@
 //! one hash, one short critical section and the policy's arithmetic.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
+// Not std's Mutex: two threads deciding for one hot client (the buggy app
+// in a retry loop) hand the shard lock back and forth, and parking_lot's
+// adaptive spinning halves the time per decision there (BENCHMARKS.md);
+// it also has no poisoning, which a store whose policies never leave a
+// state half-written does not need.
+use parking_lot::{Mutex, MutexGuard};
 use std::hash::BuildHasher;
 
 /// One client's state as the store keeps it.
@@ -135,12 +140,7 @@ impl<S> MemoryStore<S> {
     /// for its bucket index (low bits) or its tag (top 7 bits).
     fn shard(&self, hash: u64) -> MutexGuard<'_, HashTable<Slot<S>>> {
         let index = (hash >> 40) as usize % SHARDS;
-        // A poisoned shard only means another thread panicked while holding
-        // it; policies never leave a state half-written, so carry on.
-        self.shards[index]
-            .map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.shards[index].map.lock()
     }
 
     /// Runs `f` on the client's state under the client's shard lock.
@@ -261,16 +261,7 @@ impl<S> MemoryStore<S> {
 
     /// Number of clients with stored state.
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| {
-                shard
-                    .map
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .len()
-            })
-            .sum()
+        self.shards.iter().map(|shard| shard.map.lock().len()).sum()
     }
 
     /// True when no client has stored state.
@@ -288,7 +279,7 @@ impl<S> MemoryStore<S> {
     pub fn sweep_with(&self, now_ms: u64, mut remove: impl FnMut(&mut S, u64) -> bool) -> usize {
         let mut removed = 0;
         for shard in self.shards.iter() {
-            let mut map = shard.map.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut map = shard.map.lock();
             removed += drop_where(&mut map, now_ms, &mut remove);
         }
         removed
@@ -297,11 +288,7 @@ impl<S> MemoryStore<S> {
     /// Removes every client.
     pub fn clear(&self) {
         for shard in self.shards.iter() {
-            shard
-                .map
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clear();
+            shard.map.lock().clear();
         }
     }
 
