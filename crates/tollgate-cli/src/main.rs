@@ -95,7 +95,11 @@ fn main() -> ExitCode {
 
 fn run_proxy(args: proxy::ProxyArgs) -> ExitCode {
     init_logging();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Signals and reloads only: the proxy's worker threads run their own.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("tollgate proxy: cannot start the runtime: {e}");

@@ -10,6 +10,7 @@
 //! changed `[store]` waits for a restart.
 
 use std::future::Future;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +55,10 @@ pub struct ProxyArgs {
     /// How long the upstream may take to start answering before the client gets a 504.
     #[arg(long, default_value = "30s")]
     pub upstream_timeout: String,
+    /// Serving threads, each with its own listener on the address (SO_REUSEPORT)
+    /// and its own upstream connections [default: the number of CPUs].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<NonZeroUsize>,
 }
 
 impl ProxyArgs {
@@ -142,7 +147,21 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let config = args.config()?;
-    let listener = tokio::net::TcpListener::bind(&args.listen).await?;
+    let addr = tokio::net::lookup_host(&args.listen)
+        .await
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| Error::InvalidOption {
+            option: "--listen",
+            reason: format!(
+                "{:?} is not an address to listen on, e.g. 127.0.0.1:8082",
+                args.listen
+            ),
+        })?;
+    let workers = args
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
+    let (addr, listeners) = tollgate_proxy::bind_workers(addr, workers)?;
     let watcher = match &args.config {
         None => None,
         Some(path) => {
@@ -177,12 +196,11 @@ pub async fn run(
         ),
     };
     println!(
-        "tollgate proxy: listening on http://{}, forwarding to {}, {limits} per client ({})",
-        listener.local_addr()?,
+        "tollgate proxy: listening on http://{addr}, forwarding to {}, {limits} per client ({}), {workers} worker thread(s)",
         config.upstream().url(),
         args.key,
     );
-    let served = tollgate_proxy::run(listener, config, shutdown).await;
+    let served = tollgate_proxy::run_workers(listeners, config, shutdown).await;
     if let Some(watcher) = watcher {
         watcher.abort();
     }
@@ -205,6 +223,23 @@ mod tests {
         let cli = Cli::try_parse_from(std::iter::once("proxy").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
         cli.proxy.config().map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn a_listen_address_that_is_not_one_is_refused_by_name() {
+        let cli = Cli::try_parse_from([
+            "proxy",
+            "--upstream",
+            "http://127.0.0.1:3000",
+            "--listen",
+            "nonsense",
+        ])
+        .unwrap();
+        let error = run(cli.proxy, std::future::pending()).await.unwrap_err();
+        assert!(
+            error.to_string().contains("--listen") && error.to_string().contains("nonsense"),
+            "{error}"
+        );
     }
 
     #[test]

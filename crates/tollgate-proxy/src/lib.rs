@@ -9,7 +9,8 @@
 //! start answering in time `504`.
 //!
 //! The proxy is the [`tollgate_tower::RateLimitLayer`] in front of a
-//! forwarding service ([`forward::Forward`]), served by axum:
+//! forwarding service ([`forward::Forward`]), served by axum on one
+//! listener ([`run`]), or thread-per-core on several ([`workers`]):
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), tollgate_proxy::Error> {
@@ -39,9 +40,11 @@ use tollgate_tower::{ApiKey, HeaderKey, KeyExtractor, PeerIp, RateLimitConfig, R
 mod error;
 pub mod forward;
 pub mod options;
+pub mod workers;
 
 pub use error::Error;
 pub use forward::{Forward, Upstream};
+pub use workers::{bind_workers, run_workers};
 
 /// Where the proxy reads the client key from.
 #[derive(Debug, Clone, PartialEq, Eq)]
