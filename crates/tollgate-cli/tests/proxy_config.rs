@@ -2,13 +2,13 @@
 //! front of a real upstream; the upstream sees exactly the requests each
 //! client's plan allows.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use clap::Parser;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tollgate_cli::proxy::ProxyArgs;
+use tollgate_testkit::counting_upstream;
 
 #[derive(Parser)]
 struct Cli {
@@ -37,27 +37,7 @@ window = "1d"
 
 #[tokio::test]
 async fn each_client_gets_its_plan_from_the_config() {
-    // The upstream counts what reaches it.
-    let seen = Arc::new(AtomicUsize::new(0));
-    let counter = seen.clone();
-    let app = axum::Router::new().fallback(move || {
-        let counter = counter.clone();
-        async move {
-            counter.fetch_add(1, Ordering::SeqCst);
-            "upstream"
-        }
-    });
-    let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream_addr = upstream.local_addr().unwrap();
-    let (stop_upstream, upstream_stopped) = oneshot::channel::<()>();
-    let upstream_task = tokio::spawn(async move {
-        axum::serve(upstream, app)
-            .with_graceful_shutdown(async {
-                let _ = upstream_stopped.await;
-            })
-            .await
-            .unwrap();
-    });
+    let (upstream_addr, seen) = counting_upstream().await;
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tollgate.toml");
@@ -108,6 +88,4 @@ async fn each_client_gets_its_plan_from_the_config() {
 
     let _ = stop_proxy.send(());
     proxy_task.await.unwrap().unwrap();
-    let _ = stop_upstream.send(());
-    upstream_task.await.unwrap();
 }

@@ -5,13 +5,15 @@
 //! real events (a line printed, an answer changed), never sleeps standing in
 //! for a clock.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tollgate_testkit::{counting_upstream, get_status};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
@@ -48,7 +50,7 @@ fn write(path: &Path, text: &str) {
 
 struct Proxy {
     child: Child,
-    addr: String,
+    addr: SocketAddr,
     /// Everything logged so far (read by a thread as it comes).
     log: Arc<Mutex<String>>,
 }
@@ -71,8 +73,8 @@ impl Proxy {
         let addr = line
             .strip_prefix("tollgate proxy: listening on http://")
             .and_then(|rest| rest.split(',').next())
-            .unwrap_or_else(|| panic!("no address in the banner: {line:?}"))
-            .to_owned();
+            .and_then(|addr| addr.parse().ok())
+            .unwrap_or_else(|| panic!("no address in the banner: {line:?}"));
         let log = Arc::new(Mutex::new(String::new()));
         let sink = log.clone();
         let stderr = BufReader::new(child.stderr.take().unwrap());
@@ -101,21 +103,7 @@ impl Proxy {
 
     /// `GET /` for `client` on a fresh connection: the status code.
     fn get(&self, client: &str) -> u16 {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        write!(
-            stream,
-            "GET / HTTP/1.1\r\nHost: api\r\nX-Client-Id: {client}\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        response
-            .get(9..12)
-            .and_then(|code| code.parse().ok())
-            .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
+        get_status(self.addr, "/", &[("x-client-id", client)])
     }
 
     /// How many of `n` requests of `client` are allowed (the others must
@@ -148,21 +136,8 @@ impl Proxy {
 #[test]
 fn proxy_reloads_its_plans_on_sighup_keeping_unchanged_limits() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let seen = Arc::new(AtomicUsize::new(0));
-    let counter = seen.clone();
-    let upstream = runtime.block_on(async {
-        let app = axum::Router::new().fallback(move || {
-            let counter = counter.clone();
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-                "upstream"
-            }
-        });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        format!("http://{addr}")
-    });
+    let (upstream, seen) = runtime.block_on(counting_upstream());
+    let upstream = format!("http://{upstream}");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tollgate.toml");
     write(&path, &config(2));

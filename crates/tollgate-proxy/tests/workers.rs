@@ -2,53 +2,22 @@
 //! (`SO_REUSEPORT`), a real upstream behind them; whichever worker a
 //! connection lands on, a client has one budget, and shutdown stops them all.
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::HeaderName;
 use tokio::sync::oneshot;
 use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan};
 use tollgate_proxy::{bind_workers, run_workers, KeySource, ProxyConfig};
+use tollgate_testkit::{counting_upstream, get_status};
 use tollgate_tower::RateLimitConfig;
-
-/// One request on a fresh connection (so that connections spread over the
-/// workers): the status code.
-fn get(addr: std::net::SocketAddr, client: &str) -> u16 {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET / HTTP/1.1\r\nHost: api\r\nX-Client-Id: {client}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-        .get(9..12)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_share_one_port_and_one_budget() {
-    let seen = Arc::new(AtomicUsize::new(0));
-    let counter = seen.clone();
-    let app = axum::Router::new().fallback(move || {
-        let counter = counter.clone();
-        async move {
-            counter.fetch_add(1, Ordering::SeqCst);
-            "upstream"
-        }
-    });
-    let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream_url = format!("http://{}", upstream.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(upstream, app).await });
+    let (upstream, seen) = counting_upstream().await;
+    let upstream_url = format!("http://{upstream}");
 
     let plan = Plan::new(
         "p",
@@ -81,7 +50,9 @@ async fn workers_share_one_port_and_one_budget() {
 
     // Many connections, spread by the kernel over the three workers.
     let statuses = tokio::task::spawn_blocking(move || {
-        let mut statuses: Vec<u16> = (0..12).map(|_| get(addr, "alice")).collect();
+        let mut statuses: Vec<u16> = (0..12)
+            .map(|_| get_status(addr, "/", &[("x-client-id", "alice")]))
+            .collect();
         statuses.sort_unstable();
         statuses
     })

@@ -23,6 +23,7 @@ use reqwest::StatusCode;
 use tokio::sync::oneshot;
 use tollgate_redis::testing::RedisServer;
 use tollgate_server::Options;
+use tollgate_testkit::{counting_upstream, UPSTREAM_BODY};
 
 const EXAMPLE_ENVOY: &str = include_str!("../../tollgate-envoy/examples/envoy.yaml");
 const EXAMPLE_RULES: &str = include_str!("../../tollgate-envoy/examples/rules.toml");
@@ -195,23 +196,6 @@ async fn get_text(url: &str) -> Option<String> {
     reqwest::get(url).await.ok()?.text().await.ok()
 }
 
-/// A plain upstream that counts the requests it sees.
-async fn upstream() -> (u16, Arc<AtomicUsize>) {
-    let seen = Arc::new(AtomicUsize::new(0));
-    let counter = seen.clone();
-    let app = axum::Router::new().fallback(move || {
-        let counter = counter.clone();
-        async move {
-            counter.fetch_add(1, Ordering::SeqCst);
-            "hello from the upstream"
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (port, seen)
-}
-
 fn header<'a>(response: &'a reqwest::Response, name: &str) -> Option<&'a str> {
     response.headers().get(name).and_then(|v| v.to_str().ok())
 }
@@ -254,13 +238,13 @@ impl Stack {
         let serving = tokio::spawn(prepared.run(async {
             let _ = stopped.await;
         }));
-        let (upstream_port, seen) = upstream().await;
+        let (upstream, seen) = counting_upstream().await;
         let listen = free_port();
         let envoy = Envoy::start(
             binary,
             dir.path(),
             listen,
-            upstream_port,
+            upstream.port(),
             grpc,
             failure_mode_deny,
         )
@@ -329,7 +313,7 @@ async fn envoy_asks_tollgate_and_the_upstream_sees_exactly_the_allowed_requests(
     assert_eq!(allowed.status(), StatusCode::OK);
     let ratelimit = header(&allowed, "ratelimit").unwrap_or_default();
     assert!(ratelimit.contains("\"per-ip-1d\";r=0"), "{ratelimit:?}");
-    assert_eq!(allowed.text().await.unwrap(), "hello from the upstream");
+    assert_eq!(allowed.text().await.unwrap(), UPSTREAM_BODY);
     for _ in 0..2 {
         let rejected = client.get(stack.url("/orders")).send().await.unwrap();
         assert_eq!(rejected.status(), StatusCode::TOO_MANY_REQUESTS);

@@ -1,0 +1,69 @@
+//! # tollgate-testkit
+//!
+//! What the end-to-end tests of the proxy, the service and the binary all
+//! need around tollgate: a real upstream that counts the requests reaching
+//! it (so a test can assert that the upstream saw exactly the allowed
+//! ones), and a plain HTTP/1.1 request on a fresh connection (so that
+//! requests are not pooled onto one connection, and one thread, by a
+//! client library). A dev-dependency only.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The body every request to a [`counting_upstream`] gets.
+pub const UPSTREAM_BODY: &str = "hello from the upstream";
+
+/// Starts an HTTP server on a free loopback port, on the current Tokio
+/// runtime, answering `200` with [`UPSTREAM_BODY`] to every method and path
+/// and counting the requests. It runs until the runtime ends.
+///
+/// # Panics
+/// When no loopback port can be bound (the test cannot run).
+pub async fn counting_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let app = axum::Router::new().fallback(move || {
+        let counter = counter.clone();
+        async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            UPSTREAM_BODY
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port for the upstream");
+    let addr = listener.local_addr().expect("the upstream's address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, seen)
+}
+
+/// Sends `GET path` with `headers` to `addr` on a fresh connection
+/// (`Connection: close`) and returns the response's status code. Blocking:
+/// call it from a test thread or `spawn_blocking`.
+///
+/// # Panics
+/// When the connection fails, no answer comes within 10 s, or the answer
+/// is not HTTP: the test fails, saying which.
+pub fn get_status(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("set a read timeout");
+    let mut head = format!("GET {path} HTTP/1.1\r\nHost: api\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("send the request");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .expect("read the response");
+    response
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
+}
