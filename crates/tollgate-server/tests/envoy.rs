@@ -17,6 +17,7 @@ use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tollgate_redis::testing::RedisServer;
 use tollgate_server::{Config, Error, Options, Server, StoreHandle};
+use tollgate_testkit::metric;
 use tonic::transport::Channel;
 
 /// Plans `free` (3 a day) and `paid` (10 a day); the Envoy rule for domain
@@ -232,16 +233,6 @@ impl Running {
     }
 }
 
-/// The value of one series in `/metrics` text.
-fn value(metrics: &str, series: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
-        .parse()
-        .unwrap()
-}
-
 #[tokio::test]
 async fn grpc_decisions_are_counted_in_metrics_per_plan_and_limit() {
     // Addresses on `free` (3 a day), API keys on `paid` (10 a day).
@@ -301,7 +292,7 @@ async fn grpc_decisions_are_counted_in_metrics_per_plan_and_limit() {
         ("tollgate_decision_duration_seconds_count", 5),
     ];
     for (name, expected) in series {
-        assert_eq!(value(&m, name), expected, "{name}");
+        assert_eq!(metric(&m, name), expected, "{name}");
     }
     t.stop().await;
 }
@@ -375,18 +366,18 @@ async fn a_redis_failure_is_the_failure_policys_answer_or_unavailable_as_configu
 
     let m = by_policy.get("/metrics").await;
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_decisions_by_total{decided_by=\"fail-closed\"}"
         ),
         2
     );
     assert_eq!(
-        value(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+        metric(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
         2
     );
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_requests_total{plan=\"free\",outcome=\"rejected\"}"
         ),
@@ -395,18 +386,18 @@ async fn a_redis_failure_is_the_failure_policys_answer_or_unavailable_as_configu
     let m = unavailable.get("/metrics").await;
     // Two gRPC failures and one HTTP decision by the failure policy.
     assert_eq!(
-        value(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+        metric(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
         3
     );
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_decisions_by_total{decided_by=\"fail-closed\"}"
         ),
         1
     );
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_requests_total{plan=\"free\",outcome=\"rejected\"}"
         ),

@@ -10,6 +10,7 @@ use reqwest::StatusCode;
 use tollgate::testing::FailingStore;
 use tollgate::StoreError;
 use tollgate_server::{Config, StoreHandle};
+use tollgate_testkit::metric;
 
 async fn down_server(policy: &str, transient: bool) -> TestServer {
     let text = format!("{CONFIG}\n[store]\nfailure_policy = \"{policy}\"\n");
@@ -20,15 +21,6 @@ async fn down_server(policy: &str, transient: bool) -> TestServer {
         StoreError::permanent("script error")
     })));
     TestServer::start_with(&text, config, store).await
-}
-
-fn value(metrics: &str, series: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
-        .parse()
-        .unwrap()
 }
 
 #[tokio::test]
@@ -54,35 +46,35 @@ async fn every_metric_is_a_tollgate_metric_and_counts_decisions() {
         assert!(name.starts_with("tollgate_"), "{line}");
     }
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_requests_total{plan=\"free\",outcome=\"allowed\"}"
         ),
         2
     );
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_requests_total{plan=\"free\",outcome=\"rejected\"}"
         ),
         1
     );
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_requests_total{plan=\"paid\",outcome=\"allowed\"}"
         ),
         1
     );
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_limit_decisions_total{plan=\"free\",limit=\"1s\",outcome=\"rejected\"}"
         ),
         1
     );
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_limit_decisions_total{plan=\"free\",limit=\"1d\",outcome=\"allowed\"}"
         ),
@@ -90,17 +82,17 @@ async fn every_metric_is_a_tollgate_metric_and_counts_decisions() {
     );
     // Four decisions and one look, all by the store, all timed.
     assert_eq!(
-        value(&m, "tollgate_decisions_by_total{decided_by=\"store\"}"),
+        metric(&m, "tollgate_decisions_by_total{decided_by=\"store\"}"),
         5
     );
-    assert_eq!(value(&m, "tollgate_decision_duration_seconds_count"), 5);
+    assert_eq!(metric(&m, "tollgate_decision_duration_seconds_count"), 5);
     assert_eq!(
-        value(&m, "tollgate_decision_duration_seconds_bucket{le=\"+Inf\"}"),
+        metric(&m, "tollgate_decision_duration_seconds_bucket{le=\"+Inf\"}"),
         5
     );
-    assert_eq!(value(&m, "tollgate_tracked_clients"), 2);
+    assert_eq!(metric(&m, "tollgate_tracked_clients"), 2);
     assert_eq!(
-        value(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+        metric(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
         0
     );
     assert!(m.contains("# TYPE tollgate_decision_duration_seconds histogram\n"));
@@ -119,15 +111,15 @@ async fn fail_open_lets_requests_in_and_is_counted() {
     }
     let m = t.get("/metrics").await.body;
     assert_eq!(
-        value(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+        metric(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
         3
     );
     assert_eq!(
-        value(&m, "tollgate_decisions_by_total{decided_by=\"fail-open\"}"),
+        metric(&m, "tollgate_decisions_by_total{decided_by=\"fail-open\"}"),
         3
     );
     assert_eq!(
-        value(&m, "tollgate_decisions_by_total{decided_by=\"store\"}"),
+        metric(&m, "tollgate_decisions_by_total{decided_by=\"store\"}"),
         0
     );
     // No memory store behind this server: no tracked-clients gauge.
@@ -147,11 +139,11 @@ async fn fail_closed_rejects_with_retry_after() {
     assert_eq!(a.status, StatusCode::TOO_MANY_REQUESTS);
     let m = t.get("/metrics").await.body;
     assert_eq!(
-        value(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+        metric(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
         2
     );
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_decisions_by_total{decided_by=\"fail-closed\"}"
         ),
@@ -168,11 +160,11 @@ async fn a_permanent_store_error_is_a_500_that_no_policy_hides() {
     assert!(a.error().contains("script error"), "{}", a.body);
     let m = t.get("/metrics").await.body;
     assert_eq!(
-        value(&m, "tollgate_store_errors_total{kind=\"permanent\"}"),
+        metric(&m, "tollgate_store_errors_total{kind=\"permanent\"}"),
         1
     );
     assert_eq!(
-        value(&m, "tollgate_decisions_by_total{decided_by=\"fail-open\"}"),
+        metric(&m, "tollgate_decisions_by_total{decided_by=\"fail-open\"}"),
         0
     );
     t.stop().await;
@@ -193,7 +185,7 @@ async fn local_fallback_keeps_limiting_in_memory() {
     assert_eq!(verdicts, [true, true, false]);
     let m = t.get("/metrics").await.body;
     assert_eq!(
-        value(
+        metric(
             &m,
             "tollgate_decisions_by_total{decided_by=\"local-fallback\"}"
         ),
@@ -210,11 +202,11 @@ async fn tracked_clients_stay_under_the_cap() {
         t.check(&format!("client-{i}"), 1).await;
     }
     let m = t.get("/metrics").await.body;
-    assert!(value(&m, "tollgate_tracked_clients") <= 640);
-    assert_eq!(value(&m, "tollgate_tracked_clients_max"), 640);
-    let dropped = value(&m, "tollgate_clients_dropped_total{reason=\"evicted\"}")
-        + value(&m, "tollgate_clients_dropped_total{reason=\"reclaimed\"}");
-    assert_eq!(dropped + value(&m, "tollgate_tracked_clients"), 2_000);
+    assert!(metric(&m, "tollgate_tracked_clients") <= 640);
+    assert_eq!(metric(&m, "tollgate_tracked_clients_max"), 640);
+    let dropped = metric(&m, "tollgate_clients_dropped_total{reason=\"evicted\"}")
+        + metric(&m, "tollgate_clients_dropped_total{reason=\"reclaimed\"}");
+    assert_eq!(dropped + metric(&m, "tollgate_tracked_clients"), 2_000);
     t.stop().await;
 }
 
@@ -229,9 +221,9 @@ async fn the_sweep_drops_idle_clients() {
     t.clock.advance(1_000);
     assert_eq!(t.server.sweep(), 10);
     let m = t.get("/metrics").await.body;
-    assert_eq!(value(&m, "tollgate_tracked_clients"), 0);
+    assert_eq!(metric(&m, "tollgate_tracked_clients"), 0);
     assert_eq!(
-        value(&m, "tollgate_clients_dropped_total{reason=\"swept\"}"),
+        metric(&m, "tollgate_clients_dropped_total{reason=\"swept\"}"),
         10
     );
     t.stop().await;

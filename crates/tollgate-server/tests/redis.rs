@@ -8,6 +8,7 @@ use common::TestServer;
 use reqwest::StatusCode;
 use tollgate_redis::testing::{free_port, RedisServer};
 use tollgate_server::{Config, StoreHandle};
+use tollgate_testkit::metric;
 
 /// Plan `shared`: 5 requests per day, for every client.
 fn config_text(url: &str, policy: &str) -> String {
@@ -36,15 +37,6 @@ async fn start(text: &str) -> TestServer {
     let config = Config::parse(text).expect("test config is valid");
     let store = StoreHandle::for_config(&config).expect("redis store");
     TestServer::start_with(text, config, store).await
-}
-
-fn value(metrics: &str, series: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
-        .parse()
-        .unwrap()
 }
 
 #[tokio::test]
@@ -98,18 +90,18 @@ async fn a_server_whose_redis_is_down_answers_by_its_failure_policy() {
         assert_eq!(auth.status, status, "{policy}");
         let m = t.get("/metrics").await.body;
         assert_eq!(
-            value(
+            metric(
                 &m,
                 &format!("tollgate_decisions_by_total{{decided_by=\"{policy}\"}}")
             ),
             3
         );
         assert_eq!(
-            value(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+            metric(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
             3
         );
         assert_eq!(
-            value(&m, "tollgate_decisions_by_total{decided_by=\"store\"}"),
+            metric(&m, "tollgate_decisions_by_total{decided_by=\"store\"}"),
             0
         );
         t.stop().await;

@@ -3,9 +3,10 @@
 //! What the end-to-end tests of the proxy, the service and the binary all
 //! need around tollgate: a real upstream that counts the requests reaching
 //! it (so a test can assert that the upstream saw exactly the allowed
-//! ones), and a plain HTTP/1.1 request on a fresh connection (so that
-//! requests are not pooled onto one connection, and one thread, by a
-//! client library). A dev-dependency only.
+//! ones), a plain HTTP/1.1 request on a fresh connection (so that requests
+//! are not pooled onto one connection, and one thread, by a client
+//! library), and one series read from `/metrics` text. A dev-dependency
+//! only.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -66,4 +67,19 @@ pub fn get_status(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> u16
         .get(9..12)
         .and_then(|code| code.parse().ok())
         .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
+}
+
+/// The value of one series (e.g. `tollgate_requests_total{plan="free",outcome="allowed"}`)
+/// in Prometheus text format.
+///
+/// # Panics
+/// When the series is not in `metrics` or its value is not a whole number:
+/// the test fails, showing the text.
+pub fn metric(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{series} is not a whole number in\n{metrics}"))
 }
