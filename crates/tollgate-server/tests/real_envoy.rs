@@ -192,8 +192,13 @@ impl Envoy {
     }
 }
 
+/// The body at `url`, or `None` if there is no answer within 2 s.
 async fn get_text(url: &str) -> Option<String> {
-    reqwest::get(url).await.ok()?.text().await.ok()
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .ok()?;
+    client.get(url).send().await.ok()?.text().await.ok()
 }
 
 fn header<'a>(response: &'a reqwest::Response, name: &str) -> Option<&'a str> {
