@@ -67,17 +67,33 @@ impl ProxyArgs {
     /// # Errors
     /// A [`tollgate_proxy::Error`] naming the option that is wrong.
     pub fn config(&self) -> Result<ProxyConfig, Error> {
+        self.config_and_store().map(|(config, _)| config)
+    }
+
+    /// [`ProxyArgs::config`], with the `[store]` of the `--config` file it
+    /// was built from (read once, so that reloads compare against exactly
+    /// the store in use).
+    fn config_and_store(&self) -> Result<(ProxyConfig, Option<StoreConfig>), Error> {
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
-        let limits = match &self.config {
+        let (limits, store) = match &self.config {
             None => {
                 let plan = single_limit_plan("proxy", &self.policy, self.limit, &self.window)?;
-                RateLimitConfig::new(plan, Arc::new(MemoryBackend::new()), Arc::new(SystemClock))
+                let limits = RateLimitConfig::new(
+                    plan,
+                    Arc::new(MemoryBackend::new()),
+                    Arc::new(SystemClock),
+                );
+                (limits, None)
             }
-            Some(path) => plan_config(path)?,
+            Some(path) => {
+                let (limits, store) = plan_config(path)?;
+                (limits, Some(store))
+            }
         };
         let timeout = parse_duration_ms("--upstream-timeout", &self.upstream_timeout)?;
-        Ok(ProxyConfig::new(&self.upstream, key, limits)?
-            .response_timeout(Duration::from_millis(timeout)))
+        let config = ProxyConfig::new(&self.upstream, key, limits)?
+            .response_timeout(Duration::from_millis(timeout));
+        Ok((config, store))
     }
 }
 
@@ -98,16 +114,16 @@ fn plans_of(config: &tollgate_server::Config) -> Plans {
     Plans::new(config.default_plan().clone()).with_keys(by_key)
 }
 
-/// The limits of a `tollgate serve` config file: its plans and its store.
-fn plan_config(path: &Path) -> Result<RateLimitConfig, Error> {
+/// The limits of a `tollgate serve` config file (its plans and its store),
+/// and its `[store]` section.
+fn plan_config(path: &Path) -> Result<(RateLimitConfig, StoreConfig), Error> {
     let config = tollgate_server::Config::load(path).map_err(|e| invalid_config(e.to_string()))?;
     let store = tollgate_server::StoreHandle::for_config(&config)
         .map_err(|e| invalid_config(e.to_string()))?
         .into_store(&config.store);
-    Ok(
-        RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
-            .plans(plans_of(&config)),
-    )
+    let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
+        .plans(plans_of(&config));
+    Ok((limits, config.store))
 }
 
 /// Re-reads the config file at `path` and puts its plans in force through
@@ -146,7 +162,7 @@ pub async fn run(
     args: ProxyArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let config = args.config()?;
+    let (config, running_store) = args.config_and_store()?;
     let addr = tokio::net::lookup_host(&args.listen)
         .await
         .ok()
@@ -162,12 +178,8 @@ pub async fn run(
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
     let (addr, listeners) = tollgate_proxy::bind_workers(addr, workers)?;
-    let watcher = match &args.config {
-        None => None,
-        Some(path) => {
-            let running = tollgate_server::Config::load(path)
-                .map_err(|e| invalid_config(e.to_string()))?
-                .store;
+    let watcher = match (&args.config, running_store) {
+        (Some(path), Some(running)) => {
             let handle = config.limits().plans_handle();
             // Caught before the banner, so that a SIGHUP sent once the proxy
             // says it listens is never the default action (the end).
@@ -186,6 +198,7 @@ pub async fn run(
                 .await;
             }))
         }
+        _ => None,
     };
     let limits = match &args.config {
         None => format!("{} {} per {}", args.policy, args.limit, args.window),
