@@ -15,10 +15,9 @@
 //!   bytes escaped, every key with an expiry.
 //! - Exactness ([`bounds`]): Lua numbers are doubles, so arguments whose
 //!   arithmetic could pass 2^53 are refused before any write.
-//! - Failures ([`GuardedStore`]): a per-call timeout and a failure policy
-//!   (fail-open, fail-closed, local in-memory fallback), visible in
-//!   [`tollgate::PlanDecision::decided_by`] and counted; [`TimeoutOnly`]
-//!   is the same guard for a caller that answers failures itself.
+//! - Failures: every error is converted here ([`RedisStoreError`]) and
+//!   marked transient or permanent; the timeout, the failure policy and the
+//!   circuit breaker around any store live in `tollgate-guard`.
 //!
 //! ## Expiry
 //!
@@ -51,12 +50,10 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::time::Duration;
 //! use tollgate::{AnyPolicy, Limit, Plan, Store};
-//! use tollgate_redis::{FailurePolicy, GuardedStore, RedisStore, RedisStoreConfig};
+//! use tollgate_redis::{RedisStore, RedisStoreConfig};
 //!
-//! let redis = RedisStore::connect("redis://127.0.0.1:6379", RedisStoreConfig::default()).await?;
-//! let store = GuardedStore::new(redis, Duration::from_millis(50), FailurePolicy::LocalFallback);
+//! let store = RedisStore::connect("redis://127.0.0.1:6379", RedisStoreConfig::default()).await?;
 //! let plan = Plan::new("free", vec![
 //!     Limit::new("per-second", AnyPolicy::from_name("sliding-window", 10, 1_000)?, false),
 //!     Limit::new("per-day", AnyPolicy::from_name("token-bucket", 1_000, 86_400_000)?, false),
@@ -69,7 +66,6 @@
 
 pub mod bounds;
 mod error;
-mod guarded;
 pub mod keys;
 pub mod scripts;
 mod store;
@@ -77,5 +73,4 @@ mod store;
 pub mod testing;
 
 pub use error::RedisStoreError;
-pub use guarded::{FailureCounts, FailurePolicy, GuardedStore, TimeoutOnly};
 pub use store::{RedisStore, RedisStoreConfig, TimeSource};

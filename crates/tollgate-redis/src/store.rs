@@ -104,7 +104,7 @@ impl RedisStore {
 
     /// Like [`RedisStore::connect`], without waiting for the first
     /// connection: a service can start while Redis is down (its calls fail
-    /// as transient errors, so a [`crate::GuardedStore`] answers them) and
+    /// as transient errors, so a `tollgate_guard::GuardedStore` answers them) and
     /// uses Redis as soon as it is up. Must be called inside a Tokio runtime.
     ///
     /// # Errors

@@ -21,7 +21,7 @@ use toml::Spanned;
 
 use crate::Error;
 pub use auth::ClientIdSource;
-pub use envoy::{EnvoyConfig, EnvoyOnStoreError, DEFAULT_GRPC_LISTEN};
+pub use envoy::{EnvoyConfig, DEFAULT_GRPC_LISTEN, ON_STORE_ERROR_NAMES};
 use locate::error_at;
 pub use store::{
     check_redis_url, FailurePolicy, StoreConfig, StoreKind, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS,
@@ -355,9 +355,9 @@ impl Config {
             listen.join(", "),
             self.envoy.grpc_listen,
             self.envoy.rules.len(),
-            match self.envoy.on_store_error {
-                EnvoyOnStoreError::FailurePolicy => self.store.failure_policy.as_str(),
-                EnvoyOnStoreError::Unavailable => "gRPC UNAVAILABLE",
+            match self.envoy.on_store_error.unwrap_or(self.store.failure_policy) {
+                FailurePolicy::Unavailable => "gRPC UNAVAILABLE",
+                policy => policy.as_str(),
             },
             self.max_cost,
         )

@@ -74,6 +74,18 @@ pub struct Gauges {
     pub reclaimed: u64,
     /// Clients dropped by the periodic sweep.
     pub swept: u64,
+    /// Store errors counted by the guarded stores: transient (timeouts
+    /// included) and permanent. Only a shared store fails.
+    pub store_errors: StoreErrors,
+}
+
+/// Store errors by kind, as the guarded stores counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreErrors {
+    /// Errors that may go away by themselves, and timeouts.
+    pub transient: u64,
+    /// Errors that retrying cannot fix.
+    pub permanent: u64,
 }
 
 /// Which front end a decision came through.
@@ -118,9 +130,7 @@ pub enum BadRequest {
 pub struct Metrics {
     plans: Mutex<BTreeMap<String, Arc<PlanCounters>>>,
     limits: Mutex<BTreeMap<(String, String), Arc<LimitCounters>>>,
-    store_errors_transient: AtomicU64,
-    store_errors_permanent: AtomicU64,
-    decided_by: [AtomicU64; 4],
+    decided_by: [AtomicU64; DecidedBy::ALL.len()],
     frontends: [AtomicU64; 2],
     latency: Histogram,
     bad_invalid: AtomicU64,
@@ -130,20 +140,8 @@ pub struct Metrics {
 }
 
 fn decided_by_index(d: DecidedBy) -> usize {
-    match d {
-        DecidedBy::Store => 0,
-        DecidedBy::FailOpen => 1,
-        DecidedBy::FailClosed => 2,
-        DecidedBy::LocalFallback => 3,
-    }
+    DecidedBy::ALL.iter().position(|x| *x == d).unwrap_or(0)
 }
-
-const DECIDED_BY: [DecidedBy; 4] = [
-    DecidedBy::Store,
-    DecidedBy::FailOpen,
-    DecidedBy::FailClosed,
-    DecidedBy::LocalFallback,
-];
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Counters stay meaningful even if a thread panicked mid-update.
@@ -181,18 +179,17 @@ impl Metrics {
     }
 
     /// Counts one answer of the store (or of its failure policy standing in
-    /// for it), the same way for every front end: who decided; a transient
-    /// store error when the failure policy decided; and, for a request
-    /// (`cost` > 0, not a look), the decision per front end and, when `plan`
-    /// is given, per plan and limit. Returns how many transient store errors
-    /// there were so far when this answer was one (for sampled logging).
+    /// for it), the same way for every front end: who decided; and, for a
+    /// request (`cost` > 0, not a look), the decision per front end and,
+    /// when `plan` is given, per plan and limit. (Store errors are counted
+    /// by the guarded store: see [`Gauges::store_errors`].)
     pub fn record_decision(
         &self,
         plan: Option<&PlanMetrics>,
         cost: u32,
         decision: &PlanDecision,
         frontend: Frontend,
-    ) -> Option<u64> {
+    ) {
         self.record_decided_by(decision.decided_by);
         if cost > 0 {
             self.frontends[frontend.index()].fetch_add(1, Ordering::Relaxed);
@@ -200,23 +197,11 @@ impl Metrics {
                 plan.record(decision);
             }
         }
-        (decision.decided_by != DecidedBy::Store).then(|| self.record_store_error(true))
     }
 
     /// Counts who decided (the store or the failure policy).
     pub fn record_decided_by(&self, decided_by: DecidedBy) {
         self.decided_by[decided_by_index(decided_by)].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts a store error; returns how many of its kind there were so far
-    /// (so that the caller can log a sample rather than every one).
-    pub fn record_store_error(&self, transient: bool) -> u64 {
-        let counter = if transient {
-            &self.store_errors_transient
-        } else {
-            &self.store_errors_permanent
-        };
-        counter.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Records how long one decision took, from parsed request to answer.
@@ -315,12 +300,12 @@ impl Metrics {
         let _ = writeln!(
             out,
             "tollgate_store_errors_total{{kind=\"transient\"}} {}",
-            load(&self.store_errors_transient)
+            gauges.store_errors.transient
         );
         let _ = writeln!(
             out,
             "tollgate_store_errors_total{{kind=\"permanent\"}} {}",
-            load(&self.store_errors_permanent)
+            gauges.store_errors.permanent
         );
         header(
             &mut out,
@@ -328,7 +313,7 @@ impl Metrics {
             "counter",
             "Who decided: the store, or the failure policy standing in for it.",
         );
-        for d in DECIDED_BY {
+        for d in DecidedBy::ALL {
             let _ = writeln!(
                 out,
                 "tollgate_decisions_by_total{{decided_by=\"{}\"}} {}",

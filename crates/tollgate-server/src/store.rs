@@ -1,20 +1,21 @@
 //! Where the server keeps limit state: in its own memory, or in a shared
-//! store (Redis) behind `tollgate_redis`'s [`GuardedStore`], which owns the
+//! store (Redis) behind `tollgate_guard`'s [`GuardedStore`], which owns the
 //! per-call timeout and the failure policy. The server does not decide for a
 //! failed store itself: it only counts and logs what the guard decided.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{MemoryBackend, Plan, PlanDecision, Store, StoreFuture};
-use tollgate_redis::{GuardedStore, RedisStore, RedisStoreConfig};
+use tollgate::{FailurePolicy, MemoryBackend, Store};
+use tollgate_guard::GuardedStore;
+use tollgate_redis::{RedisStore, RedisStoreConfig};
 
-use crate::config::{Config, FailurePolicy, StoreConfig, StoreKind};
+use crate::config::{Config, StoreConfig, StoreKind};
 use crate::Error;
 
 /// How long fail-closed asks rejected clients to wait, in ms: the store may
 /// be back by then.
-pub const FAIL_CLOSED_RETRY_AFTER_MS: u64 = 1_000;
+pub use tollgate_guard::DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS as FAIL_CLOSED_RETRY_AFTER_MS;
 
 /// Where the server keeps limit state.
 #[derive(Clone)]
@@ -68,45 +69,19 @@ impl StoreHandle {
     pub fn into_store(self, config: &StoreConfig) -> Arc<dyn Store> {
         match self {
             StoreHandle::Memory(memory) => memory,
-            StoreHandle::Shared(shared) => Arc::new(guard(shared, config)),
+            StoreHandle::Shared(shared) => Arc::new(guard(shared, config, config.failure_policy)),
         }
     }
 }
 
-impl From<FailurePolicy> for tollgate_redis::FailurePolicy {
-    fn from(policy: FailurePolicy) -> Self {
-        match policy {
-            FailurePolicy::FailOpen => tollgate_redis::FailurePolicy::FailOpen,
-            FailurePolicy::FailClosed => tollgate_redis::FailurePolicy::FailClosed {
-                retry_after_ms: FAIL_CLOSED_RETRY_AFTER_MS,
-            },
-            FailurePolicy::LocalFallback => tollgate_redis::FailurePolicy::LocalFallback,
-        }
-    }
-}
-
-/// A shared store as a sized [`Store`], so that [`GuardedStore`] can wrap it.
-pub(crate) struct SharedStore(Arc<dyn Store>);
-
-impl Store for SharedStore {
-    fn check<'a>(
-        &'a self,
-        plan: &'a Plan,
-        client: &'a str,
-        now_ms: u64,
-        cost: u32,
-    ) -> StoreFuture<'a, PlanDecision> {
-        self.0.check(plan, client, now_ms, cost)
-    }
-}
-
-/// `store` behind the timeout and failure policy of `config`; the local
-/// fallback is capped like the memory store.
-pub(crate) fn guard(store: Arc<dyn Store>, config: &StoreConfig) -> GuardedStore<SharedStore> {
-    GuardedStore::new(
-        SharedStore(store),
-        Duration::from_millis(config.timeout_ms),
-        config.failure_policy.into(),
-    )
-    .with_fallback(MemoryBackend::with_max_clients(config.max_clients))
+/// `store` behind the timeout of `config` and `policy` (the config's
+/// failure policy, or `unavailable` for a front end that answers failures
+/// itself); the local fallback is capped like the memory store.
+pub(crate) fn guard(
+    store: Arc<dyn Store>,
+    config: &StoreConfig,
+    policy: FailurePolicy,
+) -> GuardedStore<Arc<dyn Store>> {
+    GuardedStore::new(store, Duration::from_millis(config.timeout_ms), policy)
+        .with_fallback(MemoryBackend::with_max_clients(config.max_clients))
 }

@@ -153,19 +153,40 @@ async fn fail_closed_rejects_with_retry_after() {
 }
 
 #[tokio::test]
-async fn a_permanent_store_error_is_a_500_that_no_policy_hides() {
+async fn a_permanent_store_error_is_answered_by_the_failure_policy() {
     let t = down_server("fail-open", false).await;
     let a = t.check("rosa", 1).await;
-    assert_eq!(a.status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert!(a.error().contains("script error"), "{}", a.body);
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.json()["decided_by"], "fail-open");
+    assert!(!a.body.contains("script error"), "{}", a.body);
     let m = t.get("/metrics").await.body;
     assert_eq!(
         metric(&m, "tollgate_store_errors_total{kind=\"permanent\"}"),
         1
     );
     assert_eq!(
-        metric(&m, "tollgate_decisions_by_total{decided_by=\"fail-open\"}"),
+        metric(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
         0
+    );
+    assert_eq!(
+        metric(&m, "tollgate_decisions_by_total{decided_by=\"fail-open\"}"),
+        1
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn unavailable_is_a_503_that_shows_no_internals() {
+    let t = down_server("unavailable", false).await;
+    let a = t.check("rosa", 1).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(!a.body.contains("script error"), "{}", a.body);
+    let a = t.get_with("/v1/auth", &[("X-Client-Id", "rosa")]).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    let m = t.get("/metrics").await.body;
+    assert_eq!(
+        metric(&m, "tollgate_store_errors_total{kind=\"permanent\"}"),
+        2
     );
     t.stop().await;
 }

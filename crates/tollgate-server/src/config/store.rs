@@ -3,39 +3,9 @@
 use super::{file, At, DEFAULT_MAX_CLIENTS};
 use crate::Error;
 
-/// What the service answers when the store cannot decide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailurePolicy {
-    /// Let the request in (availability over exactness).
-    FailOpen,
-    /// Reject the request, asking to retry after a second.
-    FailClosed,
-    /// Decide with a local in-memory limiter, per server instance.
-    LocalFallback,
-}
-
-impl FailurePolicy {
-    /// Names accepted in the config.
-    pub const NAMES: &'static [&'static str] = &["fail-open", "fail-closed", "local-fallback"];
-
-    /// The config name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailurePolicy::FailOpen => "fail-open",
-            FailurePolicy::FailClosed => "fail-closed",
-            FailurePolicy::LocalFallback => "local-fallback",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "fail-open" => Some(FailurePolicy::FailOpen),
-            "fail-closed" => Some(FailurePolicy::FailClosed),
-            "local-fallback" => Some(FailurePolicy::LocalFallback),
-            _ => None,
-        }
-    }
-}
+/// What the service answers when the store cannot decide: the core's one
+/// definition, named here because `[store] failure_policy` is parsed here.
+pub use tollgate::FailurePolicy;
 
 /// Where limit state lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
