@@ -11,6 +11,7 @@ use tollgate::{
 };
 
 use crate::answer;
+use crate::breaker::{Admission, Breaker, BreakerConfig, Outcome, ProbeGuard};
 use crate::log::{ErrorKind, ErrorLog};
 
 /// How long fail-closed asks rejected clients to wait, in ms, unless set
@@ -39,6 +40,11 @@ pub struct FailureCounts {
     /// Calls that failed with a permanent error (each also counted in one
     /// answer path).
     pub permanent_errors: u64,
+    /// Calls answered without calling the store because its circuit was
+    /// open (each also counted in one answer path). Shared by sibling guards.
+    pub short_circuited: u64,
+    /// Whether the circuit is open now (a probe in flight included).
+    pub circuit_open: bool,
 }
 
 #[derive(Default)]
@@ -64,24 +70,28 @@ pub struct GuardedStore<S> {
     timeout: Duration,
     policy: FailurePolicy,
     fail_closed_retry_after_ms: u64,
-    fallback: MemoryBackend,
+    fallback: Arc<MemoryBackend>,
     clock: Arc<dyn Clock>,
-    log: ErrorLog,
+    breaker: Arc<Breaker>,
+    log: Arc<ErrorLog>,
     counters: Counters,
 }
 
 impl<S: Store> GuardedStore<S> {
-    /// Wraps `inner`: each call waits at most `timeout`, and every failure
-    /// is answered by `policy`.
+    /// Wraps `inner`: each call waits at most `timeout`, every failure is
+    /// answered by `policy`, and the circuit breaker has its defaults
+    /// ([`BreakerConfig::default`]: opens after 5 consecutive transient
+    /// failures, probes every 500 ms).
     pub fn new(inner: S, timeout: Duration, policy: FailurePolicy) -> Self {
         Self {
             inner,
             timeout,
             policy,
             fail_closed_retry_after_ms: DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS,
-            fallback: MemoryBackend::new(),
+            fallback: Arc::new(MemoryBackend::new()),
             clock: Arc::new(SystemClock),
-            log: ErrorLog::default(),
+            breaker: Arc::new(Breaker::new(BreakerConfig::default())),
+            log: Arc::new(ErrorLog::default()),
             counters: Counters::default(),
         }
     }
@@ -90,8 +100,37 @@ impl<S: Store> GuardedStore<S> {
     /// [`FailurePolicy::LocalFallback`] (e.g. one capped on tracked clients).
     #[must_use]
     pub fn with_fallback(mut self, fallback: MemoryBackend) -> Self {
-        self.fallback = fallback;
+        self.fallback = Arc::new(fallback);
         self
+    }
+
+    /// The same guard with a circuit breaker configured by `config`.
+    #[must_use]
+    pub fn with_breaker(mut self, config: BreakerConfig) -> Self {
+        self.breaker = Arc::new(Breaker::new(config));
+        self
+    }
+
+    /// A second guard over the same store (a clone of `inner`: the same
+    /// connection) with `policy` instead: the same timeout, clock, circuit
+    /// breaker, log and local fallback, counted apart. For a front end that
+    /// answers failures differently (e.g. gRPC `UNAVAILABLE` for Envoy)
+    /// while sharing one view of the store's health.
+    pub fn sibling(&self, policy: FailurePolicy) -> Self
+    where
+        S: Clone,
+    {
+        Self {
+            inner: self.inner.clone(),
+            timeout: self.timeout,
+            policy,
+            fail_closed_retry_after_ms: self.fail_closed_retry_after_ms,
+            fallback: self.fallback.clone(),
+            clock: self.clock.clone(),
+            breaker: self.breaker.clone(),
+            log: self.log.clone(),
+            counters: Counters::default(),
+        }
     }
 
     /// The same guard asking clients rejected by fail-closed to retry after
@@ -102,9 +141,9 @@ impl<S: Store> GuardedStore<S> {
         self
     }
 
-    /// The same guard reading its own time (for rate-limiting its log lines)
-    /// from `clock` instead of the system clock. Decisions keep the caller's
-    /// `now_ms`.
+    /// The same guard reading its own time (the circuit breaker's probe
+    /// interval, and the rate limit of its log lines) from `clock` instead
+    /// of the system clock. Decisions keep the caller's `now_ms`.
     #[must_use]
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -145,6 +184,8 @@ impl<S: Store> GuardedStore<S> {
             timeouts: get(&c.timeouts),
             transient_errors: get(&c.transient_errors),
             permanent_errors: get(&c.permanent_errors),
+            short_circuited: self.breaker.short_circuited(),
+            circuit_open: self.breaker.is_open(),
         }
     }
 
@@ -185,11 +226,26 @@ impl<S: Store> GuardedStore<S> {
         now_ms: u64,
         cost: u32,
     ) -> Result<PlanDecision, StoreError> {
-        let (kind, error) = match self.timed_check(plan, client, now_ms, cost).await {
+        let admission = self.breaker.admit(self.clock.now_ms());
+        if admission == Admission::ShortCircuit {
+            let error = StoreError::transient(
+                "the store failed repeatedly and was not called (circuit open)",
+            );
+            return self.answer_failure(plan, client, now_ms, cost, error);
+        }
+        let probe = ProbeGuard::new(&self.breaker, &*self.clock, admission);
+        let answer = self.timed_check(plan, client, now_ms, cost).await;
+        let outcome = match &answer {
+            Ok(_) | Err((ErrorKind::Permanent, _)) => Outcome::Reached,
+            Err(_) => Outcome::Unreached,
+        };
+        let now = self.clock.now_ms();
+        self.breaker.record(admission, outcome, now);
+        probe.done();
+        let (kind, error) = match answer {
             Ok(decision) => return Ok(decision),
             Err(failure) => failure,
         };
-        let now = self.clock.now_ms();
         self.log
             .log(kind, now, &error.message, self.policy.as_str());
         self.answer_failure(plan, client, now_ms, cost, error)

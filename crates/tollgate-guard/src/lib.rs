@@ -12,10 +12,16 @@
 //!   front end answers HTTP `503` / gRPC `UNAVAILABLE`). The answer says who
 //!   decided ([`tollgate::PlanDecision::decided_by`]) and is counted
 //!   ([`GuardedStore::counts`]: transient and permanent errors apart);
+//! - a circuit breaker ([`BreakerConfig`]): after 5 consecutive transient
+//!   failures (by default) the failure policy answers at once without
+//!   calling the store, and every 500 ms one call at a time probes it; the
+//!   first success closes the circuit. During an outage callers wait for
+//!   nothing instead of a timeout each;
 //! - store errors in the log rather than in answers, at most one line per
 //!   second per kind of error, with the number suppressed in between.
 //!
-//! Recovery needs no restart: the next call goes to the store again.
+//! Recovery needs no restart: the next call (or the next probe, while the
+//! circuit is open) goes to the store again.
 //!
 //! A call that timed out had already been sent: the store may still run it
 //! later, so a request may have been counted even though the failure policy
@@ -44,8 +50,10 @@
 //! ```
 
 mod answer;
+mod breaker;
 mod guarded;
 mod log;
 
+pub use breaker::{BreakerConfig, DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_PROBE_INTERVAL_MS};
 pub use guarded::{FailureCounts, GuardedStore, DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS};
 pub use log::LOG_INTERVAL_MS;
