@@ -77,6 +77,17 @@ pub struct Gauges {
     /// Store errors counted by the guarded stores: transient (timeouts
     /// included) and permanent. Only a shared store fails.
     pub store_errors: StoreErrors,
+    /// The shared store's circuit breaker, if the store is shared.
+    pub circuit: Option<Circuit>,
+}
+
+/// The state of a guarded store's circuit breaker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Circuit {
+    /// Whether the circuit is open now.
+    pub open: bool,
+    /// Calls answered without calling the store so far.
+    pub short_circuited: u64,
 }
 
 /// Store errors by kind, as the guarded stores counted them.
@@ -307,6 +318,9 @@ impl Metrics {
             "tollgate_store_errors_total{{kind=\"permanent\"}} {}",
             gauges.store_errors.permanent
         );
+        if let Some(circuit) = gauges.circuit {
+            render_circuit(&mut out, circuit);
+        }
         header(
             &mut out,
             "tollgate_decisions_by_total",
@@ -397,6 +411,31 @@ impl Metrics {
         );
         out
     }
+}
+
+fn render_circuit(out: &mut String, circuit: Circuit) {
+    header(
+        out,
+        "tollgate_store_circuit_open",
+        "gauge",
+        "1 while the shared store's circuit is open (the failure policy answers without calling it).",
+    );
+    let _ = writeln!(
+        out,
+        "tollgate_store_circuit_open {}",
+        u8::from(circuit.open)
+    );
+    header(
+        out,
+        "tollgate_store_short_circuited_total",
+        "counter",
+        "Calls answered by the failure policy without calling the store, its circuit being open.",
+    );
+    let _ = writeln!(
+        out,
+        "tollgate_store_short_circuited_total {}",
+        circuit.short_circuited
+    );
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -16,7 +16,7 @@ use tollgate_guard::GuardedStore;
 use crate::clock::Stopwatch;
 use crate::config::Config;
 use crate::http::Rejection;
-use crate::metrics::{Frontend, Gauges, Metrics, PlanMetrics};
+use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics};
 use crate::store::{guard, StoreHandle};
 use crate::Error;
 
@@ -125,12 +125,13 @@ impl Server {
             StoreHandle::Memory(memory) => (memory.clone(), Some(memory), None, None),
             StoreHandle::Shared(shared) => {
                 let policy = config.store.failure_policy;
-                let guarded = Arc::new(guard(shared.clone(), &config.store, policy));
+                let guarded = Arc::new(guard(shared, &config.store, policy));
+                // One breaker for both: they share the Redis connection.
                 let envoy_guarded = config
                     .envoy
                     .on_store_error
                     .filter(|p| *p != policy)
-                    .map(|p| Arc::new(guard(shared, &config.store, p)));
+                    .map(|p| Arc::new(guarded.sibling(p)));
                 (guarded.clone(), None, Some(guarded), envoy_guarded)
             }
         };
@@ -387,6 +388,11 @@ impl Server {
             let counts = guard.counts();
             gauges.store_errors.transient += counts.transient_errors + counts.timeouts;
             gauges.store_errors.permanent += counts.permanent_errors;
+            // Siblings share one breaker: its state and count once.
+            gauges.circuit = Some(Circuit {
+                open: counts.circuit_open,
+                short_circuited: counts.short_circuited,
+            });
         }
         if let Some(memory) = &self.inner.memory {
             let store = memory.limiter().store();

@@ -74,9 +74,9 @@ impl StoreHandle {
     }
 }
 
-/// `store` behind the timeout of `config` and `policy` (the config's
-/// failure policy, or `unavailable` for a front end that answers failures
-/// itself); the local fallback is capped like the memory store.
+/// `store` behind the timeout and circuit breaker of `config` and `policy`
+/// (the config's failure policy); the local fallback is capped like the
+/// memory store.
 pub(crate) fn guard(
     store: Arc<dyn Store>,
     config: &StoreConfig,
@@ -84,4 +84,5 @@ pub(crate) fn guard(
 ) -> GuardedStore<Arc<dyn Store>> {
     GuardedStore::new(store, Duration::from_millis(config.timeout_ms), policy)
         .with_fallback(MemoryBackend::with_max_clients(config.max_clients))
+        .with_breaker(config.breaker)
 }

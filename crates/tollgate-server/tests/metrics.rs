@@ -249,3 +249,49 @@ async fn the_sweep_drops_idle_clients() {
     );
     t.stop().await;
 }
+
+#[tokio::test]
+async fn an_open_circuit_is_shown_in_metrics() {
+    let text = format!(
+        "{CONFIG}\n[store]\nfailure_policy = \"fail-closed\"\nbreaker_failures = 2\nbreaker_probe_interval = \"1h\"\n"
+    );
+    let config = Config::parse(&text).unwrap();
+    assert_eq!(config.store.breaker.failures, 2);
+    assert_eq!(config.store.breaker.probe_interval_ms, 3_600_000);
+    let store = StoreHandle::Shared(Arc::new(FailingStore::down()));
+    let t = TestServer::start_with(&text, config, store).await;
+    let m = t.get("/metrics").await.body;
+    assert_eq!(metric(&m, "tollgate_store_circuit_open"), 0);
+    for _ in 0..5 {
+        assert_eq!(t.check("uma", 1).await.json()["decided_by"], "fail-closed");
+    }
+    let m = t.get("/metrics").await.body;
+    assert_eq!(metric(&m, "tollgate_store_circuit_open"), 1);
+    assert_eq!(metric(&m, "tollgate_store_short_circuited_total"), 3);
+    assert_eq!(
+        metric(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+        2
+    );
+    t.stop().await;
+}
+
+#[test]
+fn breaker_settings_are_checked_with_the_line() {
+    for (setting, message) in [
+        (
+            "breaker_probe_interval = \"0ms\"",
+            "breaker_probe_interval must be at least 1ms",
+        ),
+        (
+            "breaker_failures = 5000000000",
+            "breaker_failures must be at most",
+        ),
+    ] {
+        let text = format!("{CONFIG}\n[store]\n{setting}\n");
+        let error = Config::parse(&text).err().unwrap().to_string();
+        assert!(
+            error.contains(message) && error.contains("line "),
+            "{error}"
+        );
+    }
+}
