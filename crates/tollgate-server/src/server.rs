@@ -9,15 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
-use axum::http::StatusCode;
 use tollgate::{Clock, MemoryBackend, Plan, PlanDecision, Store};
+use tollgate_config::store::guard;
+use tollgate_config::{Config, Overrides, StoreHandle};
 use tollgate_guard::GuardedStore;
 
 use crate::clock::Stopwatch;
-use crate::config::Config;
-use crate::http::Rejection;
 use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics};
-use crate::store::{guard, StoreHandle};
 use crate::Error;
 
 mod grpc_metrics;
@@ -47,9 +45,16 @@ struct Inner {
     /// observer counting its decisions in `metrics`.
     envoy: tollgate_envoy::ServiceConfig,
     metrics: Arc<Metrics>,
-    config_path: OnceLock<PathBuf>,
+    config_file: OnceLock<ConfigFile>,
     reload_lock: Mutex<()>,
     swept: AtomicU64,
+}
+
+/// Where reloads read the config from: the file, and the flags that
+/// replace some of its keys (applied again on every reload).
+struct ConfigFile {
+    path: PathBuf,
+    overrides: Overrides,
 }
 
 /// The service, cheap to clone (every clone is the same server).
@@ -118,14 +123,15 @@ impl Server {
     /// failure policy (fixed for the server's life: `[store]` changes need a
     /// restart). The gRPC service decides on the same guarded store, or,
     /// with `[envoy] on_store_error = "unavailable"`, on the same inner
-    /// store behind a second guard with the policy `unavailable`, so that a
-    /// failure reaches it as an error and is gRPC `UNAVAILABLE`.
+    /// store behind a sibling guard (same timeout and circuit breaker)
+    /// with the policy `unavailable`, so that a failure reaches it as an
+    /// error and is gRPC `UNAVAILABLE`.
     pub fn new(config: Config, store: StoreHandle, clock: Arc<dyn Clock>) -> Self {
         let (store, memory, guarded, envoy_guarded): (Arc<dyn Store>, _, _, _) = match store {
             StoreHandle::Memory(memory) => (memory.clone(), Some(memory), None, None),
             StoreHandle::Shared(shared) => {
                 let policy = config.store.failure_policy;
-                let guarded = Arc::new(guard(shared, &config.store, policy));
+                let guarded = Arc::new(guard(shared, &config.store));
                 // One breaker for both: they share the Redis connection.
                 let envoy_guarded = config
                     .envoy
@@ -160,7 +166,7 @@ impl Server {
                 clock,
                 envoy,
                 metrics,
-                config_path: OnceLock::new(),
+                config_file: OnceLock::new(),
                 reload_lock: Mutex::new(()),
                 swept: AtomicU64::new(0),
             }),
@@ -170,13 +176,24 @@ impl Server {
     /// The same server, reloading from `path` (see [`Server::reload`]).
     /// The path is set once: a second call keeps the first path.
     pub fn with_config_path(self, path: impl Into<PathBuf>) -> Self {
-        let _ = self.inner.config_path.set(path.into());
+        self.with_config_file(path, Overrides::default())
+    }
+
+    /// The same server, reloading from `path` with `overrides` (the flags
+    /// it was started with) applied to every reloaded config, so that a key
+    /// a flag replaced is unchanged on reload. Set once, like
+    /// [`Server::with_config_path`].
+    pub fn with_config_file(self, path: impl Into<PathBuf>, overrides: Overrides) -> Self {
+        let _ = self.inner.config_file.set(ConfigFile {
+            path: path.into(),
+            overrides,
+        });
         self
     }
 
     /// The config file reloads read, if any.
     pub fn config_path(&self) -> Option<&std::path::Path> {
-        self.inner.config_path.get().map(PathBuf::as_path)
+        self.inner.config_file.get().map(|file| file.path.as_path())
     }
 
     fn activate(metrics: &Metrics, config: Config) -> Active {
@@ -211,33 +228,34 @@ impl Server {
     /// counted per plan and limit (looks are not).
     ///
     /// # Errors
-    /// A 400 [`Rejection`] for an unknown plan or a cost over the config's
-    /// `max_cost`; nothing is decided then. A 503 [`Rejection`] when the
-    /// failure policy is `unavailable` and the store failed (the error is
-    /// logged by the guard, never shown).
+    /// [`Error::UnknownPlan`] or [`Error::CostOverMaximum`] (the config's
+    /// `max_cost`); nothing is decided then. [`Error::Store`] when the
+    /// failure policy is `unavailable` and the store failed (the guard
+    /// counted and logged it; front ends answer "unavailable" without its
+    /// text).
     pub async fn decide(
         &self,
         client: &str,
         plan: Option<&str>,
         cost: u32,
-    ) -> Result<Decided, Rejection> {
+    ) -> Result<Decided, Error> {
         let active = self.inner.active.load_full();
         let config = &active.config;
         let index = match plan {
             Some(name) => config.plan_index(name).ok_or_else(|| {
                 let known: Vec<&str> = config.plans().iter().map(Plan::name).collect();
-                Rejection::bad_request(format!(
-                    "unknown plan {name:?}: known plans are {}",
-                    known.join(", ")
-                ))
+                Error::UnknownPlan {
+                    name: name.to_owned(),
+                    known: known.join(", "),
+                }
             })?,
             None => config.plan_index_for(client),
         };
         if cost > config.max_cost {
-            return Err(Rejection::bad_request(format!(
-                "cost {cost} is over the maximum of {} per request",
-                config.max_cost
-            )));
+            return Err(Error::CostOverMaximum {
+                cost,
+                max_cost: config.max_cost,
+            });
         }
         let plan = &config.plans()[index];
         let stopwatch = Stopwatch::start();
@@ -246,13 +264,9 @@ impl Server {
         let decision = match self.inner.store.check(plan, client, now, cost).await {
             Ok(decision) => decision,
             // Only the policy `unavailable` hands errors back; the guard
-            // counted and logged this one (its message may name Redis
-            // internals, so it stays out of the answer).
-            Err(_) => {
-                return Err(Rejection::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the rate limit store is unavailable".to_owned(),
-                ));
+            // counted and logged this one.
+            Err(error) => {
+                return Err(Error::Store(error));
             }
         };
         // Counted the same way for gRPC (see `grpc_metrics`).
@@ -288,9 +302,10 @@ impl Server {
     /// [`Error::NoConfigFile`] when the server runs without a file; the
     /// file's read or config error otherwise.
     pub fn reload(&self) -> Result<ReloadReport, Error> {
-        let path = self.inner.config_path.get().ok_or(Error::NoConfigFile)?;
+        let file = self.inner.config_file.get().ok_or(Error::NoConfigFile)?;
+        let path = &file.path;
         let _one_at_a_time = lock(&self.inner.reload_lock);
-        match Config::load(path) {
+        match Config::load_with(path, &file.overrides) {
             Ok(config) => {
                 let report = self.apply(config);
                 if report.needs_restart.is_empty() {
@@ -303,7 +318,7 @@ impl Server {
             Err(error) => {
                 self.inner.metrics.record_reload(false);
                 tracing::error!(path = %path.display(), %error, "config reload refused; the running config stays");
-                Err(error)
+                Err(error.into())
             }
         }
     }
@@ -389,10 +404,10 @@ impl Server {
             gauges.store_errors.transient += counts.transient_errors + counts.timeouts;
             gauges.store_errors.permanent += counts.permanent_errors;
             // Siblings share one breaker: its state and count once.
-            gauges.circuit = Some(Circuit {
+            gauges.circuit = Circuit {
                 open: counts.circuit_open,
                 short_circuited: counts.short_circuited,
-            });
+            };
         }
         if let Some(memory) = &self.inner.memory {
             let store = memory.limiter().store();

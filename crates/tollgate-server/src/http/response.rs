@@ -6,12 +6,14 @@ use serde::Serialize;
 use tollgate::RateLimitHeaders;
 
 use crate::server::Decided;
+use crate::Error;
 
-/// A request refused before anything was decided: a 4xx with
-/// `{"error": "..."}` saying what is wrong.
+/// A request refused without a decision: a 4xx (or, for a store no
+/// failure policy answers, a 500) with `{"error": "..."}` saying what is
+/// wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    /// 400, 404, 405 or 413.
+    /// 400, 404, 405, 413 or 500.
     pub status: StatusCode,
     /// What is wrong, for the caller.
     pub message: String,
@@ -31,6 +33,26 @@ impl Rejection {
         Self {
             status,
             message: message.into(),
+        }
+    }
+}
+
+/// A decision that could not be taken, in HTTP terms: the caller's
+/// mistakes (an unknown plan, a cost over the maximum) are a 400; a store
+/// error handed back by the failure policy `unavailable` is a 503 that
+/// does not show the error (a Redis error names the script's SHA and Lua
+/// line: the guarded store logs it instead).
+impl From<Error> for Rejection {
+    fn from(error: Error) -> Self {
+        match &error {
+            Error::UnknownPlan { .. } | Error::CostOverMaximum { .. } => {
+                Self::bad_request(error.to_string())
+            }
+            Error::Store(_) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the rate limit store is unavailable",
+            ),
+            _ => Self::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         }
     }
 }

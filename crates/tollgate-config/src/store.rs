@@ -1,12 +1,13 @@
-//! Where the server keeps limit state: in its own memory, or in a shared
-//! store (Redis) behind `tollgate_guard`'s [`GuardedStore`], which owns the
-//! per-call timeout and the failure policy. The server does not decide for a
-//! failed store itself: it only counts and logs what the guard decided.
+//! The store a config names: the front end's own memory, or a shared store
+//! (Redis) behind `tollgate_guard`'s [`GuardedStore`], which owns the
+//! per-call timeout, the failure policy and the circuit breaker. Front ends
+//! do not decide for a failed store themselves: they only count what the
+//! guard decided.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{FailurePolicy, MemoryBackend, Store};
+use tollgate::{MemoryBackend, Store};
 use tollgate_guard::GuardedStore;
 use tollgate_redis::{RedisStore, RedisStoreConfig};
 
@@ -69,20 +70,19 @@ impl StoreHandle {
     pub fn into_store(self, config: &StoreConfig) -> Arc<dyn Store> {
         match self {
             StoreHandle::Memory(memory) => memory,
-            StoreHandle::Shared(shared) => Arc::new(guard(shared, config, config.failure_policy)),
+            StoreHandle::Shared(shared) => Arc::new(guard(shared, config)),
         }
     }
 }
 
-/// `store` behind the timeout and circuit breaker of `config` and `policy`
-/// (the config's failure policy); the local fallback is capped like the
-/// memory store.
-pub(crate) fn guard(
-    store: Arc<dyn Store>,
-    config: &StoreConfig,
-    policy: FailurePolicy,
-) -> GuardedStore<Arc<dyn Store>> {
-    GuardedStore::new(store, Duration::from_millis(config.timeout_ms), policy)
-        .with_fallback(MemoryBackend::with_max_clients(config.max_clients))
-        .with_breaker(config.breaker)
+/// `store` behind the timeout, failure policy and circuit breaker of
+/// `config`; the local fallback is capped like the memory store.
+pub fn guard(store: Arc<dyn Store>, config: &StoreConfig) -> GuardedStore<Arc<dyn Store>> {
+    GuardedStore::new(
+        store,
+        Duration::from_millis(config.timeout_ms),
+        config.failure_policy,
+    )
+    .with_fallback(MemoryBackend::with_max_clients(config.max_clients))
+    .with_breaker(config.breaker)
 }

@@ -36,8 +36,9 @@ fn on_store_error_from_name(name: &str) -> Option<Option<FailurePolicy>> {
 /// `[envoy]`, resolved.
 #[derive(Debug, Clone)]
 pub struct EnvoyConfig {
-    /// Where the gRPC rate limit service listens.
-    pub grpc_listen: SocketAddr,
+    /// Where the gRPC rate limit service listens; `None` when it is off
+    /// (`grpc_listen = "off"`).
+    pub grpc_listen: Option<SocketAddr>,
     /// What a store failure or timeout gives over gRPC: `None`, the
     /// `[store]` failure policy (the default); `Some(policy)`, the same
     /// guard over the same store with this policy instead
@@ -53,11 +54,20 @@ pub struct EnvoyConfig {
 impl Default for EnvoyConfig {
     fn default() -> Self {
         Self {
-            grpc_listen: DEFAULT_GRPC_LISTEN,
+            grpc_listen: Some(DEFAULT_GRPC_LISTEN),
             on_store_error: None,
             rules: Rules::default(),
         }
     }
+}
+
+/// The gRPC service's address: `IP:PORT`, or `off` (`Some(None)`); `None`
+/// when `text` is neither.
+pub(super) fn parse_grpc_listen(text: &str) -> Option<Option<SocketAddr>> {
+    if text == "off" {
+        return Some(None);
+    }
+    text.parse().ok().map(Some)
 }
 
 pub(super) fn build_envoy(
@@ -66,12 +76,12 @@ pub(super) fn build_envoy(
     at: &At<'_>,
 ) -> Result<EnvoyConfig, Error> {
     let grpc_listen = match &section.grpc_listen {
-        None => DEFAULT_GRPC_LISTEN,
-        Some(addr) => addr.get_ref().parse().map_err(|_| {
+        None => Some(DEFAULT_GRPC_LISTEN),
+        Some(addr) => parse_grpc_listen(addr.get_ref()).ok_or_else(|| {
             at(
                 addr.span(),
                 format!(
-                    "invalid grpc_listen address {:?}: expected IP:PORT, e.g. 127.0.0.1:8081",
+                    "invalid grpc_listen address {:?}: expected IP:PORT, e.g. 127.0.0.1:8081, or \"off\"",
                     addr.get_ref()
                 ),
             )
