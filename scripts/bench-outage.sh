@@ -68,21 +68,21 @@ load() { # load LABEL: one wrk run, its latency percentiles and rate
   ' "$WORK/wrk.txt"
 }
 
-recovery_ms() { # ms from Redis answering PING to the first decision by the store
+recovery() { # sets RECOVERY_MS: from Redis answering PING to the first store decision
   local start now
   redis_start
   start=$(date +%s%N)
+  RECOVERY_MS=never
   for _ in $(seq 2000); do
     if curl -fs -X POST -H 'Content-Type: application/json' \
       -d '{"client":"probe","cost":1}' "http://127.0.0.1:$PORT/v1/check" |
       grep -q '"decided_by":"store"'; then
       now=$(date +%s%N)
-      echo $(((now - start) / 1000000))
+      RECOVERY_MS=$(((now - start) / 1000000))
       return
     fi
     sleep 0.005
   done
-  echo "never"
 }
 
 echo "machine: $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -90,6 +90,12 @@ for breaker in on off; do
   failures=5
   [ "$breaker" = off ] && failures=0
   cat >"$WORK/config.toml" <<TOML
+[[plans.default]]
+name = "1s"
+policy = "sliding-window"
+limit = 100
+window = "1s"
+
 [store]
 url = "redis://127.0.0.1:$REDIS_PORT"
 failure_policy = "fail-closed"
@@ -108,7 +114,8 @@ TOML
     grep -E '^tollgate_(store_circuit_open|store_short_circuited_total|store_errors_total|decisions_by_total)' |
     grep -v ' 0$' || true
   for i in 1 2 3; do
-    echo "recovery $i: $(recovery_ms) ms from Redis back to the first store decision"
+    recovery
+    echo "recovery $i: $RECOVERY_MS ms from Redis back to the first store decision"
     redis_kill
     # let the outage be noticed (and the circuit open) before the next restart
     for _ in $(seq 10); do
