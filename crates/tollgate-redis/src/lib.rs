@@ -79,6 +79,7 @@ pub mod keys;
 pub mod policies;
 pub mod scripts;
 mod store;
+mod target;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -86,3 +87,4 @@ pub use bounds::check_limit;
 pub use error::RedisStoreError;
 pub use guarded::{FailureCounts, FailurePolicy, GuardedStore, TimeoutOnly};
 pub use store::{RedisStore, RedisStoreConfig, TimeSource};
+pub use target::RedisTarget;

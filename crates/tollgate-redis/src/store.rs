@@ -4,14 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, Script};
+use redis::Script;
 use tollgate::{Decision, LimitDecision, Plan, PlanDecision, Policy, Store, StoreFuture};
 
 use crate::bounds;
 use crate::keys::KeyLayout;
-use crate::{policies, scripts, RedisStoreError};
+use crate::{policies, scripts, RedisStoreError, RedisTarget};
 
 /// Where the time of a decision comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -85,21 +84,53 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to one Redis node (`redis://host:port/db`) through a
-    /// [`ConnectionManager`], which reconnects by itself after Redis comes back.
+    /// Connects to one Redis node (`redis://host:port/db`, see
+    /// [`RedisTarget`] for every form) through a [`ConnectionManager`],
+    /// which reconnects by itself after Redis comes back.
     ///
     /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix, [`RedisStoreError::Redis`]
-    /// for a bad URL or when the first connection fails.
+    /// As [`RedisStore::connect_to`].
     pub async fn connect(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
+        Self::connect_to(&RedisTarget::single(url), config).await
+    }
+
+    /// Connects to one node or a cluster, eagerly: the first connection
+    /// (TLS handshake, ACL login, database selection, a `PING`) must
+    /// succeed, so that a wrong password, an untrusted certificate or an
+    /// unreachable node is reported at start-up. After that, a lost
+    /// connection is re-established by itself and calls fail as transient
+    /// errors meanwhile (a [`crate::GuardedStore`] answers them).
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] for a bad prefix or target (see
+    /// [`RedisTarget::validate`]), [`RedisStoreError::Connect`] when the
+    /// first connection fails, saying why.
+    pub async fn connect_to(
+        target: &RedisTarget,
+        config: RedisStoreConfig,
+    ) -> Result<Self, RedisStoreError> {
         let keys = KeyLayout::new(config.prefix.clone())?;
-        let client = Client::open(url)?;
-        let manager = ConnectionManager::new_with_config(client, manager_config()).await?;
-        Ok(Self::with_connection(
-            Connection::Single(manager),
-            keys,
-            config,
-        ))
+        let failed = |e| RedisStoreError::connect(target, e);
+        let connection = if target.is_cluster() {
+            let client = target.cluster_client()?;
+            let mut connection = client.get_async_connection().await.map_err(failed)?;
+            redis::cmd("PING")
+                .query_async::<()>(&mut connection)
+                .await
+                .map_err(failed)?;
+            Connection::Cluster(connection)
+        } else {
+            let client = target.client()?;
+            let mut manager = ConnectionManager::new_with_config(client, manager_config())
+                .await
+                .map_err(failed)?;
+            redis::cmd("PING")
+                .query_async::<()>(&mut manager)
+                .await
+                .map_err(failed)?;
+            Connection::Single(manager)
+        };
+        Ok(Self::with_connection(connection, keys, config))
     }
 
     /// Like [`RedisStore::connect`], without waiting for the first
@@ -112,7 +143,7 @@ impl RedisStore {
     /// for a bad URL.
     pub fn connect_lazy(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
         let keys = KeyLayout::new(config.prefix.clone())?;
-        let client = Client::open(url)?;
+        let client = RedisTarget::single(url).client()?;
         let manager = ConnectionManager::new_lazy_with_config(client, manager_config())?;
         Ok(Self::with_connection(
             Connection::Single(manager),
@@ -125,22 +156,12 @@ impl RedisStore {
     /// client share a hash tag, so every decision runs on one node.
     ///
     /// # Errors
-    /// As [`RedisStore::connect`].
+    /// As [`RedisStore::connect_to`].
     pub async fn connect_cluster(
         nodes: &[&str],
         config: RedisStoreConfig,
     ) -> Result<Self, RedisStoreError> {
-        let keys = KeyLayout::new(config.prefix.clone())?;
-        let client = ClusterClient::builder(nodes.iter().copied())
-            .connection_timeout(Duration::from_millis(500))
-            .retries(3)
-            .build()?;
-        let connection = client.get_async_connection().await?;
-        Ok(Self::with_connection(
-            Connection::Cluster(connection),
-            keys,
-            config,
-        ))
+        Self::connect_to(&RedisTarget::cluster(nodes.iter().copied()), config).await
     }
 
     fn with_connection(connection: Connection, keys: KeyLayout, config: RedisStoreConfig) -> Self {
