@@ -7,11 +7,10 @@
 
 use std::time::Duration;
 
-use tollgate::{AnyPolicy, DecidedBy, Limit, Plan, Store};
+use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, Store};
+use tollgate_guard::GuardedStore;
 use tollgate_redis::testing::{free_port, RedisCluster, RedisServer, TestCerts};
-use tollgate_redis::{
-    FailurePolicy, GuardedStore, RedisStore, RedisStoreConfig, RedisStoreError, RedisTarget,
-};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError, RedisTarget};
 
 fn plan() -> Plan {
     let policy = AnyPolicy::from_name("sliding-window", 2, 60_000).expect("policy");
@@ -135,13 +134,7 @@ fn after_start_up_a_tls_outage_meets_the_failure_policy() {
         let redis = RedisStore::connect_to(&target, RedisStoreConfig::default())
             .await
             .expect("connect");
-        let store = GuardedStore::new(
-            redis,
-            Duration::from_millis(300),
-            FailurePolicy::FailClosed {
-                retry_after_ms: 1_000,
-            },
-        );
+        let store = GuardedStore::new(redis, Duration::from_millis(300), FailurePolicy::FailClosed);
         let plan = plan();
         let first = store.check(&plan, "c", 1_000, 1).await.expect("answered");
         assert_eq!((first.allowed, first.decided_by), (true, DecidedBy::Store));
@@ -149,7 +142,7 @@ fn after_start_up_a_tls_outage_meets_the_failure_policy() {
         let down = store.check(&plan, "c", 1_001, 1).await.expect("answered");
         assert_eq!(
             (down.allowed, down.decided_by),
-            (false, DecidedBy::FailClosed)
+            (false, DecidedBy::Failure(FailurePolicy::FailClosed))
         );
         // Back (empty): the store decides again, over TLS, within a bounded wait.
         server.restart();

@@ -483,14 +483,11 @@ fn on_store_error_is_checked_with_the_line_and_changing_it_needs_a_restart() {
     );
 
     let default = Config::parse(&config_text("free")).unwrap();
-    assert_eq!(
-        default.envoy.on_store_error,
-        tollgate_server::config::EnvoyOnStoreError::FailurePolicy
-    );
+    assert_eq!(default.envoy.on_store_error, None);
     let unavailable = Config::parse(&text.replace("\"fail-open\"", "\"unavailable\"")).unwrap();
     assert_eq!(
         unavailable.envoy.on_store_error,
-        tollgate_server::config::EnvoyOnStoreError::Unavailable
+        Some(tollgate_server::config::FailurePolicy::Unavailable)
     );
     let store = StoreHandle::for_config(&default).unwrap();
     let server = Server::new(default, store, Arc::new(ManualClock::new(0)));

@@ -44,6 +44,7 @@ mod async_store;
 mod clock;
 mod decision;
 mod error;
+mod failure;
 pub mod headers;
 mod limiter;
 mod plan;
@@ -52,10 +53,11 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use async_store::{MemoryBackend, OnStoreError, Store, StoreError, StoreFuture};
+pub use async_store::{MemoryBackend, Store, StoreError, StoreFuture};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, SystemMonotonicClock};
 pub use decision::Decision;
 pub use error::Error;
+pub use failure::{FailurePolicy, UnknownFailurePolicy};
 pub use headers::RateLimitHeaders;
 pub use limiter::{Limiter, RateLimiter};
 pub use plan::{

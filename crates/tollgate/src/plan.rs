@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::policy::{AnyPolicy, AnyState, Policy};
 use crate::store::MemoryStore;
-use crate::{Decision, Error};
+use crate::{Decision, Error, FailurePolicy};
 
 /// One named limit of a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,22 +149,27 @@ pub enum DecidedBy {
     /// The store decided, with the client's real state.
     #[default]
     Store,
-    /// The store failed and the failure policy let the request in.
-    FailOpen,
-    /// The store failed and the failure policy rejected the request.
-    FailClosed,
-    /// The store failed and a local in-memory limiter decided instead.
-    LocalFallback,
+    /// The store failed (or its circuit was open) and this failure policy
+    /// answered instead. Never [`FailurePolicy::Unavailable`], which answers
+    /// nothing: the error goes back to the front end.
+    Failure(FailurePolicy),
 }
 
 impl DecidedBy {
-    /// A short name for logs, metrics and JSON (`"store"`, `"fail-open"`, ...).
+    /// Every value a decision can carry, for metrics that list them all.
+    pub const ALL: [DecidedBy; 4] = [
+        DecidedBy::Store,
+        DecidedBy::Failure(FailurePolicy::FailOpen),
+        DecidedBy::Failure(FailurePolicy::FailClosed),
+        DecidedBy::Failure(FailurePolicy::LocalFallback),
+    ];
+
+    /// A short name for logs, metrics and JSON: `"store"`, or the failure
+    /// policy's name (`"fail-open"`, `"fail-closed"`, `"local-fallback"`).
     pub fn as_str(self) -> &'static str {
         match self {
             DecidedBy::Store => "store",
-            DecidedBy::FailOpen => "fail-open",
-            DecidedBy::FailClosed => "fail-closed",
-            DecidedBy::LocalFallback => "local-fallback",
+            DecidedBy::Failure(policy) => policy.as_str(),
         }
     }
 }

@@ -92,6 +92,10 @@ pub struct StoreSection {
     pub prefix: Option<Spanned<String>>,
     /// How long one Redis call may take before the failure policy answers.
     pub timeout: Option<Spanned<Millis>>,
+    /// Consecutive transient failures that open the store's circuit (0: never).
+    pub breaker_failures: Option<Spanned<u64>>,
+    /// How often an open circuit lets one probe through.
+    pub breaker_probe_interval: Option<Spanned<Millis>>,
 }
 
 /// `[envoy]`.

@@ -1,41 +1,13 @@
 //! `[store]`: where limit state lives and what to answer when it fails.
 
+use tollgate_guard::BreakerConfig;
+
 use super::{file, At, DEFAULT_MAX_CLIENTS};
 use crate::Error;
 
-/// What the service answers when the store cannot decide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailurePolicy {
-    /// Let the request in (availability over exactness).
-    FailOpen,
-    /// Reject the request, asking to retry after a second.
-    FailClosed,
-    /// Decide with a local in-memory limiter, per server instance.
-    LocalFallback,
-}
-
-impl FailurePolicy {
-    /// Names accepted in the config.
-    pub const NAMES: &'static [&'static str] = &["fail-open", "fail-closed", "local-fallback"];
-
-    /// The config name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailurePolicy::FailOpen => "fail-open",
-            FailurePolicy::FailClosed => "fail-closed",
-            FailurePolicy::LocalFallback => "local-fallback",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "fail-open" => Some(FailurePolicy::FailOpen),
-            "fail-closed" => Some(FailurePolicy::FailClosed),
-            "local-fallback" => Some(FailurePolicy::LocalFallback),
-            _ => None,
-        }
-    }
-}
+/// What the service answers when the store cannot decide: the core's one
+/// definition, named here because `[store] failure_policy` is parsed here.
+pub use tollgate::FailurePolicy;
 
 /// Where limit state lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +35,9 @@ pub struct StoreConfig {
     pub prefix: String,
     /// How long one store call may take before the failure policy answers, in ms.
     pub timeout_ms: u64,
+    /// The shared store's circuit breaker (`breaker_failures`,
+    /// `breaker_probe_interval`).
+    pub breaker: BreakerConfig,
 }
 
 /// The default Redis key prefix.
@@ -80,6 +55,7 @@ impl StoreConfig {
             max_clients: DEFAULT_MAX_CLIENTS,
             prefix: DEFAULT_PREFIX.to_owned(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            breaker: BreakerConfig::default(),
         }
     }
 }
@@ -138,7 +114,34 @@ pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<S
         max_clients,
         prefix,
         timeout_ms,
+        breaker: build_breaker(section, at)?,
     })
+}
+
+fn build_breaker(section: &file::StoreSection, at: &At<'_>) -> Result<BreakerConfig, Error> {
+    let mut breaker = BreakerConfig::default();
+    if let Some(n) = &section.breaker_failures {
+        breaker.failures = u32::try_from(*n.get_ref()).map_err(|_| {
+            at(
+                n.span(),
+                format!(
+                    "breaker_failures must be at most {} (got {})",
+                    u32::MAX,
+                    n.get_ref()
+                ),
+            )
+        })?;
+    }
+    if let Some(t) = &section.breaker_probe_interval {
+        if t.get_ref().0 == 0 {
+            return Err(at(
+                t.span(),
+                "breaker_probe_interval must be at least 1ms".to_owned(),
+            ));
+        }
+        breaker.probe_interval_ms = t.get_ref().0;
+    }
+    Ok(breaker)
 }
 
 /// Checks the form of a Redis URL (`redis://[user:pass@]host[:port][/db]`,

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use tollgate::Policy;
 
-use super::{format_duration, ClientIdSource, Config, EnvoyOnStoreError, StoreKind};
+use super::{format_duration, ClientIdSource, Config, FailurePolicy, StoreKind};
 
 impl Config {
     /// A human summary of the plans in force, one line per plan.
@@ -61,9 +61,9 @@ impl Config {
             listen.join(", "),
             grpc,
             self.envoy.rules.len(),
-            match self.envoy.on_store_error {
-                EnvoyOnStoreError::FailurePolicy => self.store.failure_policy.as_str(),
-                EnvoyOnStoreError::Unavailable => "gRPC UNAVAILABLE",
+            match self.envoy.on_store_error.unwrap_or(self.store.failure_policy) {
+                FailurePolicy::Unavailable => "gRPC UNAVAILABLE",
+                policy => policy.as_str(),
             },
             self.max_cost,
         )

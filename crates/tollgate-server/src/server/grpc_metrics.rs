@@ -1,12 +1,12 @@
 //! The gRPC rate limit service's decisions in `/metrics`: a
 //! [`DecisionObserver`] that counts them as [`super::Server::decide`] counts
-//! HTTP decisions (per plan and limit, who decided, store errors, latency).
+//! HTTP decisions (per plan and limit, who decided, latency).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use tollgate::{Plan, PlanDecision, StoreError};
+use tollgate::{Plan, PlanDecision};
 use tollgate_envoy::DecisionObserver;
 
 use super::Active;
@@ -42,25 +42,12 @@ fn counters<'a>(active: &'a Active, plan: &Plan) -> Option<&'a PlanMetrics> {
 impl DecisionObserver for GrpcMetrics {
     fn decided(&self, plan: &Plan, cost: u32, decision: &PlanDecision) {
         let active = self.active.load();
-        let errors =
-            self.metrics
-                .record_decision(counters(&active, plan), cost, decision, Frontend::Grpc);
-        if let Some(errors) = errors.filter(|n| n.is_power_of_two()) {
-            tracing::warn!(
-                errors,
-                plan = plan.name(),
-                decided_by = decision.decided_by.as_str(),
-                "the store failed or timed out; the failure policy decided (gRPC)"
-            );
-        }
+        self.metrics
+            .record_decision(counters(&active, plan), cost, decision, Frontend::Grpc);
     }
 
-    fn store_failed(&self, plan: &Plan, error: &StoreError) {
-        let errors = self.metrics.record_store_error(error.transient);
-        if errors.is_power_of_two() {
-            tracing::error!(%error, transient = error.transient, errors, plan = plan.name(), "the store cannot decide this request; answering gRPC UNAVAILABLE");
-        }
-    }
+    // Store failures are counted and logged (rate-limited) by the guarded
+    // store that handed them back: `store_failed` keeps its default.
 
     fn timed(&self, elapsed: Duration) {
         self.metrics.record_latency(elapsed);
