@@ -31,7 +31,7 @@ pub use time::parse_time;
 pub use timeline::{Timelines, MAX_BUCKETS};
 
 use crate::progress::Progress;
-use tollgate_server::Config;
+use tollgate_config::Config;
 
 /// How many clients the text summary lists.
 pub const SHOWN_CLIENTS: usize = 20;
@@ -85,10 +85,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
 /// A message saying which file could not be read or written, and why.
 pub fn simulate(args: &SimulateArgs, out: &mut dyn Write) -> Result<Outcome, String> {
     let config = Config::load(&args.config).map_err(|e| e.to_string())?;
-    if !matches!(
-        config.store.kind,
-        tollgate_server::config::StoreKind::Memory
-    ) {
+    if !matches!(config.store.kind, tollgate_config::StoreKind::Memory) {
         eprintln!("tollgate simulate: the config's store is not memory; simulating on the in-memory store (the same answers)");
     }
     let mut simulation = Simulation::new(&config);

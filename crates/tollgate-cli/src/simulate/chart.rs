@@ -49,7 +49,7 @@ pub fn svg(title: &str, timelines: &Timelines, index: usize) -> Result<String, S
             .x_desc("time (UTC)")
             .y_desc(format!(
                 "requests per {}",
-                tollgate_server::config::format_duration(timelines.width_ms())
+                tollgate_config::format_duration(timelines.width_ms())
             ))
             .draw()
             .map_err(|e| e.to_string())?;

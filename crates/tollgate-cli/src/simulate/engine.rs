@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use tollgate::PlanLimiter;
-use tollgate_server::Config;
+use tollgate_config::Config;
 
 use super::timeline::Timelines;
 

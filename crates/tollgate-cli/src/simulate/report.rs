@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use tollgate_server::Config;
+use tollgate_config::Config;
 
 use super::chart;
 use super::engine::Simulation;

@@ -6,8 +6,8 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 use tollgate::{Limit, Policy};
-use tollgate_server::config::format_duration;
-use tollgate_server::Config;
+use tollgate_config::format_duration;
+use tollgate_config::Config;
 
 use super::engine::Simulation;
 use super::source::Malformed;
