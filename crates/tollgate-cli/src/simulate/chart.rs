@@ -25,7 +25,7 @@ pub fn svg(title: &str, timelines: &Timelines, index: usize) -> Result<String, S
         "%H:%M:%S"
     };
     let label = |x: &f64| {
-        i64::try_from(start_ms + (*x * 1000.0) as u64)
+        i64::try_from(start_ms.saturating_add((*x * 1000.0) as u64))
             .ok()
             .and_then(chrono::DateTime::from_timestamp_millis)
             .map_or_else(String::new, |t| t.format(pattern).to_string())

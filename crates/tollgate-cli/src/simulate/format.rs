@@ -198,3 +198,69 @@ fn json_time(value: TimeValue<'_>, times: &mut TimeCache) -> Result<u64, String>
         TimeValue::Text(text) => times.parse(&text),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn parser(format: Format) -> LineParser {
+        LineParser::new(format, None, None).unwrap()
+    }
+
+    #[test]
+    fn each_format_gives_the_client_and_time() {
+        let at = 1_764_669_600_000;
+        let line = br#"10.1.2.3 - - [02/Dec/2025:10:00:00 +0000] "GET / HTTP/1.1" 200 5 "-" "x""#;
+        let want = Parsed::Request {
+            client: "10.1.2.3",
+            time_ms: at,
+        };
+        assert_eq!(parser(Format::Combined).parse(line), Ok(want));
+        let mut json = parser(Format::Json);
+        let want = Parsed::Request {
+            client: "a",
+            time_ms: at + 5,
+        };
+        assert_eq!(
+            json.parse(br#"{"client":"a","time":1764669600005}"#),
+            Ok(want)
+        );
+        let mut csv = parser(Format::Csv);
+        assert_eq!(csv.parse(b"client,time\r"), Ok(Parsed::Nothing));
+        assert_eq!(csv.parse(b" "), Ok(Parsed::Nothing));
+        let want = Parsed::Request {
+            client: "b",
+            time_ms: at + 7,
+        };
+        assert_eq!(csv.parse(b"b,2025-12-02T10:00:00.007Z\r"), Ok(want));
+    }
+
+    #[test]
+    fn a_missing_client_is_malformed_and_a_bad_header_is_fatal() {
+        let line = br#"- - - [02/Dec/2025:10:00:00 +0000] "GET / HTTP/1.1""#;
+        let error = parser(Format::Combined).parse(line).unwrap_err();
+        assert_eq!(
+            error,
+            LineError::Malformed("no client id (the field is \"-\")".into())
+        );
+        let long = format!(r#"{{"client":"{}","time":1}}"#, "x".repeat(257));
+        let error = parser(Format::Json).parse(long.as_bytes()).unwrap_err();
+        assert!(matches!(error, LineError::Malformed(m) if m.contains("257 bytes")));
+        let error = parser(Format::Csv).parse(b"ip,time").unwrap_err();
+        assert!(matches!(error, LineError::Fatal(m) if m.contains("no column \"client\"")));
+        assert!(LineParser::new(Format::Json, Some("t"), Some("t")).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(lines in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..80), 1..8)) {
+            for format in [Format::Combined, Format::Json, Format::Csv] {
+                let mut parser = parser(format);
+                for line in &lines {
+                    let _ = parser.parse(line);
+                }
+            }
+        }
+    }
+}
