@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tollgate_cli::{proxy, replay};
+use tollgate_cli::{proxy, replay, simulate};
 
 /// tollgate: exact per-client rate limiting.
 #[derive(Parser)]
@@ -43,6 +43,9 @@ enum Command {
         /// The TOML config file.
         file: PathBuf,
     },
+    /// What-if on real traffic: decide every request of access logs as
+    /// `serve` with a config would, and say who would have been rejected.
+    Simulate(simulate::SimulateArgs),
     /// Rate-limit an HTTP API: forward allowed requests to the upstream, answer the rest with 429.
     Proxy(proxy::ProxyArgs),
 }
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
             grpc_listen,
         }),
         Command::Check { file } => run_check(&file),
+        Command::Simulate(args) => simulate::run(args),
         Command::Proxy(args) => run_proxy(args),
     }
 }
