@@ -209,7 +209,7 @@ async fn metrics(State(server): State<Server>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
         )],
         server.render_metrics(),
     )
