@@ -10,6 +10,7 @@ mod general;
 mod locate;
 mod overrides;
 mod plans;
+mod redis_bounds;
 mod store;
 mod summary;
 mod window;
@@ -194,6 +195,7 @@ impl Config {
             envoy,
         };
         overrides.apply(&mut config)?;
+        redis_bounds::check_store_bounds(&config, &file, &at)?;
         Ok(config)
     }
 
