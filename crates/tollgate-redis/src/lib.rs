@@ -112,6 +112,6 @@ mod store;
 pub mod testing;
 
 pub use bounds::check_limit;
-pub use error::RedisStoreError;
+pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
 pub use guarded::{FailureCounts, FailurePolicy, GuardedStore, TimeoutOnly};
 pub use store::{RedisStore, RedisStoreConfig, TimeSource, DEFAULT_TIMEOUT};
