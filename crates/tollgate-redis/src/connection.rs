@@ -4,12 +4,11 @@
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
-use redis::{Client, RedisResult, ScriptInvocation, Value};
+use redis::{RedisResult, ScriptInvocation, Value};
 
-use crate::RedisStoreError;
+use crate::{RedisStoreError, RedisTarget};
 
 /// Reconnect quickly and give up a round soon: callers have their own
 /// timeout, and the next call after a failed round starts a new one.
@@ -29,28 +28,39 @@ pub(crate) enum Connection {
 }
 
 impl Connection {
-    /// Connects to one node, waiting for the first connection.
-    pub(crate) async fn single(url: &str) -> Result<Self, RedisStoreError> {
-        let client = Client::open(url)?;
-        let manager = ConnectionManager::new_with_config(client, manager_config()).await?;
-        Ok(Connection::Single(manager))
+    /// Connects to one node or a cluster, eagerly: the first connection
+    /// (TLS handshake, ACL login, database selection, a `PING`) must
+    /// succeed, so that a wrong password, an untrusted certificate or an
+    /// unreachable node is reported at start-up, saying which.
+    pub(crate) async fn connect(target: &RedisTarget) -> Result<Self, RedisStoreError> {
+        let failed = |e| RedisStoreError::connect(target, e);
+        if target.is_cluster() {
+            let client = target.cluster_client()?;
+            let mut connection = client.get_async_connection().await.map_err(failed)?;
+            redis::cmd("PING")
+                .query_async::<()>(&mut connection)
+                .await
+                .map_err(failed)?;
+            Ok(Connection::Cluster(connection))
+        } else {
+            let client = target.client()?;
+            let mut manager = ConnectionManager::new_with_config(client, manager_config())
+                .await
+                .map_err(failed)?;
+            redis::cmd("PING")
+                .query_async::<()>(&mut manager)
+                .await
+                .map_err(failed)?;
+            Ok(Connection::Single(manager))
+        }
     }
 
     /// Prepares a connection to one node without connecting yet (needs a
     /// Tokio runtime).
-    pub(crate) fn single_lazy(url: &str) -> Result<Self, RedisStoreError> {
-        let client = Client::open(url)?;
+    pub(crate) fn lazy(target: &RedisTarget) -> Result<Self, RedisStoreError> {
+        let client = target.client()?;
         let manager = ConnectionManager::new_lazy_with_config(client, manager_config())?;
         Ok(Connection::Single(manager))
-    }
-
-    /// Connects to a cluster given some of its nodes.
-    pub(crate) async fn cluster(nodes: &[&str]) -> Result<Self, RedisStoreError> {
-        let client = ClusterClient::builder(nodes.iter().copied())
-            .connection_timeout(Duration::from_millis(500))
-            .retries(3)
-            .build()?;
-        Ok(Connection::Cluster(client.get_async_connection().await?))
     }
 
     /// Whether this is a cluster (whose nodes each have their own clock).

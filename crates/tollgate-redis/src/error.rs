@@ -24,6 +24,18 @@ pub enum RedisStoreError {
     /// A policy has no Redis script.
     #[error("policy {0:?} has no Redis script")]
     UnsupportedPolicy(String),
+    /// The first connection to Redis failed (see
+    /// [`crate::RedisStore::connect_to`]): `target` is shown without its
+    /// password, and `hint` names the likely cause when it is known.
+    #[error("cannot connect to Redis at {target}: {hint}{source}")]
+    Connect {
+        /// Where, without the password.
+        target: String,
+        /// The likely cause, for a person (empty when unknown).
+        hint: &'static str,
+        /// What the Redis client said.
+        source: redis::RedisError,
+    },
     /// Redis could not be reached or the command failed. Shown without
     /// Redis's script hash and Lua line, so the message is fit to log.
     #[error("Redis error: {}", loggable(.0))]
@@ -58,7 +70,9 @@ impl RedisStoreError {
     pub fn is_transient(&self) -> bool {
         match self {
             RedisStoreError::Timeout(_) | RedisStoreError::DeadlinePassed { .. } => true,
-            RedisStoreError::Redis(e) => is_transient_redis(e),
+            RedisStoreError::Redis(e) | RedisStoreError::Connect { source: e, .. } => {
+                is_transient_redis(e)
+            }
             RedisStoreError::Config(_)
             | RedisStoreError::OutOfRange(_)
             | RedisStoreError::UnsupportedPolicy(_)
@@ -108,6 +122,36 @@ pub const PERMANENT_CODES: &[&str] = &[
     "ERR",
     "EXECABORT",
 ];
+
+impl RedisStoreError {
+    /// The first connection to `target` failed with `source`.
+    pub(crate) fn connect(target: &crate::RedisTarget, source: redis::RedisError) -> Self {
+        Self::Connect {
+            target: target.redacted(),
+            hint: connect_hint(&source),
+            source,
+        }
+    }
+}
+
+/// The likely cause of a failed first connection, in words a person acts on.
+fn connect_hint(e: &redis::RedisError) -> &'static str {
+    let text = e.to_string();
+    if e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+        || text.contains("WRONGPASS")
+    {
+        "wrong user name or password (check the URL's user:password@); "
+    } else if text.contains("certificate") || text.contains("UnknownIssuer") {
+        "the server's TLS certificate is not trusted (give its CA: [store] tls_ca or --redis-ca); "
+    } else if e.is_connection_refusal() {
+        "nothing accepts connections there (is Redis running, and is it this port?); "
+    } else if e.is_timeout() {
+        "no answer in time (is the address right, and is Redis reachable?); "
+    } else {
+        ""
+    }
+}
 
 fn is_transient_redis(e: &redis::RedisError) -> bool {
     match e.code() {

@@ -108,6 +108,7 @@ pub mod keys;
 pub mod policies;
 pub mod scripts;
 mod store;
+mod target;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -115,3 +116,4 @@ pub use bounds::check_limit;
 pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
 pub use guarded::{FailureCounts, FailurePolicy, GuardedStore, TimeoutOnly};
 pub use store::{RedisStore, RedisStoreConfig, TimeSource, DEFAULT_TIMEOUT};
+pub use target::RedisTarget;

@@ -10,7 +10,7 @@ use crate::bounds;
 use crate::connection::Connection;
 use crate::deadline::{self, RedisClock};
 use crate::keys::KeyLayout;
-use crate::{policies, scripts, RedisStoreError};
+use crate::{policies, scripts, RedisStoreError, RedisTarget};
 
 /// Where the time of a decision comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,15 +78,33 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to one Redis node (`redis://host:port/db`) through a
-    /// [`redis::aio::ConnectionManager`], which reconnects by itself after Redis comes back.
+    /// Connects to one Redis node (`redis://host:port/db`, see
+    /// [`RedisTarget`] for every form) through a [`redis::aio::ConnectionManager`],
+    /// which reconnects by itself after Redis comes back.
     ///
     /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix, [`RedisStoreError::Redis`]
-    /// for a bad URL or when the first connection fails.
+    /// As [`RedisStore::connect_to`].
     pub async fn connect(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
+        Self::connect_to(&RedisTarget::single(url), config).await
+    }
+
+    /// Connects to one node or a cluster, eagerly: the first connection
+    /// (TLS handshake, ACL login, database selection, a `PING`) must
+    /// succeed, so that a wrong password, an untrusted certificate or an
+    /// unreachable node is reported at start-up. After that, a lost
+    /// connection is re-established by itself and calls fail as transient
+    /// errors meanwhile (a [`crate::GuardedStore`] answers them).
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] for a bad prefix or target (see
+    /// [`RedisTarget::validate`]), [`RedisStoreError::Connect`] when the
+    /// first connection fails, saying why.
+    pub async fn connect_to(
+        target: &RedisTarget,
+        config: RedisStoreConfig,
+    ) -> Result<Self, RedisStoreError> {
         let keys = KeyLayout::new(config.prefix.clone())?;
-        let store = Self::with_connection(Connection::single(url).await?, keys, config);
+        let store = Self::with_connection(Connection::connect(target).await?, keys, config);
         store.measure_offset().await?;
         Ok(store)
     }
@@ -102,7 +120,7 @@ impl RedisStore {
     pub fn connect_lazy(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
         let keys = KeyLayout::new(config.prefix.clone())?;
         Ok(Self::with_connection(
-            Connection::single_lazy(url)?,
+            Connection::lazy(&RedisTarget::single(url))?,
             keys,
             config,
         ))
@@ -112,15 +130,12 @@ impl RedisStore {
     /// client share a hash tag, so every decision runs on one node.
     ///
     /// # Errors
-    /// As [`RedisStore::connect`].
+    /// As [`RedisStore::connect_to`].
     pub async fn connect_cluster(
         nodes: &[&str],
         config: RedisStoreConfig,
     ) -> Result<Self, RedisStoreError> {
-        let keys = KeyLayout::new(config.prefix.clone())?;
-        let store = Self::with_connection(Connection::cluster(nodes).await?, keys, config);
-        store.measure_offset().await?;
-        Ok(store)
+        Self::connect_to(&RedisTarget::cluster(nodes.iter().copied()), config).await
     }
 
     fn with_connection(connection: Connection, keys: KeyLayout, config: RedisStoreConfig) -> Self {
