@@ -109,6 +109,6 @@ mod target;
 pub mod testing;
 
 pub use bounds::check_limit;
-pub use error::RedisStoreError;
+pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
 pub use store::{RedisStore, RedisStoreConfig, TimeSource, DEFAULT_TIMEOUT};
 pub use target::RedisTarget;
