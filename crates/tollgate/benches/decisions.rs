@@ -138,5 +138,34 @@ fn two_threads(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, single_thread, two_threads);
+/// The capped plan limiter of `serve`'s memory store (`max_clients` = 64,000,
+/// 1,000 per shard) with a daily quota, so that nothing expires and a full
+/// shard must evict: `flood` sends every call under an id not seen for
+/// 1,000,000 calls (the store is full after the first 64,000 and makes room
+/// once per 125 new clients per shard); `known` cycles over 50,000 ids that
+/// all fit. The two rows show what judging evictions costs per decision.
+fn capped_plan(c: &mut Criterion) {
+    const DAY_MS: u64 = 86_400_000;
+    let policy = tollgate::AnyPolicy::from_name("sliding-window", LIMIT, DAY_MS).expect("valid");
+    let plan = tollgate::Plan::new("daily", vec![tollgate::Limit::new("1d", policy, false)])
+        .expect("valid plan");
+    let mut group = c.benchmark_group("capped-plan/64k-cap");
+    group.throughput(Throughput::Elements(1));
+    for (label, clients) in [("flood", 1_000_000), ("known", 50_000)] {
+        let ids = ids(clients);
+        let limiter = tollgate::PlanLimiter::with_max_clients(64_000);
+        let mut i: u64 = 0;
+        group.bench_function(BenchmarkId::from_parameter(label), |b| {
+            b.iter(|| {
+                i += 1;
+                let id = &ids[(i % clients as u64) as usize];
+                let decision = limiter.check(&plan, black_box(id), EPOCH_MS + i / CALLS_PER_MS, 1);
+                black_box(decision.allowed)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, single_thread, two_threads, capped_plan);
 criterion_main!(benches);

@@ -44,6 +44,7 @@ mod async_store;
 mod clock;
 mod decision;
 mod error;
+mod eviction;
 pub mod headers;
 mod limiter;
 mod plan;
@@ -62,4 +63,4 @@ pub use plan::{
     check_plan, DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanLimiter, PlanStates,
 };
 pub use policy::{AnyPolicy, AnyState, Policy, Reclaim, POLICY_NAMES};
-pub use store::{Access, Entry, MemoryStore};
+pub use store::{Access, DropCost, Entry, MemoryStore};

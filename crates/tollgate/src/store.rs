@@ -38,6 +38,18 @@ struct Shard<S> {
     map: Mutex<HashTable<Slot<S>>>,
 }
 
+/// What dropping one entry to make room for a new client would give away,
+/// as the store's caller judges it (see [`MemoryStore::with_entry_reclaiming`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropCost {
+    /// Dropping the entry changes no answer: such entries go first.
+    Nothing,
+    /// Dropping the entry would give the client back this many units (it
+    /// would start afresh): entries that give back fewer go first, so a
+    /// client that used up its quota is evicted last.
+    GivesBack(u64),
+}
+
 /// What [`MemoryStore::with_entry`] hands to its closure.
 pub struct Access<'a, S> {
     /// The client's state (freshly made if the client was unknown).
@@ -61,12 +73,17 @@ pub struct Access<'a, S> {
 /// least 1). When a new client arrives at a full shard, the shard first drops
 /// entries whose removal changes no answer (the caller says which, see
 /// [`MemoryStore::with_entry_reclaiming`]); if that frees less than an eighth
-/// of the shard, the least recently seen clients (smallest `last_seen`) are
-/// evicted in one batch down to seven eighths of the shard's cap. Batching
+/// of the shard, the clients whose eviction gives back the fewest units are
+/// evicted in one batch down to seven eighths of the shard's cap (among
+/// equals, the least recently seen first; [`MemoryStore::with_entry`] counts
+/// every client as equal, so it evicts least recently seen first). Batching
 /// keeps the cost of a full shard amortised: one pass over the shard per
 /// eighth of its cap of new clients. An evicted client starts afresh at its
 /// next call, so the cap trades exactness for idle clients against memory;
-/// [`MemoryStore::evicted`] counts how often that happened.
+/// [`MemoryStore::evicted`] counts how often that happened. Giving back the
+/// least first means that a flood of fresh ids evicts fresh ids: a client
+/// that used up its quota goes only when every other client in its shard
+/// has used at least as much.
 pub struct MemoryStore<S> {
     shards: Box<[Shard<S>]>,
     hasher: RandomState,
@@ -121,7 +138,7 @@ impl<S> MemoryStore<S> {
     }
 
     /// How many clients were dropped to make room for new ones although their
-    /// state still mattered (least recently seen first). Always 0 without a cap.
+    /// state still mattered. Always 0 without a cap.
     pub fn evicted(&self) -> u64 {
         self.evicted.load(Ordering::Relaxed)
     }
@@ -152,7 +169,8 @@ impl<S> MemoryStore<S> {
     ///
     /// In a capped store, making room for a new client evicts the least
     /// recently seen ones; use [`MemoryStore::with_entry_reclaiming`] to drop
-    /// entries that no longer matter first.
+    /// entries that no longer matter first and to evict by what each
+    /// eviction gives away.
     pub fn with_entry<R>(
         &self,
         client: &str,
@@ -160,21 +178,22 @@ impl<S> MemoryStore<S> {
         init: impl FnOnce(u64) -> S,
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
-        self.with_entry_reclaiming(client, now_ms, init, |_, _| false, f)
+        self.with_entry_reclaiming(client, now_ms, init, |_, _| DropCost::GivesBack(0), f)
     }
 
     /// [`MemoryStore::with_entry`] for a capped store: when a new client
-    /// finds its shard full, every entry of the shard is first offered to
-    /// `reclaimable(state, now)` (as in [`MemoryStore::sweep_with`]: it may
-    /// trim the state, and returns true when the entry can go without changing
-    /// any answer); least recently seen clients are evicted only if that did
-    /// not free enough room. `reclaimable` is never called on an uncapped store.
+    /// finds its shard full, every entry of the shard is judged by
+    /// `judge(state, now)` (which may trim the state first): entries whose
+    /// drop costs [`DropCost::Nothing`] go first; if that did not free an
+    /// eighth of the shard, the entries that give back the fewest units go
+    /// next, the least recently seen first among equals. `judge` is never
+    /// called on an uncapped store.
     pub fn with_entry_reclaiming<R>(
         &self,
         client: &str,
         now_ms: u64,
         init: impl FnOnce(u64) -> S,
-        reclaimable: impl FnMut(&mut S, u64) -> bool,
+        judge: impl FnMut(&mut S, u64) -> DropCost,
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
         let hash = self.hash(client);
@@ -195,7 +214,7 @@ impl<S> MemoryStore<S> {
             is_new: true,
         });
         if map.len() >= self.shard_cap {
-            self.make_room(&mut map, now_ms, reclaimable);
+            self.make_room(&mut map, now_ms, judge);
         }
         let hasher = &self.hasher;
         map.insert_unique(
@@ -213,38 +232,42 @@ impl<S> MemoryStore<S> {
     }
 
     /// Brings a full shard down to seven eighths of its cap: first by dropping
-    /// reclaimable entries, then by evicting the least recently seen.
+    /// entries whose drop costs nothing, then by evicting those that give
+    /// back the fewest units (least recently seen first among equals).
     fn make_room(
         &self,
         map: &mut HashTable<Slot<S>>,
         now_ms: u64,
-        mut reclaimable: impl FnMut(&mut S, u64) -> bool,
+        mut judge: impl FnMut(&mut S, u64) -> DropCost,
     ) {
         let target = self.shard_cap - (self.shard_cap / 8).max(1);
-        let reclaimed = drop_where(map, now_ms, &mut reclaimable);
-        self.reclaimed
-            .fetch_add(reclaimed as u64, Ordering::Relaxed);
+        // (units given back, last seen, bucket): removing a bucket by its
+        // index leaves every other entry in its bucket.
+        let mut candidates: Vec<(u64, u64, usize)> = Vec::with_capacity(map.len());
+        let buckets: Vec<usize> = map.iter_buckets().collect();
+        let mut reclaimed = 0;
+        for bucket in buckets {
+            let Some(slot) = map.get_bucket_mut(bucket) else {
+                continue;
+            };
+            let entry = &mut slot.entry;
+            match judge(&mut entry.state, now_ms.max(entry.last_seen)) {
+                DropCost::Nothing => {
+                    remove_bucket(map, bucket);
+                    reclaimed += 1;
+                }
+                DropCost::GivesBack(units) => candidates.push((units, entry.last_seen, bucket)),
+            }
+        }
+        self.reclaimed.fetch_add(reclaimed, Ordering::Relaxed);
         if map.len() <= target {
             return;
         }
         let excess = map.len() - target;
-        let mut seen: Vec<u64> = map.iter().map(|slot| slot.entry.last_seen).collect();
-        let (_, &mut cutoff, _) = seen.select_nth_unstable(excess - 1);
-        // Everything seen before the cutoff goes, then as many seen exactly
-        // at the cutoff as needed to reach `excess`.
-        let older = seen.iter().filter(|&&t| t < cutoff).count();
-        let mut at_cutoff = excess - older;
-        map.retain(|slot| {
-            let t = slot.entry.last_seen;
-            if t < cutoff {
-                false
-            } else if t == cutoff && at_cutoff > 0 {
-                at_cutoff -= 1;
-                false
-            } else {
-                true
-            }
-        });
+        candidates.select_nth_unstable(excess - 1);
+        for &(_, _, bucket) in &candidates[..excess] {
+            remove_bucket(map, bucket);
+        }
         self.evicted.fetch_add(excess as u64, Ordering::Relaxed);
     }
 
@@ -297,6 +320,13 @@ impl<S> MemoryStore<S> {
     /// control byte. The id's own bytes come on top.
     pub fn bytes_per_client_inline() -> usize {
         std::mem::size_of::<Slot<S>>() + 1
+    }
+}
+
+/// Removes the entry in `bucket`, if any.
+fn remove_bucket<T>(map: &mut HashTable<T>, bucket: usize) {
+    if let Ok(entry) = map.get_bucket_entry(bucket) {
+        entry.remove();
     }
 }
 
@@ -386,7 +416,13 @@ mod tests {
                 &format!("c{i}"),
                 i,
                 |_| (i % 2) as u32,
-                |state, _| *state % 2 == 0,
+                |state, _| {
+                    if *state % 2 == 0 {
+                        DropCost::Nothing
+                    } else {
+                        DropCost::GivesBack(1)
+                    }
+                },
                 |_| (),
             );
             assert!(store.len() <= 640);
@@ -396,5 +432,44 @@ mod tests {
         // once per batch per shard: far fewer evictions than clients.
         assert!(store.reclaimed() + store.evicted() + store.len() as u64 == 50_000);
         assert!(store.evicted() < store.reclaimed() + store.evicted());
+    }
+
+    /// Inserts `client` with `units` as its state, judged by that number.
+    fn insert_giving_back(store: &MemoryStore<u64>, client: &str, units: u64, now: u64) {
+        store.with_entry_reclaiming(
+            client,
+            now,
+            |_| units,
+            |state, _| DropCost::GivesBack(*state),
+            |_| (),
+        );
+    }
+
+    #[test]
+    fn clients_that_give_back_the_most_are_evicted_last() {
+        let store = MemoryStore::<u64>::with_max_clients(640);
+        insert_giving_back(&store, "ten", 10, 0);
+        insert_giving_back(&store, "five", 5, 1);
+        // The newcomers give back 1 each and are seen later, yet they go
+        // before the two older clients that give back more.
+        for i in 0..20_000 {
+            insert_giving_back(&store, &format!("c{i}"), 1, 2 + i);
+        }
+        assert!(store.evicted() > 0);
+        assert_eq!(store.get("ten").map(|e| e.state), Some(10));
+        assert_eq!(store.get("five").map(|e| e.state), Some(5));
+    }
+
+    #[test]
+    fn among_clients_that_give_back_as_much_the_least_recently_seen_go() {
+        // The case that remains: a shard full of clients that all give back
+        // the most. Then the oldest goes, as with plain LRU.
+        let store = MemoryStore::<u64>::with_max_clients(640);
+        insert_giving_back(&store, "old", 10, 0);
+        for i in 0..20_000 {
+            insert_giving_back(&store, &format!("c{i}"), 10, 1 + i);
+        }
+        assert!(store.get("old").is_none());
+        assert!(store.get("c19999").is_some());
     }
 }
