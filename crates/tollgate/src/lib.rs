@@ -63,4 +63,4 @@ pub use plan::{
     check_plan, DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanLimiter, PlanStates,
 };
 pub use policy::{AnyPolicy, AnyState, Policy, Reclaim, POLICY_NAMES};
-pub use store::{Access, DropCost, Entry, MemoryStore};
+pub use store::{Access, Entry, Eviction, LeastRecentlySeen, MemoryStore};

@@ -246,7 +246,7 @@ impl PlanLimiter {
             client,
             now_ms,
             |_| Vec::new(),
-            self.known_limits.judge_for(plan),
+            self.known_limits.for_plan(plan),
             |access| check_plan(plan, access.state, access.now_ms, cost),
         )
     }

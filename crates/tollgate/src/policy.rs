@@ -86,9 +86,15 @@ pub trait Policy: Send + Sync + 'static {
     /// can (0 for a client with its whole quota, `limit` for one that used it
     /// up). A capped memory store evicts the clients that give back the
     /// fewest first, so that evicting cannot hand a client its quota back.
+    ///
+    /// The default counts what the client lacks of `limit`, the quota of a
+    /// fresh client under every registered policy; a policy whose new
+    /// clients start with less overrides it.
     fn units_given_back(&self, state: &Self::State, now_ms: u64) -> u64 {
-        let fresh = self.decide(&self.new_state(now_ms), now_ms, 0).remaining;
-        u64::from(fresh.saturating_sub(self.decide(state, now_ms, 0).remaining))
+        u64::from(
+            self.limit()
+                .saturating_sub(self.decide(state, now_ms, 0).remaining),
+        )
     }
 
     /// Decides and, when allowed, consumes: the whole life of one request.

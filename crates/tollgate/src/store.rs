@@ -16,6 +16,8 @@ use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 use std::hash::BuildHasher;
 
+pub use crate::eviction::{Eviction, LeastRecentlySeen};
+
 /// One client's state as the store keeps it.
 #[derive(Debug, Clone)]
 pub struct Entry<S> {
@@ -36,18 +38,6 @@ struct Slot<S> {
 #[repr(align(128))]
 struct Shard<S> {
     map: Mutex<HashTable<Slot<S>>>,
-}
-
-/// What dropping one entry to make room for a new client would give away,
-/// as the store's caller judges it (see [`MemoryStore::with_entry_reclaiming`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropCost {
-    /// Dropping the entry changes no answer: such entries go first.
-    Nothing,
-    /// Dropping the entry would give the client back this many units (it
-    /// would start afresh): entries that give back fewer go first, so a
-    /// client that used up its quota is evicted last.
-    GivesBack(u64),
 }
 
 /// What [`MemoryStore::with_entry`] hands to its closure.
@@ -178,22 +168,20 @@ impl<S> MemoryStore<S> {
         init: impl FnOnce(u64) -> S,
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
-        self.with_entry_reclaiming(client, now_ms, init, |_, _| DropCost::GivesBack(0), f)
+        self.with_entry_reclaiming(client, now_ms, init, LeastRecentlySeen, f)
     }
 
     /// [`MemoryStore::with_entry`] for a capped store: when a new client
-    /// finds its shard full, every entry of the shard is judged by
-    /// `judge(state, now)` (which may trim the state first): entries whose
-    /// drop costs [`DropCost::Nothing`] go first; if that did not free an
-    /// eighth of the shard, the entries that give back the fewest units go
-    /// next, the least recently seen first among equals. `judge` is never
-    /// called on an uncapped store.
+    /// finds its shard full, the entries that `eviction` finds reclaimable
+    /// go first; if that did not free an eighth of the shard, those whose
+    /// eviction gives back the fewest units go next, the least recently seen
+    /// first among equals. `eviction` is never called on an uncapped store.
     pub fn with_entry_reclaiming<R>(
         &self,
         client: &str,
         now_ms: u64,
         init: impl FnOnce(u64) -> S,
-        judge: impl FnMut(&mut S, u64) -> DropCost,
+        mut eviction: impl Eviction<S>,
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
         let hash = self.hash(client);
@@ -214,7 +202,7 @@ impl<S> MemoryStore<S> {
             is_new: true,
         });
         if map.len() >= self.shard_cap {
-            self.make_room(&mut map, now_ms, judge);
+            self.make_room(&mut map, now_ms, &mut eviction);
         }
         let hasher = &self.hasher;
         map.insert_unique(
@@ -232,41 +220,45 @@ impl<S> MemoryStore<S> {
     }
 
     /// Brings a full shard down to seven eighths of its cap: first by dropping
-    /// entries whose drop costs nothing, then by evicting those that give
-    /// back the fewest units (least recently seen first among equals).
+    /// reclaimable entries, then by evicting those that give back the fewest
+    /// units (least recently seen first among equals).
+    ///
+    /// Two passes, because the states live behind pointers: the first (as
+    /// short per entry as the caller's check) lets the processor fetch many
+    /// entries at once; the second computes what each gives back from the
+    /// cache.
     fn make_room(
         &self,
         map: &mut HashTable<Slot<S>>,
         now_ms: u64,
-        mut judge: impl FnMut(&mut S, u64) -> DropCost,
+        eviction: &mut impl Eviction<S>,
     ) {
         let target = self.shard_cap - (self.shard_cap / 8).max(1);
-        // (units given back, last seen, bucket): removing a bucket by its
-        // index leaves every other entry in its bucket.
-        let mut candidates: Vec<(u64, u64, usize)> = Vec::with_capacity(map.len());
-        let buckets: Vec<usize> = map.iter_buckets().collect();
-        let mut reclaimed = 0;
-        for bucket in buckets {
-            let Some(slot) = map.get_bucket_mut(bucket) else {
-                continue;
-            };
-            let entry = &mut slot.entry;
-            match judge(&mut entry.state, now_ms.max(entry.last_seen)) {
-                DropCost::Nothing => {
-                    remove_bucket(map, bucket);
-                    reclaimed += 1;
-                }
-                DropCost::GivesBack(units) => candidates.push((units, entry.last_seen, bucket)),
-            }
-        }
-        self.reclaimed.fetch_add(reclaimed, Ordering::Relaxed);
+        let reclaimed = drop_where(map, now_ms, &mut |state, now| {
+            eviction.reclaimable(state, now)
+        });
+        self.reclaimed
+            .fetch_add(reclaimed as u64, Ordering::Relaxed);
         if map.len() <= target {
             return;
         }
         let excess = map.len() - target;
+        // (units given back, last seen, bucket): removing an entry by its
+        // bucket index leaves every other entry in its bucket.
+        let mut candidates: Vec<(u64, u64, usize)> = map
+            .iter_buckets()
+            .filter_map(|bucket| {
+                let entry = &map.get_bucket(bucket)?.entry;
+                let now = now_ms.max(entry.last_seen);
+                let units = eviction.units_given_back(&entry.state, now);
+                Some((units, entry.last_seen, bucket))
+            })
+            .collect();
         candidates.select_nth_unstable(excess - 1);
         for &(_, _, bucket) in &candidates[..excess] {
-            remove_bucket(map, bucket);
+            if let Ok(entry) = map.get_bucket_entry(bucket) {
+                entry.remove();
+            }
         }
         self.evicted.fetch_add(excess as u64, Ordering::Relaxed);
     }
@@ -323,13 +315,6 @@ impl<S> MemoryStore<S> {
     }
 }
 
-/// Removes the entry in `bucket`, if any.
-fn remove_bucket<T>(map: &mut HashTable<T>, bucket: usize) {
-    if let Ok(entry) = map.get_bucket_entry(bucket) {
-        entry.remove();
-    }
-}
-
 /// Drops the entries of one shard for which `remove(state, now)` is true,
 /// with `now` clamped to each entry's latest seen time (so a stale clock
 /// never removes live state). Returns how many were dropped.
@@ -344,132 +329,4 @@ fn drop_where<S>(
         !remove(&mut slot.entry.state, now)
     });
     before - map.len()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Counts one call for `client` in a store of plain counters.
-    fn touch(store: &MemoryStore<u32>, client: &str, now: u64) {
-        store.with_entry(client, now, |_| 0, |a| *a.state += 1);
-    }
-
-    #[test]
-    fn uncapped_store_keeps_everyone() {
-        let store = MemoryStore::<u32>::new();
-        for i in 0..5_000 {
-            touch(&store, &format!("c{i}"), i);
-        }
-        assert_eq!(store.len(), 5_000);
-        assert_eq!(store.max_clients(), None);
-        assert_eq!(store.evicted() + store.reclaimed(), 0);
-    }
-
-    #[test]
-    fn capped_store_stays_under_its_cap_and_counts_evictions() {
-        let store = MemoryStore::<u32>::with_max_clients(640);
-        assert_eq!(store.max_clients(), Some(640));
-        for i in 0..100_000u64 {
-            touch(&store, &format!("c{i}"), i);
-            assert!(store.len() <= 640);
-        }
-        // Every client either is still there or was counted as evicted.
-        assert_eq!(store.len() as u64 + store.evicted(), 100_000);
-        assert_eq!(store.reclaimed(), 0);
-        // The most recent client always survives its own insertion.
-        assert!(store.get("c99999").is_some());
-    }
-
-    #[test]
-    fn tiny_caps_still_hold_one_client_per_shard() {
-        let store = MemoryStore::<u32>::with_max_clients(1);
-        assert_eq!(store.max_clients(), Some(64));
-        for i in 0..1_000u64 {
-            touch(&store, &format!("c{i}"), i);
-            assert!(store.len() <= 64);
-        }
-    }
-
-    #[test]
-    fn recently_seen_clients_outlive_idle_ones() {
-        // Four clients per shard: a hot client touched before every new one
-        // is never the least recently seen in its shard.
-        let store = MemoryStore::<u32>::with_max_clients(256);
-        let mut now = 0;
-        for i in 0..20_000 {
-            now += 1;
-            touch(&store, "hot", now);
-            now += 1;
-            touch(&store, &format!("cold{i}"), now);
-        }
-        assert_eq!(store.get("hot").map(|e| e.state), Some(20_000));
-        assert!(store.evicted() > 0);
-    }
-
-    #[test]
-    fn reclaimable_entries_go_before_any_eviction() {
-        let store = MemoryStore::<u32>::with_max_clients(640);
-        // Even states "no longer matter": dropping them changes no answer.
-        for i in 0..50_000u64 {
-            store.with_entry_reclaiming(
-                &format!("c{i}"),
-                i,
-                |_| (i % 2) as u32,
-                |state, _| {
-                    if *state % 2 == 0 {
-                        DropCost::Nothing
-                    } else {
-                        DropCost::GivesBack(1)
-                    }
-                },
-                |_| (),
-            );
-            assert!(store.len() <= 640);
-        }
-        assert!(store.reclaimed() > 0);
-        // Odd states never reclaim, so evictions still happen, but at most
-        // once per batch per shard: far fewer evictions than clients.
-        assert!(store.reclaimed() + store.evicted() + store.len() as u64 == 50_000);
-        assert!(store.evicted() < store.reclaimed() + store.evicted());
-    }
-
-    /// Inserts `client` with `units` as its state, judged by that number.
-    fn insert_giving_back(store: &MemoryStore<u64>, client: &str, units: u64, now: u64) {
-        store.with_entry_reclaiming(
-            client,
-            now,
-            |_| units,
-            |state, _| DropCost::GivesBack(*state),
-            |_| (),
-        );
-    }
-
-    #[test]
-    fn clients_that_give_back_the_most_are_evicted_last() {
-        let store = MemoryStore::<u64>::with_max_clients(640);
-        insert_giving_back(&store, "ten", 10, 0);
-        insert_giving_back(&store, "five", 5, 1);
-        // The newcomers give back 1 each and are seen later, yet they go
-        // before the two older clients that give back more.
-        for i in 0..20_000 {
-            insert_giving_back(&store, &format!("c{i}"), 1, 2 + i);
-        }
-        assert!(store.evicted() > 0);
-        assert_eq!(store.get("ten").map(|e| e.state), Some(10));
-        assert_eq!(store.get("five").map(|e| e.state), Some(5));
-    }
-
-    #[test]
-    fn among_clients_that_give_back_as_much_the_least_recently_seen_go() {
-        // The case that remains: a shard full of clients that all give back
-        // the most. Then the oldest goes, as with plain LRU.
-        let store = MemoryStore::<u64>::with_max_clients(640);
-        insert_giving_back(&store, "old", 10, 0);
-        for i in 0..20_000 {
-            insert_giving_back(&store, &format!("c{i}"), 10, 1 + i);
-        }
-        assert!(store.get("old").is_none());
-        assert!(store.get("c19999").is_some());
-    }
 }
