@@ -83,7 +83,11 @@ fn ids(n: usize) -> Vec<String> {
 }
 
 fn single_thread(c: &mut Criterion) {
-    let sizes = [("1-client", 1), ("1k-clients", 1_000), ("100k-clients", 100_000)];
+    let sizes = [
+        ("1-client", 1),
+        ("1k-clients", 1_000),
+        ("100k-clients", 100_000),
+    ];
     for (label, clients) in sizes {
         let ids = ids(clients);
         let mut group = c.benchmark_group(format!("single-thread/{label}"));
