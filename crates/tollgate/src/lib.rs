@@ -45,6 +45,7 @@ mod clock;
 mod decision;
 mod error;
 mod failure;
+mod eviction;
 pub mod headers;
 mod limiter;
 mod plan;
@@ -64,4 +65,4 @@ pub use plan::{
     check_plan, DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanLimiter, PlanStates,
 };
 pub use policy::{AnyPolicy, AnyState, Policy, Reclaim, POLICY_NAMES};
-pub use store::{Access, Entry, MemoryStore};
+pub use store::{Access, Entry, Eviction, LeastRecentlySeen, MemoryStore};

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use crate::eviction::KnownLimits;
 use crate::policy::{AnyPolicy, AnyState, Policy};
 use crate::store::MemoryStore;
 use crate::{Decision, Error, FailurePolicy};
@@ -218,6 +219,8 @@ pub type PlanStates = Vec<(u64, AnyState)>;
 #[derive(Default)]
 pub struct PlanLimiter {
     store: MemoryStore<PlanStates>,
+    /// The limits met, to judge what evicting a client gives away.
+    known_limits: KnownLimits,
 }
 
 impl PlanLimiter {
@@ -228,12 +231,15 @@ impl PlanLimiter {
 
     /// A limiter keeping at most about `max_clients` clients (see
     /// [`MemoryStore::with_max_clients`]): when a shard is full, a new client
-    /// first makes room by dropping the limit states of the plan it is checked
-    /// against that no longer matter (clients left with no state go), then by
-    /// evicting the least recently seen clients.
+    /// first makes room by dropping the limit states that no longer matter
+    /// (clients left with no state go), then by evicting the clients whose
+    /// eviction gives back the fewest units: under the limit that would give
+    /// back the most ([`Policy::units_given_back`]), least recently seen first
+    /// among equals. A client that used up its quota goes last.
     pub fn with_max_clients(max_clients: usize) -> Self {
         Self {
             store: MemoryStore::with_max_clients(max_clients),
+            known_limits: KnownLimits::default(),
         }
     }
 
@@ -245,17 +251,7 @@ impl PlanLimiter {
             client,
             now_ms,
             |_| Vec::new(),
-            |states, now| {
-                // Only this plan's limits can be judged here; states of
-                // other limits stay until a sweep or an eviction.
-                states.retain(|(id, state)| {
-                    plan.limits
-                        .iter()
-                        .find(|l| l.id == *id)
-                        .is_none_or(|limit| !limit.policy.reclaim(state, now).allows_removal(false))
-                });
-                states.is_empty()
-            },
+            self.known_limits.for_plan(plan),
             |access| check_plan(plan, access.state, access.now_ms, cost),
         )
     }
@@ -270,6 +266,7 @@ impl PlanLimiter {
     /// (left behind by a config change) are dropped too. Returns how many
     /// clients were dropped entirely.
     pub fn sweep(&self, plans: &[Plan], now_ms: u64, reset_phase: bool) -> usize {
+        self.known_limits.replace(plans);
         let find = |id: u64| {
             plans
                 .iter()
