@@ -33,8 +33,8 @@ enum Command {
         /// Keep limit state in Redis, shared by every instance (redis://host:port/db).
         #[arg(long, value_name = "URL")]
         redis: Option<String>,
-        /// Address of the gRPC rate limit service for Envoy, IP:PORT;
-        /// replaces the config's `[envoy] grpc_listen` (default 127.0.0.1:8081).
+        /// Address of the gRPC rate limit service for Envoy, IP:PORT, or
+        /// `off`; replaces the config's `[envoy] grpc_listen` (default 127.0.0.1:8081).
         #[arg(long, value_name = "ADDR")]
         grpc_listen: Option<String>,
     },
@@ -80,7 +80,10 @@ fn run_proxy(args: proxy::ProxyArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(proxy::run(args, tollgate_server::shutdown_signal())) {
+    match runtime.block_on(proxy::run(
+        args,
+        tollgate_config::signals::shutdown_signal(),
+    )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tollgate proxy: {e}");
@@ -90,7 +93,7 @@ fn run_proxy(args: proxy::ProxyArgs) -> ExitCode {
 }
 
 fn run_check(file: &std::path::Path) -> ExitCode {
-    match tollgate_server::Config::load(file) {
+    match tollgate_config::Config::load(file) {
         Ok(config) => {
             print!("{}: ok\n{}", file.display(), config.summary());
             ExitCode::SUCCESS
@@ -131,7 +134,9 @@ fn run_serve(options: tollgate_server::Options) -> ExitCode {
         print!("{}", prepared.banner());
         use std::io::Write;
         let _ = io::stdout().flush();
-        prepared.run(tollgate_server::shutdown_signal()).await
+        prepared
+            .run(tollgate_config::signals::shutdown_signal())
+            .await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

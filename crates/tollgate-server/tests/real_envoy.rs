@@ -236,7 +236,7 @@ impl Stack {
         })
         .await
         .unwrap();
-        let grpc = prepared.grpc_addr().port();
+        let grpc = prepared.grpc_addr().unwrap().port();
         let http = prepared.addrs()[0];
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = tokio::spawn(prepared.run(async {
