@@ -76,6 +76,7 @@ pub mod bounds;
 mod error;
 mod guarded;
 pub mod keys;
+mod lazy_cluster;
 pub mod policies;
 pub mod scripts;
 mod store;

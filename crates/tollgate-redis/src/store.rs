@@ -10,6 +10,7 @@ use tollgate::{Decision, LimitDecision, Plan, PlanDecision, Policy, Store, Store
 
 use crate::bounds;
 use crate::keys::KeyLayout;
+use crate::lazy_cluster::LazyCluster;
 use crate::{policies, scripts, RedisStoreError, RedisTarget};
 
 /// Where the time of a decision comes from.
@@ -67,6 +68,7 @@ fn manager_config() -> ConnectionManagerConfig {
 enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    ClusterLazy(Arc<LazyCluster>),
 }
 
 /// Per-client limit state in Redis, shared by every server using the same
@@ -142,14 +144,33 @@ impl RedisStore {
     /// [`RedisStoreError::Config`] for a bad prefix, [`RedisStoreError::Redis`]
     /// for a bad URL.
     pub fn connect_lazy(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
+        Self::connect_lazy_to(&RedisTarget::single(url), config)
+    }
+
+    /// Like [`RedisStore::connect_to`], without waiting for the first
+    /// connection (one node or a cluster): a service can start while Redis
+    /// is down (its calls fail as transient errors, so a
+    /// [`crate::GuardedStore`] answers them) and uses Redis as soon as it is
+    /// up. Must be called inside a Tokio runtime.
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] for a bad prefix or target (see
+    /// [`RedisTarget::validate`]).
+    pub fn connect_lazy_to(
+        target: &RedisTarget,
+        config: RedisStoreConfig,
+    ) -> Result<Self, RedisStoreError> {
         let keys = KeyLayout::new(config.prefix.clone())?;
-        let client = RedisTarget::single(url).client()?;
-        let manager = ConnectionManager::new_lazy_with_config(client, manager_config())?;
-        Ok(Self::with_connection(
-            Connection::Single(manager),
-            keys,
-            config,
-        ))
+        let connection = if target.is_cluster() {
+            Connection::ClusterLazy(Arc::new(LazyCluster::new(target.cluster_client()?)))
+        } else {
+            let client = target.client()?;
+            Connection::Single(ConnectionManager::new_lazy_with_config(
+                client,
+                manager_config(),
+            )?)
+        };
+        Ok(Self::with_connection(connection, keys, config))
     }
 
     /// Connects to a Redis Cluster given some of its nodes. All keys of one
@@ -251,6 +272,10 @@ impl RedisStore {
         let reply: Result<Vec<i64>, redis::RedisError> = match &self.connection {
             Connection::Single(c) => invocation.invoke_async(&mut c.clone()).await,
             Connection::Cluster(c) => invocation.invoke_async(&mut c.clone()).await,
+            Connection::ClusterLazy(lazy) => match lazy.get().await {
+                Ok(mut c) => invocation.invoke_async(&mut c).await,
+                Err(e) => Err(e),
+            },
         };
         let reply = reply.map_err(|e| match e.code() {
             Some("TOLLGATE") => {
