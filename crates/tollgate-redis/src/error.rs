@@ -46,6 +46,16 @@ pub enum RedisStoreError {
     /// Redis did not answer within the per-call timeout.
     #[error("Redis did not answer within {0:?}")]
     Timeout(Duration),
+    /// The script started after the call's deadline (Redis was stalled,
+    /// paused or overloaded, and ran the call after the caller had given up
+    /// on it), so it wrote nothing. See [`crate::deadline`].
+    #[error("Redis ran the call {late_by:?} after its deadline (timeout {timeout:?}); nothing was written")]
+    DeadlinePassed {
+        /// The call's timeout.
+        timeout: Duration,
+        /// How long after the deadline the script started, on Redis's clock.
+        late_by: Duration,
+    },
     /// The script answered something this crate does not understand (a
     /// different script version under the same name, most likely).
     #[error("unexpected reply from the tollgate script: {0}")]
@@ -58,7 +68,7 @@ impl RedisStoreError {
     /// policy applies. False for errors that retrying cannot fix.
     pub fn is_transient(&self) -> bool {
         match self {
-            RedisStoreError::Timeout(_) => true,
+            RedisStoreError::Timeout(_) | RedisStoreError::DeadlinePassed { .. } => true,
             RedisStoreError::Redis(e) | RedisStoreError::Connect { source: e, .. } => {
                 is_transient_redis(e)
             }

@@ -224,6 +224,38 @@ impl RedisServer {
         self.tls.as_ref()
     }
 
+    /// The process id of the running `redis-server`, if it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGSTOP to the process: Redis freezes, connections stay open
+    /// and commands sent meanwhile wait in the socket buffers.
+    ///
+    /// # Panics
+    /// When the process is not running or `kill` cannot be run.
+    pub fn stop_process(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Sends SIGCONT to a process stopped by [`RedisServer::stop_process`]:
+    /// Redis runs the commands that waited.
+    ///
+    /// # Panics
+    /// As [`RedisServer::stop_process`].
+    pub fn continue_process(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.pid().expect("redis-server is running");
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid} failed");
+    }
+
     /// Kills the process (SIGKILL) and waits for it to exit.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
