@@ -42,9 +42,13 @@ impl StoreHandle {
             StoreKind::Memory => Ok(StoreHandle::Memory(Arc::new(
                 MemoryBackend::with_max_clients(config.store.max_clients),
             ))),
-            StoreKind::Redis { url } => {
+            StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => {
+                let target = config.store.redis_target()?.ok_or_else(|| Error::Redis {
+                    url: "memory".to_owned(),
+                    reason: "not a Redis store".to_owned(),
+                })?;
                 let refused = |reason: String| Error::Redis {
-                    url: url.clone(),
+                    url: target.redacted(),
                     reason,
                 };
                 if tokio::runtime::Handle::try_current().is_err() {
@@ -56,8 +60,9 @@ impl StoreHandle {
                     timeout: Duration::from_millis(config.store.timeout_ms),
                     ..RedisStoreConfig::default()
                 };
-                let store = RedisStore::connect_lazy(url, redis_config)
+                let store = RedisStore::connect_lazy_to(&target, redis_config)
                     .map_err(|e| refused(e.to_string()))?;
+                tracing::info!(redis = %target.redacted(), "limit state in Redis (connecting in the background)");
                 Ok(StoreHandle::Shared(Arc::new(store)))
             }
         }

@@ -101,6 +101,7 @@ mod connection;
 pub mod deadline;
 mod error;
 pub mod keys;
+mod lazy_cluster;
 pub mod policies;
 pub mod scripts;
 mod store;

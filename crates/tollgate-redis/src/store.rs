@@ -118,9 +118,25 @@ impl RedisStore {
     /// [`RedisStoreError::Config`] for a bad prefix, [`RedisStoreError::Redis`]
     /// for a bad URL.
     pub fn connect_lazy(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
+        Self::connect_lazy_to(&RedisTarget::single(url), config)
+    }
+
+    /// Like [`RedisStore::connect_to`], without waiting for the first
+    /// connection (one node or a cluster): a service can start while Redis
+    /// is down (its calls fail as transient errors, so a
+    /// [`crate::GuardedStore`] answers them) and uses Redis as soon as it is
+    /// up. Must be called inside a Tokio runtime.
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] for a bad prefix or target (see
+    /// [`RedisTarget::validate`]).
+    pub fn connect_lazy_to(
+        target: &RedisTarget,
+        config: RedisStoreConfig,
+    ) -> Result<Self, RedisStoreError> {
         let keys = KeyLayout::new(config.prefix.clone())?;
         Ok(Self::with_connection(
-            Connection::lazy(&RedisTarget::single(url))?,
+            Connection::lazy(target)?,
             keys,
             config,
         ))

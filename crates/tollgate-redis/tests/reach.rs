@@ -196,3 +196,25 @@ fn targets_are_checked_before_connecting() {
     assert_eq!(format!("{target:?}"), target.redacted());
     target.validate().expect("a good target");
 }
+
+#[test]
+fn a_lazy_cluster_store_answers_by_the_failure_policy_until_it_connects() {
+    let Some(cluster) = RedisCluster::spawn("a_lazy_cluster_store") else {
+        return;
+    };
+    runtime().block_on(async {
+        let plan = plan();
+        // Nothing listens at this seed: every call is a transient failure.
+        let nowhere = RedisTarget::cluster([format!("redis://127.0.0.1:{}", free_port())]);
+        let redis = RedisStore::connect_lazy_to(&nowhere, RedisStoreConfig::default())
+            .expect("lazy: nothing is connected yet");
+        let store = GuardedStore::new(redis, Duration::from_secs(3), FailurePolicy::FailOpen);
+        let down = store.check(&plan, "c", 1_000, 1).await.expect("answered");
+        assert_eq!(down.decided_by, DecidedBy::FailOpen);
+        // The real cluster, lazily: the first call connects and decides.
+        let real = RedisTarget::cluster(cluster.urls());
+        let redis = RedisStore::connect_lazy_to(&real, RedisStoreConfig::default()).expect("lazy");
+        let first = redis.check(&plan, "c", 1_000, 1).await.expect("decided");
+        assert_eq!((first.allowed, first.decided_by), (true, DecidedBy::Store));
+    });
+}

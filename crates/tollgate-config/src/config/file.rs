@@ -82,8 +82,12 @@ impl<'de> Deserialize<'de> for LimitList {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSection {
-    /// `"memory"` or a `redis://` URL.
+    /// `"memory"` or a `redis://` / `rediss://` URL.
     pub url: Option<Spanned<String>>,
+    /// A Redis Cluster's seed nodes (instead of `url`).
+    pub cluster: Option<Spanned<Vec<String>>>,
+    /// A PEM file of the CA that signed the Redis server's certificate.
+    pub tls_ca: Option<Spanned<String>>,
     /// `"fail-open"`, `"fail-closed"` or `"local-fallback"`.
     pub failure_policy: Option<Spanned<String>>,
     /// Cap on clients tracked in memory.

@@ -1,6 +1,9 @@
 //! `[store]`: where limit state lives and what to answer when it fails.
 
+use std::path::PathBuf;
+
 use tollgate_guard::BreakerConfig;
+use tollgate_redis::RedisTarget;
 
 use super::{file, At, DEFAULT_MAX_CLIENTS};
 use crate::Error;
@@ -16,8 +19,14 @@ pub enum StoreKind {
     Memory,
     /// In Redis, shared by every instance pointed at it.
     Redis {
-        /// The URL, checked for form only.
+        /// The URL (`redis://` or `rediss://`, with an ACL user and a
+        /// database number if any), checked for form only.
         url: String,
+    },
+    /// In a Redis Cluster, reached through these seed nodes.
+    RedisCluster {
+        /// The seed nodes' URLs (all `redis://` or all `rediss://`).
+        seeds: Vec<String>,
     },
 }
 
@@ -38,6 +47,9 @@ pub struct StoreConfig {
     /// The shared store's circuit breaker (`breaker_failures`,
     /// `breaker_probe_interval`).
     pub breaker: BreakerConfig,
+    /// A PEM file of the certificate authority to trust for `rediss://`
+    /// (instead of the system's roots).
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// The default Redis key prefix.
@@ -56,18 +68,40 @@ impl StoreConfig {
             prefix: DEFAULT_PREFIX.to_owned(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
             breaker: BreakerConfig::default(),
+            tls_ca: None,
         }
+    }
+
+    /// Where the Redis store connects, or `None` for the memory store. The
+    /// CA file, if any, is read now.
+    ///
+    /// # Errors
+    /// [`Error::Redis`] (never showing a password) when the target cannot
+    /// work: see [`RedisTarget::validate`].
+    pub fn redis_target(&self) -> Result<Option<RedisTarget>, Error> {
+        let target = match &self.kind {
+            StoreKind::Memory => return Ok(None),
+            StoreKind::Redis { url } => RedisTarget::single(url.clone()),
+            StoreKind::RedisCluster { seeds } => RedisTarget::cluster(seeds.iter().cloned()),
+        };
+        let refused = |target: &RedisTarget, e: tollgate_redis::RedisStoreError| Error::Redis {
+            url: target.redacted(),
+            reason: e.to_string(),
+        };
+        let target = match &self.tls_ca {
+            None => target,
+            Some(path) => target
+                .clone()
+                .with_ca_file(path)
+                .map_err(|e| refused(&target, e))?,
+        };
+        target.validate().map_err(|e| refused(&target, e))?;
+        Ok(Some(target))
     }
 }
 
 pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<StoreConfig, Error> {
-    let kind = match &section.url {
-        None => StoreKind::Memory,
-        Some(url) if url.get_ref() == "memory" => StoreKind::Memory,
-        Some(url) => StoreKind::Redis {
-            url: check_redis_url(url.get_ref()).map_err(|e| at(url.span(), e.to_string()))?,
-        },
-    };
+    let kind = build_kind(section, at)?;
     let failure_policy = match &section.failure_policy {
         None => FailurePolicy::FailOpen,
         Some(name) => FailurePolicy::from_name(name.get_ref()).ok_or_else(|| {
@@ -108,13 +142,52 @@ pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<S
         }
         Some(t) => t.get_ref().0,
     };
-    Ok(StoreConfig {
+    let store = StoreConfig {
         kind,
         failure_policy,
         max_clients,
         prefix,
         timeout_ms,
         breaker: build_breaker(section, at)?,
+        tls_ca: section.tls_ca.as_ref().map(|p| PathBuf::from(p.get_ref())),
+    };
+    // Everything the Redis client can check without connecting (schemes,
+    // the CA file, a cluster's database), shown where the key is.
+    if let Err(e) = store.redis_target() {
+        let span = match (&section.tls_ca, &section.cluster, &section.url) {
+            (Some(ca), _, _) if e.to_string().contains("CA") => ca.span(),
+            (_, Some(cluster), _) => cluster.span(),
+            (_, _, Some(url)) => url.span(),
+            (Some(ca), _, _) => ca.span(),
+            _ => 0..0,
+        };
+        return Err(at(span, e.to_string()));
+    }
+    Ok(store)
+}
+
+/// Memory, one Redis node or a cluster: `url` and `cluster` exclude each other.
+fn build_kind(section: &file::StoreSection, at: &At<'_>) -> Result<StoreKind, Error> {
+    Ok(match (&section.url, &section.cluster) {
+        (Some(url), Some(_)) => {
+            return Err(at(
+                url.span(),
+                "give either url (one Redis node) or cluster (seed nodes), not both".to_owned(),
+            ))
+        }
+        (None, Some(seeds)) => {
+            for seed in seeds.get_ref() {
+                check_redis_url(seed).map_err(|e| at(seeds.span(), e.to_string()))?;
+            }
+            StoreKind::RedisCluster {
+                seeds: seeds.get_ref().clone(),
+            }
+        }
+        (None, None) => StoreKind::Memory,
+        (Some(url), None) if url.get_ref() == "memory" => StoreKind::Memory,
+        (Some(url), None) => StoreKind::Redis {
+            url: check_redis_url(url.get_ref()).map_err(|e| at(url.span(), e.to_string()))?,
+        },
     })
 }
 

@@ -40,7 +40,12 @@ impl Config {
     pub fn summary(&self) -> String {
         let store = match &self.store.kind {
             StoreKind::Memory => format!("memory (at most {} clients)", self.store.max_clients),
-            StoreKind::Redis { url } => format!("redis {url}"),
+            StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => {
+                match self.store.redis_target() {
+                    Ok(Some(target)) => format!("redis {}", target.redacted()),
+                    _ => "redis (unusable target)".to_owned(),
+                }
+            }
         };
         let listen: Vec<String> = self.listen.iter().map(ToString::to_string).collect();
         let grpc = self
