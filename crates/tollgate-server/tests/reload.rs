@@ -112,6 +112,7 @@ async fn settings_given_as_flags_are_unchanged_when_the_file_repeats_what_they_r
         grpc_listen: Some("127.0.0.1:0".into()),
         // Never asked: no request is decided here.
         redis: Some("redis://127.0.0.1:1".into()),
+        ..tollgate_server::Options::default()
     })
     .await
     .unwrap();
