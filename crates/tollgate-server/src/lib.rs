@@ -14,10 +14,13 @@ pub mod clock;
 pub mod config;
 mod error;
 pub mod http;
+pub mod inspect;
 pub mod metrics;
 pub mod reload;
 mod server;
+pub mod stats;
 mod store;
+pub mod top;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -31,7 +34,7 @@ use tokio::sync::watch;
 
 pub use config::Config;
 pub use error::Error;
-pub use server::{Decided, ReloadReport, Server};
+pub use server::{Decided, Observed, ReloadReport, Server, StoreHealth};
 pub use store::{StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};
 
 /// Serves `server` on `listener` until `shutdown` completes, then finishes

@@ -21,6 +21,9 @@ use crate::store::{guard, SharedStore, StoreHandle};
 use crate::Error;
 
 mod grpc_metrics;
+mod observe;
+
+pub use observe::{Observed, StoreHealth};
 
 /// The config in force, with the counters of each of its plans.
 struct Active {
@@ -47,6 +50,8 @@ struct Inner {
     config_path: OnceLock<PathBuf>,
     reload_lock: Mutex<()>,
     swept: AtomicU64,
+    /// The dashboard's counters (`/v1/stats`, `/v1/top`), unless `[dashboard]` is off.
+    observed: Option<Arc<Observed>>,
 }
 
 /// The service, cheap to clone (every clone is the same server).
@@ -133,6 +138,9 @@ impl Server {
         };
         let rules = config.envoy.rules.clone();
         let metrics = Arc::new(Metrics::new());
+        let observed = config
+            .dashboard_enabled
+            .then(|| Arc::new(Observed::new(clock.clone())));
         let active = Arc::new(ArcSwap::from_pointee(Self::activate(&metrics, config)));
         // OnStoreError::Unavailable: only errors reach the service (the
         // failure policy, when in force, answered the rest).
@@ -141,6 +149,7 @@ impl Server {
             .observer(Arc::new(grpc_metrics::GrpcMetrics::new(
                 active.clone(),
                 metrics.clone(),
+                observed.clone(),
             )));
         Self {
             inner: Arc::new(Inner {
@@ -154,6 +163,7 @@ impl Server {
                 config_path: OnceLock::new(),
                 reload_lock: Mutex::new(()),
                 swept: AtomicU64::new(0),
+                observed,
             }),
         }
     }
@@ -239,6 +249,9 @@ impl Server {
                 // Only errors no failure policy can answer get here
                 // (transient ones are answered by the guarded store).
                 let errors = metrics.record_store_error(error.transient);
+                if let Some(observed) = &self.inner.observed {
+                    observed.stats.record_store_error(now);
+                }
                 if errors.is_power_of_two() {
                     tracing::error!(%error, transient = error.transient, errors, client, plan = plan.name(), "the store cannot decide this request");
                 }
@@ -269,6 +282,10 @@ impl Server {
             );
         }
         metrics.record_latency(stopwatch.elapsed());
+        if let Some(observed) = &self.inner.observed {
+            observed.decided(now, Some(client), plan.name(), cost, &decision);
+            observed.timed(now, cost, stopwatch.elapsed());
+        }
         tracing::debug!(
             client,
             plan = plan.name(),
@@ -343,6 +360,9 @@ impl Server {
         }
         if config.sweep_interval_ms != old.sweep_interval_ms {
             needs_restart.push("sweep_interval");
+        }
+        if config.dashboard_enabled != old.dashboard_enabled {
+            needs_restart.push("dashboard.enabled");
         }
         let report = ReloadReport {
             kept,
