@@ -50,7 +50,10 @@ function drawChart(kind, stats) {
         label: name, stroke: COLORS[i % COLORS.length], width: 2,
         fill: COLORS[i % COLORS.length] + "22", points: { show: false },
       }))],
-      axes: [{ stroke: "#6b7486", grid: { stroke: "#eef1f5" } }, { stroke: "#6b7486", grid: { stroke: "#eef1f5" }, size: 50 }],
+      axes: [
+        { stroke: "#6b7486", grid: { stroke: "#eef1f5" }, space: 60, values: (u, splits) => splits.map(clockLabel) },
+        { stroke: "#6b7486", grid: { stroke: "#eef1f5" }, size: 50 },
+      ],
       legend: { live: false },
     };
     box.replaceChildren();
@@ -62,6 +65,13 @@ function drawChart(kind, stats) {
   // For people and tests alike: how many seconds have something drawn.
   const points = data[0].filter((_, i) => data.slice(1).some((s) => s[i] > 0)).length;
   box.dataset.points = String(points);
+}
+
+// "14:05" on whole minutes, ":30" between them.
+function clockLabel(seconds) {
+  const d = new Date(seconds * 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  return d.getSeconds() === 0 ? two(d.getHours()) + ":" + two(d.getMinutes()) : ":" + two(d.getSeconds());
 }
 
 function lastFull(column) {

@@ -12,6 +12,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod dashboard;
 mod error;
 pub mod http;
 pub mod inspect;

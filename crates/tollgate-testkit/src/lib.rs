@@ -8,6 +8,9 @@
 //! library), and one series read from `/metrics` text. A dev-dependency
 //! only.
 
+#[cfg(feature = "browser")]
+pub mod browser;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
