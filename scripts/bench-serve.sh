@@ -5,7 +5,7 @@
 #   scripts/bench-serve.sh            # throughput/latency + memory bound
 #   DURATION=20s CONNECTIONS=64 scripts/bench-serve.sh
 #   REDIS_URL=redis://127.0.0.1:6380 scripts/bench-serve.sh   # another Redis for the Redis run
-#   ONLY=dashboard scripts/bench-serve.sh   # only the dashboard counters' cost (on/off, alternating)
+#   ONLY=dashboard ROUNDS=3 scripts/bench-serve.sh   # only the dashboard counters' cost (on/off, alternating)
 #
 # Prints wrk's report for each run and the server's VmRSS from /proc.
 set -euo pipefail
@@ -51,7 +51,7 @@ echo "machine: $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 dashboard_cost() { # the dashboard's counters on and off, side by side, alternating
   echo "== the dashboard's counters: POST /v1/check, 10,000 clients, [dashboard] enabled = true vs false"
-  for round in 1 2; do
+  for round in $(seq "${ROUNDS:-2}"); do
     for state in on off; do
       echo "-- round $round, counters $state (scripts/bench/dashboard-$state.toml), load average: $(cut -d' ' -f1-3 /proc/loadavg)"
       start --config "scripts/bench/dashboard-$state.toml"

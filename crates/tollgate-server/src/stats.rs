@@ -126,20 +126,29 @@ impl Stats {
         }
     }
 
-    /// The slot of the second of `now_ms`, cleared if it held an older second.
-    fn second(&self, now_ms: u64) -> &Second {
+    /// The slot of the second of `now_ms`, cleared if it held an older
+    /// second; `None` if it already holds a later one (the clock went back
+    /// more than five minutes: such a call is not counted rather than
+    /// wiping a later second).
+    fn second(&self, now_ms: u64) -> Option<&Second> {
         let epoch = now_ms / 1000 + 1;
         let slot = &self.seconds[(epoch % SECONDS as u64) as usize];
-        if slot.epoch.load(Ordering::Acquire) != epoch {
-            let _clearing = slot.clearing.lock();
-            if slot.epoch.load(Ordering::Acquire) != epoch {
-                for counter in slot.all() {
-                    counter.store(0, Ordering::Relaxed);
-                }
-                slot.epoch.store(epoch, Ordering::Release);
-            }
+        let held = slot.epoch.load(Ordering::Acquire);
+        if held == epoch {
+            return Some(slot);
         }
-        slot
+        if held > epoch {
+            return None;
+        }
+        let _clearing = slot.clearing.lock();
+        let held = slot.epoch.load(Ordering::Acquire);
+        if held < epoch {
+            for counter in slot.all() {
+                counter.store(0, Ordering::Relaxed);
+            }
+            slot.epoch.store(epoch, Ordering::Release);
+        }
+        (held <= epoch).then_some(slot)
     }
 
     /// The counter index of `plan`, registering the name on first sight.
@@ -163,7 +172,9 @@ impl Stats {
 
     /// Counts a decision (of a cost above 0) on `plan` at `now_ms`.
     pub fn record_decision(&self, now_ms: u64, plan: &str, decision: &PlanDecision) {
-        let second = self.second(now_ms);
+        let Some(second) = self.second(now_ms) else {
+            return;
+        };
         let index = self.plan_index(plan);
         let counter = if decision.allowed {
             &second.allowed[index]
@@ -179,15 +190,17 @@ impl Stats {
 
     /// Counts a store error that no failure policy answered.
     pub fn record_store_error(&self, now_ms: u64) {
-        self.second(now_ms)
-            .store_errors
-            .fetch_add(1, Ordering::Relaxed);
+        if let Some(second) = self.second(now_ms) {
+            second.store_errors.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Counts how long one decision took.
     pub fn record_latency(&self, now_ms: u64, elapsed: Duration) {
         let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        self.second(now_ms).latency[latency_bucket(micros)].fetch_add(1, Ordering::Relaxed);
+        if let Some(second) = self.second(now_ms) {
+            second.latency[latency_bucket(micros)].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Store errors (including those a failure policy answered) in the
@@ -378,6 +391,30 @@ mod tests {
             // At most 25 % wide.
             assert!(latency_upper_bound(b) as f64 <= (micros as f64 * 1.25).max(3.0));
         }
+    }
+
+    fn decision(allowed: bool) -> PlanDecision {
+        PlanDecision {
+            allowed,
+            retry_after_ms: Some(0),
+            limits: Vec::new(),
+            decided_by: DecidedBy::Store,
+        }
+    }
+
+    #[test]
+    fn a_clock_gone_back_past_the_ring_does_not_wipe_later_seconds() {
+        let stats = Stats::new();
+        let later = 1_000_000_000;
+        stats.record_decision(later, "free", &decision(true));
+        // 300 s earlier lands on the same slot.
+        stats.record_decision(later - 300_000, "free", &decision(false));
+        let snapshot = stats.snapshot(later);
+        assert_eq!(snapshot.decisions[SECONDS - 1], 1);
+        assert_eq!(snapshot.rejected[SECONDS - 1], 0);
+        // A second within the window still counts.
+        stats.record_decision(later - 1_000, "free", &decision(false));
+        assert_eq!(stats.snapshot(later).rejected[SECONDS - 2], 1);
     }
 
     #[test]

@@ -108,7 +108,12 @@ impl TopClients {
         let epoch = now_ms / SLOT_MS + 1;
         let mut slots = self.slots.lock();
         let slot = &mut slots[(epoch % SLOTS as u64) as usize];
-        if slot.epoch != epoch {
+        if slot.epoch > epoch {
+            // The clock went back over a minute: not counted rather than
+            // wiping a later slot.
+            return;
+        }
+        if slot.epoch < epoch {
             slot.epoch = epoch;
             slot.requests = SpaceSaving::new(self.capacity);
             slot.rejected = SpaceSaving::new(self.capacity);

@@ -15,30 +15,43 @@
 //! Written here rather than taken from a crate: see the README ("Top
 //! clients") for the crates considered.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+use hashbrown::HashTable;
 
 /// One monitored key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counter {
-    /// The key (a client id).
-    pub key: Arc<str>,
+    /// The key (a client id); its buffer is reused when the counter is taken over.
+    pub key: String,
     /// A tag kept with the key, replaced on every update (the client's plan).
     pub tag: Arc<str>,
     /// Estimated count: never below the true count.
     pub count: u64,
     /// How much `count` may be over the true count.
     pub error: u64,
+    /// The key's hash, to find it in the index when it is replaced.
+    hash: u64,
+    /// The counter's position in the heap.
+    at: usize,
 }
 
 /// A Space-Saving summary of at most `capacity` counters.
+///
+/// Counters never move in `counters`; the heap holds their indices, and the
+/// index maps a key's hash to its counter, so that an update hashes the key
+/// once and allocates nothing (a taken-over counter reuses its key's buffer).
 #[derive(Debug, Clone)]
 pub struct SpaceSaving {
     capacity: usize,
-    /// A min-heap on `count`.
-    heap: Vec<Counter>,
-    /// Key to its position in `heap`.
-    index: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
+    counters: Vec<Counter>,
+    /// Counter indices, a min-heap on their `count`.
+    heap: Vec<usize>,
+    /// Counter indices by the hash of their key.
+    index: HashTable<usize>,
+    hasher: RandomState,
     total: u64,
 }
 
@@ -48,8 +61,10 @@ impl SpaceSaving {
         let capacity = capacity.max(1);
         Self {
             capacity,
+            counters: Vec::with_capacity(capacity),
             heap: Vec::with_capacity(capacity),
-            index: HashMap::with_capacity_and_hasher(capacity, Default::default()),
+            index: HashTable::with_capacity(capacity),
+            hasher: RandomState::default(),
             total: 0,
         }
     }
@@ -66,85 +81,101 @@ impl SpaceSaving {
 
     /// Keys monitored now (at most [`SpaceSaving::capacity`]).
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.counters.len()
     }
 
     /// Whether nothing was counted.
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.counters.is_empty()
     }
 
     /// The smallest count monitored when every counter is taken (0 otherwise):
     /// the most an unmonitored key may have had.
     pub fn floor(&self) -> u64 {
-        if self.heap.len() < self.capacity {
+        if self.counters.len() < self.capacity {
             0
         } else {
-            self.heap.first().map_or(0, |c| c.count)
+            self.heap.first().map_or(0, |&c| self.counters[c].count)
         }
     }
 
     /// Counts `units` for `key`, tagged `tag`.
     pub fn add(&mut self, key: &str, tag: &str, units: u64) {
         self.total = self.total.saturating_add(units);
-        if let Some(&at) = self.index.get(key) {
-            let counter = &mut self.heap[at];
+        let hash = self.hasher.hash_one(key);
+        let counters = &self.counters;
+        if let Some(&c) = self.index.find(hash, |&c| counters[c].key == key) {
+            let counter = &mut self.counters[c];
             counter.count = counter.count.saturating_add(units);
             if *counter.tag != *tag {
                 counter.tag = Arc::from(tag);
             }
+            let at = counter.at;
             self.sift_down(at);
             return;
         }
-        let key: Arc<str> = Arc::from(key);
-        if self.heap.len() < self.capacity {
-            self.heap.push(Counter {
-                key: key.clone(),
+        if self.counters.len() < self.capacity {
+            let c = self.counters.len();
+            self.counters.push(Counter {
+                key: key.to_owned(),
                 tag: Arc::from(tag),
                 count: units,
                 error: 0,
+                hash,
+                at: self.heap.len(),
             });
-            let at = self.heap.len() - 1;
-            self.index.insert(key, at);
-            self.sift_up(at);
+            self.heap.push(c);
+            let counters = &self.counters;
+            self.index.insert_unique(hash, c, |&c| counters[c].hash);
+            self.sift_up(self.heap.len() - 1);
             return;
         }
         // Take over the smallest counter: its count becomes the new key's error.
-        let smallest = &mut self.heap[0];
-        self.index.remove(&smallest.key);
-        smallest.error = smallest.count;
-        smallest.count = smallest.count.saturating_add(units);
-        smallest.key = key.clone();
-        if *smallest.tag != *tag {
-            smallest.tag = Arc::from(tag);
+        let c = self.heap[0];
+        if let Ok(entry) = self.index.find_entry(self.counters[c].hash, |&x| x == c) {
+            entry.remove();
         }
-        self.index.insert(key, 0);
+        let counter = &mut self.counters[c];
+        counter.key.clear();
+        counter.key.push_str(key);
+        counter.hash = hash;
+        counter.error = counter.count;
+        counter.count = counter.count.saturating_add(units);
+        if *counter.tag != *tag {
+            counter.tag = Arc::from(tag);
+        }
+        let counters = &self.counters;
+        self.index.insert_unique(hash, c, |&c| counters[c].hash);
         self.sift_down(0);
     }
 
     /// The counters, in no particular order.
     pub fn counters(&self) -> &[Counter] {
-        &self.heap
+        &self.counters
     }
 
     /// The counter of `key`, if monitored.
     pub fn get(&self, key: &str) -> Option<&Counter> {
-        self.index.get(key).map(|&at| &self.heap[at])
+        let hash = self.hasher.hash_one(key);
+        self.index
+            .find(hash, |&c| self.counters[c].key == key)
+            .map(|&c| &self.counters[c])
+    }
+
+    fn count_at(&self, at: usize) -> u64 {
+        self.counters[self.heap[at]].count
     }
 
     fn swap(&mut self, a: usize, b: usize) {
         self.heap.swap(a, b);
-        for at in [a, b] {
-            if let Some(slot) = self.index.get_mut(&self.heap[at].key) {
-                *slot = at;
-            }
-        }
+        self.counters[self.heap[a]].at = a;
+        self.counters[self.heap[b]].at = b;
     }
 
     fn sift_up(&mut self, mut at: usize) {
         while at > 0 {
             let parent = (at - 1) / 2;
-            if self.heap[parent].count <= self.heap[at].count {
+            if self.count_at(parent) <= self.count_at(at) {
                 break;
             }
             self.swap(parent, at);
@@ -157,10 +188,10 @@ impl SpaceSaving {
             let left = 2 * at + 1;
             let right = left + 1;
             let mut smallest = at;
-            if left < self.heap.len() && self.heap[left].count < self.heap[smallest].count {
+            if left < self.heap.len() && self.count_at(left) < self.count_at(smallest) {
                 smallest = left;
             }
-            if right < self.heap.len() && self.heap[right].count < self.heap[smallest].count {
+            if right < self.heap.len() && self.count_at(right) < self.count_at(smallest) {
                 smallest = right;
             }
             if smallest == at {
@@ -218,8 +249,13 @@ mod tests {
         for c in s.counters() {
             assert!(c.error <= total / capacity as u64, "{c:?}");
         }
-        // The heap property holds: the root is the smallest count.
+        // The heap property holds: the root is the smallest count, and
+        // every monitored key is found by its name.
         let min = s.counters().iter().map(|c| c.count).min();
         assert_eq!(Some(s.floor()), min);
+        for c in s.counters() {
+            assert_eq!(s.get(&c.key), Some(c));
+        }
+        assert!(s.get("noise-0").is_none(), "taken over long ago");
     }
 }
