@@ -1,5 +1,7 @@
 //! The `tollgate` command line as a library, so that tests run each
 //! subcommand in-process: `main.rs` only parses arguments and calls in here.
 
+pub mod lines;
+pub mod progress;
 pub mod proxy;
 pub mod replay;

@@ -1,7 +1,6 @@
 //! The `tollgate` binary: parses arguments and hands over to the library.
 
-use std::fs::File;
-use std::io::{self, BufReader};
+use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -19,19 +18,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Replay a session of calls (`new`, `allow`, `remaining`) and print each answer.
-    Replay {
-        /// The session file; standard input when absent or `-`.
-        file: Option<PathBuf>,
-        /// Replay against this Redis (`redis://host:port`) instead of memory;
-        /// each `new` starts a fresh key space.
-        #[arg(long, value_name = "URL")]
-        redis: Option<String>,
-        /// With --redis: share state with other replays using the same prefix
-        /// (the n-th `new` of the session uses `<PREFIX>:<n>`) instead of a
-        /// fresh random key space.
-        #[arg(long, value_name = "PREFIX", requires = "redis")]
-        redis_prefix: Option<String>,
-    },
+    Replay(replay::ReplayArgs),
     /// Run the rate-limit service (HTTP decision API). Without flags: the
     /// embedded default, 100 requests per second per client on a sliding
     /// window, in memory, on 127.0.0.1:8080, and Envoy's rate limit service
@@ -46,8 +33,8 @@ enum Command {
         /// Keep limit state in Redis, shared by every instance (redis://host:port/db).
         #[arg(long, value_name = "URL")]
         redis: Option<String>,
-        /// Address of the gRPC rate limit service for Envoy, IP:PORT;
-        /// replaces the config's `[envoy] grpc_listen` (default 127.0.0.1:8081).
+        /// Address of the gRPC rate limit service for Envoy, IP:PORT, or
+        /// `off`; replaces the config's `[envoy] grpc_listen` (default 127.0.0.1:8081).
         #[arg(long, value_name = "ADDR")]
         grpc_listen: Option<String>,
     },
@@ -63,20 +50,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Replay {
-            file,
-            redis,
-            redis_prefix,
-        } => match redis {
-            None => run_replay(file, &mut replay::Memory::default()),
-            Some(url) => match replay::Redis::connect(&url, redis_prefix.as_deref()) {
-                Ok(mut target) => run_replay(file, &mut target),
-                Err(e) => {
-                    eprintln!("tollgate replay: {e}");
-                    ExitCode::from(2)
-                }
-            },
-        },
+        Command::Replay(args) => replay::run(args, &tollgate::SystemClock),
         Command::Serve {
             config,
             listen,
@@ -106,7 +80,10 @@ fn run_proxy(args: proxy::ProxyArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(proxy::run(args, tollgate_server::shutdown_signal())) {
+    match runtime.block_on(proxy::run(
+        args,
+        tollgate_config::signals::shutdown_signal(),
+    )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tollgate proxy: {e}");
@@ -116,7 +93,7 @@ fn run_proxy(args: proxy::ProxyArgs) -> ExitCode {
 }
 
 fn run_check(file: &std::path::Path) -> ExitCode {
-    match tollgate_server::Config::load(file) {
+    match tollgate_config::Config::load(file) {
         Ok(config) => {
             print!("{}: ok\n{}", file.display(), config.summary());
             ExitCode::SUCCESS
@@ -157,35 +134,15 @@ fn run_serve(options: tollgate_server::Options) -> ExitCode {
         print!("{}", prepared.banner());
         use std::io::Write;
         let _ = io::stdout().flush();
-        prepared.run(tollgate_server::shutdown_signal()).await
+        prepared
+            .run(tollgate_config::signals::shutdown_signal())
+            .await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tollgate serve: {e}");
             ExitCode::from(1)
-        }
-    }
-}
-
-fn run_replay<T: replay::Target>(file: Option<PathBuf>, target: &mut T) -> ExitCode {
-    let stdout = io::stdout().lock();
-    let result = match file.filter(|f| f.as_os_str() != "-") {
-        None => replay::replay(io::stdin().lock(), stdout, target),
-        Some(path) => match File::open(&path) {
-            Ok(f) => replay::replay(BufReader::with_capacity(1 << 16, f), stdout, target),
-            Err(e) => {
-                eprintln!("tollgate replay: cannot open {}: {e}", path.display());
-                return ExitCode::from(2);
-            }
-        },
-    };
-    match result {
-        Ok(summary) if summary.failed == 0 => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("tollgate replay: {e}");
-            ExitCode::from(2)
         }
     }
 }

@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use clap::Args;
 use tollgate::{MemoryBackend, SystemClock};
+use tollgate_config::{Config, StoreConfig, StoreHandle};
 use tollgate_proxy::options::{parse_duration_ms, parse_key, single_limit_plan};
 use tollgate_proxy::{Error, ProxyConfig};
-use tollgate_server::config::StoreConfig;
 use tollgate_tower::{Plans, PlansHandle, RateLimitConfig};
 
 /// The options of `tollgate proxy`.
@@ -106,7 +106,7 @@ fn invalid_config(reason: String) -> Error {
 
 /// The plans of a `tollgate serve` config: the default plan and each listed
 /// client's own plan.
-fn plans_of(config: &tollgate_server::Config) -> Plans {
+fn plans_of(config: &Config) -> Plans {
     let by_key = config
         .client_plans()
         .map(|(client, plan)| (client.to_owned(), plan.clone()))
@@ -117,8 +117,8 @@ fn plans_of(config: &tollgate_server::Config) -> Plans {
 /// The limits of a `tollgate serve` config file (its plans and its store),
 /// and its `[store]` section.
 fn plan_config(path: &Path) -> Result<(RateLimitConfig, StoreConfig), Error> {
-    let config = tollgate_server::Config::load(path).map_err(|e| invalid_config(e.to_string()))?;
-    let store = tollgate_server::StoreHandle::for_config(&config)
+    let config = Config::load(path).map_err(|e| invalid_config(e.to_string()))?;
+    let store = StoreHandle::for_config(&config)
         .map_err(|e| invalid_config(e.to_string()))?
         .into_store(&config.store);
     let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
@@ -137,7 +137,7 @@ pub fn reload_plans(
     handle: &PlansHandle,
     running_store: &StoreConfig,
 ) -> Result<(), Error> {
-    match tollgate_server::Config::load(path) {
+    match Config::load(path) {
         Ok(config) => {
             handle.replace(plans_of(&config));
             if config.store == *running_store {
@@ -183,12 +183,12 @@ pub async fn run(
             let handle = config.limits().plans_handle();
             // Caught before the banner, so that a SIGHUP sent once the proxy
             // says it listens is never the default action (the end).
-            let hangups = tollgate_server::reload::catch_hangups();
+            let hangups = tollgate_config::signals::catch_hangups();
             let path = path.clone();
             Some(tokio::spawn(async move {
-                tollgate_server::reload::watch_file(
+                tollgate_config::reload::watch_file(
                     &path,
-                    tollgate_server::reload::POLL_INTERVAL,
+                    tollgate_config::reload::POLL_INTERVAL,
                     hangups,
                     std::future::pending(),
                     || {

@@ -10,13 +10,19 @@
 //!
 //! Blank lines and lines starting with `#` print nothing; every other line
 //! prints exactly one line. A line that cannot be carried out prints
-//! `error: line N: ...` and the replay goes on.
+//! `error: line N: ...` and the replay goes on; so does a line longer than
+//! [`MAX_LINE_BYTES`], read in constant memory.
 
 use std::io::{self, BufRead, Write};
 
+mod command;
 mod redis;
 
+pub use crate::lines::MAX_LINE_BYTES;
+pub use command::{run, ReplayArgs};
 pub use redis::Redis;
+
+use crate::lines::{Line, LineReader};
 
 use tollgate::RateLimiter;
 
@@ -190,14 +196,24 @@ fn number<T: std::str::FromStr + std::fmt::Display>(
 /// How a replay went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Summary {
+    /// Lines read, blank, comment and failed ones included.
+    pub lines: u64,
     /// Lines that printed an answer.
     pub answered: u64,
     /// Lines that printed an error.
     pub failed: u64,
+    /// `allow` calls answered `true`.
+    pub allowed: u64,
+    /// `allow` calls answered `false`.
+    pub rejected: u64,
 }
 
+/// How often (in lines) [`replay_with`] reports progress.
+pub const PROGRESS_EVERY_LINES: u64 = 4096;
+
 /// Replays every line of `input` against `target`, writing one output line
-/// per call line.
+/// per call line. Lines longer than [`MAX_LINE_BYTES`] are refused one by
+/// one (`error: line N: line longer than 65536 bytes`) in constant memory.
 ///
 /// # Errors
 /// Only I/O errors reading the input or writing the output; errors in lines
@@ -207,20 +223,39 @@ pub fn replay<T: Target>(
     output: impl Write,
     target: &mut T,
 ) -> io::Result<Summary> {
-    let mut input = input;
+    replay_with(input, output, target, MAX_LINE_BYTES, &mut |_, _| {})
+}
+
+/// [`replay`] with another cap on line length, telling `on_progress` the
+/// bytes read so far and the summary every [`PROGRESS_EVERY_LINES`] lines
+/// and once at the end.
+///
+/// # Errors
+/// As [`replay`].
+pub fn replay_with<T: Target>(
+    input: impl BufRead,
+    output: impl Write,
+    target: &mut T,
+    max_line_bytes: usize,
+    on_progress: &mut dyn FnMut(u64, &Summary),
+) -> io::Result<Summary> {
+    let mut input = LineReader::new(input, max_line_bytes);
     let mut output = io::BufWriter::with_capacity(1 << 16, output);
     let mut summary = Summary::default();
     // The number of the line whose `new` failed, or 0 before any `new`.
     let mut active: Result<(), u64> = Err(0);
     let mut line = Vec::with_capacity(256);
-    let mut number: u64 = 0;
-    loop {
-        line.clear();
-        if input.read_until(b'\n', &mut line)? == 0 {
-            break;
+    while let Some(read) = input.next_line(&mut line)? {
+        let number = input.lines_read();
+        summary.lines = number;
+        if number.is_multiple_of(PROGRESS_EVERY_LINES) {
+            on_progress(input.bytes_read(), &summary);
         }
-        number += 1;
-        let result = match parse_line(&line) {
+        let parsed = match read {
+            Line::Read => parse_line(&line),
+            Line::TooLong => Err(format!("line longer than {max_line_bytes} bytes")),
+        };
+        let result = match parsed {
             Ok(None) => continue,
             Ok(Some(call)) => run_call(target, &mut active, number, call),
             Err(message) => {
@@ -233,6 +268,11 @@ pub fn replay<T: Target>(
         match result {
             Ok(answer) => {
                 summary.answered += 1;
+                match answer {
+                    Answer::Bool(true) => summary.allowed += 1,
+                    Answer::Bool(false) => summary.rejected += 1,
+                    _ => {}
+                }
                 writeln!(output, "{answer}")?;
             }
             Err(message) => {
@@ -242,7 +282,24 @@ pub fn replay<T: Target>(
         }
     }
     output.flush()?;
+    on_progress(input.bytes_read(), &summary);
     Ok(summary)
+}
+
+impl Summary {
+    /// The `--summary` text: counts and the rate over `elapsed_ms`.
+    pub fn render(&self, elapsed_ms: u64) -> String {
+        let rate = u128::from(self.lines) * 1000 / u128::from(elapsed_ms.max(1));
+        format!(
+            "replay: {} lines, {} allowed, {} rejected, {} errors in {}.{:03} s ({rate} lines/s)\n",
+            self.lines,
+            self.allowed,
+            self.rejected,
+            self.failed,
+            elapsed_ms / 1000,
+            elapsed_ms % 1000,
+        )
+    }
 }
 
 /// The answer to one call, as printed.

@@ -7,7 +7,8 @@
 //! the time it actually uses, which may be the client's later last-seen time
 //! or Redis's own clock) before its first write.
 //!
-//! With `now` the time of the decision:
+//! With `now` the time of the decision (each policy's bound is in its
+//! descriptor, [`crate::policies::RedisPolicy::bound`]):
 //!
 //! | policy | bound |
 //! | --- | --- |
@@ -22,22 +23,61 @@
 //! 2^53 is about 9.007×10^15. With times near today's Unix time in ms
 //! (1.8×10^12), GCRA stays exact for `limit * window_ms` up to about 4.5×10^15
 //! (e.g. a limit of 1,000,000 per 1.5 hours of window).
+//!
+//! [`check_limit`] answers, for a config checker, whether a limit is exact at
+//! every time until [`HORIZON_MS`] (year 2100): GCRA then takes limits up to
+//! about 2,195 per window, the other policies any limit with windows up to
+//! about 9×10^15 ms.
 
 use tollgate::{Plan, Policy};
 
-use crate::RedisStoreError;
+use crate::policies::{self, RedisPolicy};
+use crate::{RedisStoreConfig, RedisStoreError};
 
 /// The largest integer a Lua number holds exactly: 2^53 - 1.
 pub const MAX_EXACT: u64 = (1 << 53) - 1;
 
-/// The script's code for a policy, or `None` for a policy without a script.
-pub(crate) fn policy_code(name: &str) -> Option<&'static str> {
-    match name {
-        "sliding-window" => Some("s"),
-        "token-bucket" => Some("t"),
-        "gcra" => Some("g"),
-        _ => None,
+/// The latest decision time [`check_limit`] asks a limit to be exact at:
+/// 2100-01-01T00:00:00Z in ms since the Unix epoch. A limit that passes is
+/// served exactly by the Redis store for every decision until then.
+pub const HORIZON_MS: u64 = 4_102_444_800_000;
+
+/// The descriptor of `name`, or [`RedisStoreError::UnsupportedPolicy`].
+fn descriptor(name: &str) -> Result<&'static RedisPolicy, RedisStoreError> {
+    policies::by_name(name).ok_or_else(|| RedisStoreError::UnsupportedPolicy(name.to_owned()))
+}
+
+/// Checks one limit of `policy_name` (`limit` per `window_ms`) against the
+/// store's bounds: `window_ms + margin_ms` always, and the policy's
+/// [`policies::Bound`] at `now_ms` when given. `what` names the limit in
+/// the message.
+fn check_one(
+    what: &str,
+    policy_name: &str,
+    limit: u32,
+    window_ms: u64,
+    now_ms: Option<u64>,
+    margin_ms: u64,
+) -> Result<(), RedisStoreError> {
+    let policy = descriptor(policy_name)?;
+    let max = u128::from(MAX_EXACT);
+    let window = u128::from(window_ms);
+    if window + u128::from(margin_ms) > max {
+        return Err(RedisStoreError::OutOfRange(format!(
+            "{what}: window_ms {window} plus the expiry margin {margin_ms} exceeds 2^53 - 1"
+        )));
     }
+    let Some(now) = now_ms.map(u128::from) else {
+        return Ok(());
+    };
+    let largest = (policy.bound.largest)(now, u128::from(limit), window);
+    if largest > max {
+        return Err(RedisStoreError::OutOfRange(format!(
+            "{what} ({policy_name}, limit {limit}, window_ms {window}) at now_ms {now}: {} = {largest} exceeds 2^53 - 1 = {MAX_EXACT}",
+            policy.bound.formula
+        )));
+    }
+    Ok(())
 }
 
 /// Checks that every limit of `plan` can be decided exactly at `now_ms`
@@ -48,9 +88,8 @@ pub(crate) fn policy_code(name: &str) -> Option<&'static str> {
 /// [`RedisStoreError::OutOfRange`] naming the limit and the bound, or
 /// [`RedisStoreError::UnsupportedPolicy`].
 pub fn check(plan: &Plan, now_ms: Option<u64>, margin_ms: u64) -> Result<(), RedisStoreError> {
-    let max = u128::from(MAX_EXACT);
     if let Some(now) = now_ms {
-        if u128::from(now) > max {
+        if now > MAX_EXACT {
             return Err(RedisStoreError::OutOfRange(format!(
                 "now_ms {now} exceeds 2^53 - 1 = {MAX_EXACT}"
             )));
@@ -58,35 +97,38 @@ pub fn check(plan: &Plan, now_ms: Option<u64>, margin_ms: u64) -> Result<(), Red
     }
     for limit in plan.limits() {
         let policy = limit.policy();
-        let code = policy_code(policy.name())
-            .ok_or_else(|| RedisStoreError::UnsupportedPolicy(policy.name().to_owned()))?;
-        let window = u128::from(policy.window_ms());
-        let count = u128::from(policy.limit());
-        if window + u128::from(margin_ms) > max {
-            return Err(RedisStoreError::OutOfRange(format!(
-                "limit {:?}: window_ms {window} plus the expiry margin {margin_ms} exceeds 2^53 - 1",
-                limit.name()
-            )));
-        }
-        let Some(now) = now_ms.map(u128::from) else {
-            continue;
-        };
-        let (largest, formula) = match code {
-            "g" => (
-                (now + 2 * window) * count,
-                "(now_ms + 2 * window_ms) * limit",
-            ),
-            _ => (now + window, "now_ms + window_ms"),
-        };
-        if largest > max {
-            return Err(RedisStoreError::OutOfRange(format!(
-                "limit {:?} ({}, limit {count}, window_ms {window}) at now_ms {now}: {formula} = {largest} exceeds 2^53 - 1 = {MAX_EXACT}",
-                limit.name(),
-                policy.name()
-            )));
-        }
+        check_one(
+            &format!("limit {:?}", limit.name()),
+            policy.name(),
+            policy.limit(),
+            policy.window_ms(),
+            now_ms,
+            margin_ms,
+        )?;
     }
     Ok(())
+}
+
+/// Whether the Redis store (with its default configuration) can serve a
+/// limit of `limit` per `window_ms` under the policy named `policy_name`
+/// exactly, at every decision time up to [`HORIZON_MS`] (year 2100): for
+/// `tollgate check` and start-up, which refuse a config whose limits the
+/// store could never answer.
+///
+/// # Errors
+/// [`RedisStoreError::UnsupportedPolicy`] for a policy the store has no
+/// script for; [`RedisStoreError::OutOfRange`] saying which bound fails,
+/// e.g. `gcra, limit 10000, window_ms 1000 ...: (now_ms + 2 * window_ms) *
+/// limit = ... exceeds 2^53 - 1` (permanent errors: retrying cannot help).
+pub fn check_limit(policy_name: &str, limit: u32, window_ms: u64) -> Result<(), RedisStoreError> {
+    check_one(
+        &format!("a limit of {limit} per {window_ms} ms served until {HORIZON_MS} ms (2100-01-01)"),
+        policy_name,
+        limit,
+        window_ms,
+        Some(HORIZON_MS),
+        RedisStoreConfig::default().expiry_margin_ms,
+    )
 }
 
 #[cfg(test)]
@@ -128,9 +170,28 @@ mod tests {
     }
 
     #[test]
-    fn every_registered_policy_has_a_script() {
+    fn check_limit_refuses_what_the_store_could_never_serve() {
         for name in tollgate::POLICY_NAMES {
-            assert!(policy_code(name).is_some(), "{name} has no Redis script");
+            assert!(check_limit(name, 1_000, 1_000_000_000).is_ok(), "{name}");
+            // "100000000000d": never exact.
+            let error = check_limit(name, 10, 100_000_000_000 * 86_400_000).unwrap_err();
+            assert!(matches!(error, RedisStoreError::OutOfRange(_)), "{error}");
+            assert!(error.to_string().contains("exceeds 2^53 - 1"), "{error}");
+            assert!(!error.is_transient());
         }
+        // GCRA scales times by the limit: exact until 2100 up to ~2,195 per window.
+        assert!(check_limit("gcra", 2_000, 1_000).is_ok());
+        let error = check_limit("gcra", 10_000, 1_000).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("(now_ms + 2 * window_ms) * limit"),
+            "{error}"
+        );
+        assert!(check_limit("sliding-window", 10_000, 1_000).is_ok());
+        assert!(matches!(
+            check_limit("leaky-bucket", 1, 1),
+            Err(RedisStoreError::UnsupportedPolicy(_))
+        ));
     }
 }

@@ -13,6 +13,11 @@
 //! - Keys ([`keys`]): `<prefix>:{c:<escaped client>}:<limit id>[:v<format>]`, one hash
 //!   tag per client (never CROSSSLOT on Redis Cluster), client ids of any
 //!   bytes escaped, every key with an expiry.
+//! - Policies ([`policies`]): one descriptor per policy (name, Redis code,
+//!   stored format, Lua file, bound), declared on the first line of the
+//!   policy's Lua file; the dispatch, the bounds check and the plan script's
+//!   table come from the list. [`check_limit`] says whether the store can
+//!   serve a limit at all (for config checks).
 //! - Exactness ([`bounds`]): Lua numbers are doubles, so arguments whose
 //!   arithmetic could pass 2^53 are refused before any write.
 //! - Failures ([`GuardedStore`]): a per-call timeout and a failure policy
@@ -71,11 +76,13 @@ pub mod bounds;
 mod error;
 mod guarded;
 pub mod keys;
+pub mod policies;
 pub mod scripts;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use bounds::check_limit;
 pub use error::RedisStoreError;
 pub use guarded::{FailureCounts, FailurePolicy, GuardedStore, TimeoutOnly};
 pub use store::{RedisStore, RedisStoreConfig, TimeSource};

@@ -9,9 +9,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Client, Script};
 use tollgate::{Decision, LimitDecision, Plan, PlanDecision, Policy, Store, StoreFuture};
 
-use crate::bounds::{self, policy_code};
+use crate::bounds;
 use crate::keys::KeyLayout;
-use crate::{scripts, RedisStoreError};
+use crate::{policies, scripts, RedisStoreError};
 
 /// Where the time of a decision comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -214,15 +214,15 @@ impl RedisStore {
         invocation.arg(cost).arg(self.config.expiry_margin_ms);
         for limit in plan.limits() {
             let policy = limit.policy();
-            // `bounds::check` has already refused policies without a script.
-            let code = policy_code(policy.name()).unwrap_or("?");
+            let descriptor = policies::by_name(policy.name())
+                .ok_or_else(|| RedisStoreError::UnsupportedPolicy(policy.name().to_owned()))?;
             invocation.key(KeyLayout::limit_key_from_base(
                 &base,
                 limit.id(),
-                scripts::state_format(code),
+                descriptor.format,
             ));
             invocation
-                .arg(code)
+                .arg(descriptor.code)
                 .arg(policy.limit())
                 .arg(policy.window_ms())
                 .arg(if limit.is_shadow() { "1" } else { "0" });

@@ -116,7 +116,8 @@ async function refreshStats() {
   drawLatency(stats);
   $("rate-now").textContent = lastFull(stats.decisions);
   $("rejected-now").textContent = lastFull(stats.rejected);
-  $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+  // The server's clock, not the browser's: what the numbers are as of.
+  $("updated").textContent = "as of " + new Date(stats.now_ms).toLocaleTimeString();
 }
 
 async function refreshTop() {

@@ -1,61 +1,41 @@
 //! The one error type of the server crate.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
-/// Why the server could not load its configuration, start, or keep serving.
+/// Why the server could not start or keep serving, or could not decide a
+/// request.
 ///
-/// Bad HTTP requests are not errors of the server: they are answered with a
-/// 4xx (see [`crate::http`]) and never reach this type.
+/// Bad HTTP requests are answered with a 4xx by [`crate::http`] before
+/// anything is decided. The decision itself ([`crate::Server::decide`])
+/// answers in domain terms ([`Error::UnknownPlan`],
+/// [`Error::CostOverMaximum`], [`Error::Store`]); each front end maps those
+/// to its own protocol (the HTTP API: 400, 400 and 500).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The config file could not be read.
-    #[error("cannot read {}: {source}", path.display())]
-    ReadConfig {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+    /// The config could not be read, checked or wired to its store.
+    #[error(transparent)]
+    Config(#[from] tollgate_config::Error),
+    /// A request named a plan the config does not have.
+    #[error("unknown plan {name:?}: known plans are {known}")]
+    UnknownPlan {
+        /// The plan asked for.
+        name: String,
+        /// The plans there are, comma-separated.
+        known: String,
     },
-    /// The config is not valid: `line` and `column` (1-based) point at the mistake.
-    #[error("{}line {line}, column {column}: {message}\n{snippet}", origin.as_deref().map(|o| format!("{o}: ")).unwrap_or_default())]
-    InvalidConfig {
-        /// Where the text came from (a file name), when known.
-        origin: Option<String>,
-        /// The line of the mistake, from 1.
-        line: usize,
-        /// The column of the mistake, from 1, counted in characters.
-        column: usize,
-        /// What is wrong.
-        message: String,
-        /// The offending line with a caret under the column, for humans.
-        snippet: String,
+    /// A request asked for more than the config's `max_cost`.
+    #[error("cost {cost} is over the maximum of {max_cost} per request")]
+    CostOverMaximum {
+        /// The cost asked for.
+        cost: u32,
+        /// The config's `max_cost`.
+        max_cost: u32,
     },
-    /// The Redis store could not be set up (a URL the Redis client refuses,
-    /// a bad key prefix). Redis being down is not this error: the server
-    /// starts and its failure policy answers until Redis is up.
-    #[error("cannot use the redis store at {url}: {reason}")]
-    Redis {
-        /// The Redis URL.
-        url: String,
-        /// Why.
-        reason: String,
-    },
-    /// A Redis URL that is not one (given on the command line).
-    #[error("invalid redis URL {url:?}: {reason}")]
-    InvalidRedisUrl {
-        /// The URL as given.
-        url: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// A listen address that is not `IP:PORT` (given on the command line).
-    #[error("invalid listen address {addr:?}: expected IP:PORT, e.g. 127.0.0.1:8080")]
-    InvalidListen {
-        /// The address as given.
-        addr: String,
-    },
+    /// The store failed in a way no failure policy answers (a permanent
+    /// error); nothing was decided.
+    #[error("the store cannot decide this request: {}", .0.message)]
+    Store(tollgate::StoreError),
     /// A listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -21,8 +21,8 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use tollgate_config::ClientIdSource;
 
-use crate::config::ClientIdSource;
 use crate::metrics::BadRequest;
 use crate::server::Server;
 pub use request::{
@@ -91,7 +91,7 @@ async fn check(State(server): State<Server>, body: Result<Bytes, BytesRejection>
         .await
     {
         Ok(decided) => decision_response(StatusCode::OK, &request.client, request.cost, &decided),
-        Err(rejection) => refuse(&server, rejection),
+        Err(error) => refuse(&server, error.into()),
     }
 }
 
@@ -118,7 +118,7 @@ async fn remaining(
     }
     match server.decide(&client, plan.as_deref(), 0).await {
         Ok(decided) => decision_response(StatusCode::OK, &client, 0, &decided),
-        Err(rejection) => refuse(&server, rejection),
+        Err(error) => refuse(&server, error.into()),
     }
 }
 
@@ -196,7 +196,7 @@ async fn auth(
             (StatusCode::NO_CONTENT, rate_limit_headers(&decided)).into_response()
         }
         Ok(decided) => decision_response(StatusCode::TOO_MANY_REQUESTS, &client, 1, &decided),
-        Err(rejection) => refuse(&server, rejection),
+        Err(error) => refuse(&server, error.into()),
     }
 }
 
@@ -212,7 +212,7 @@ async fn metrics(State(server): State<Server>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
         )],
         server.render_metrics(),
     )

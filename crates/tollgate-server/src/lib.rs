@@ -1,26 +1,34 @@
 //! # tollgate-server
 //!
 //! The tollgate rate-limit service: an API gateway or API server asks it,
-//! for every request, whether to let it in. Plans of several limits come
-//! from a TOML config ([`Config`]), reloaded on SIGHUP and on change
-//! ([`reload`]); decisions are served over HTTP ([`http`]) with the IETF
-//! RateLimit headers, and counted in Prometheus metrics ([`metrics`]).
+//! for every request, whether to let it in.
 //!
+//! - [`Server`] is the domain: the config in force, the store, the clock and
+//!   the metrics. [`Server::decide`] answers in domain terms (a decision, or
+//!   an unknown plan, a cost over the maximum, a store error); it knows no
+//!   HTTP.
+//! - [`http`] translates HTTP to and from it (JSON, the IETF RateLimit
+//!   headers, statuses); the gRPC rate limit service for Envoy
+//!   (`tollgate_envoy`) runs beside it on the same store and plans.
+//! - [`metrics`] counts decisions for Prometheus.
+//! - The config file, the store it names and reloading come from
+//!   `tollgate_config` (re-exported as [`config`]), which `tollgate proxy`
+//!   shares; [`tasks`] runs the reload watcher and the idle-client sweeper.
+//!
+//! Modules depend one way: `http` → `server` → `metrics`, no cycle.
 //! The binary (`tollgate serve`) only parses flags: [`Options`] →
 //! [`prepare`] → [`Prepared::run`]. Tests build a [`Server`] with a
 //! [`tollgate::ManualClock`], bind port 0 and call [`run`].
 
 pub mod clock;
-pub mod config;
 pub mod dashboard;
 mod error;
 pub mod http;
 pub mod inspect;
 pub mod metrics;
-pub mod reload;
 mod server;
 pub mod stats;
-mod store;
+pub mod tasks;
 pub mod top;
 
 use std::future::Future;
@@ -33,10 +41,13 @@ use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use config::Config;
 pub use error::Error;
 pub use server::{Decided, Observed, ReloadReport, Server, StoreHealth};
-pub use store::{StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};
+/// The config crate, re-exported: [`Server::new`] takes its [`Config`] and
+/// [`StoreHandle`].
+pub use tollgate_config as config;
+pub use tollgate_config::signals::shutdown_signal;
+pub use tollgate_config::{Config, Overrides, StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};
 
 /// Serves `server` on `listener` until `shutdown` completes, then finishes
 /// the requests in flight and returns.
@@ -94,25 +105,6 @@ pub async fn run_all(
     }
 }
 
-/// Completes on SIGTERM or ctrl-c (SIGINT).
-pub async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut sigterm) => {
-                sigterm.recv().await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM; stop with ctrl-c");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
-}
-
 /// `tollgate serve`'s flags.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -122,8 +114,20 @@ pub struct Options {
     pub listen: Vec<String>,
     /// `--redis URL`: replaces the config's store.
     pub redis: Option<String>,
-    /// `--grpc-listen ADDR`: replaces the config's `[envoy] grpc_listen`.
+    /// `--grpc-listen ADDR|off`: replaces the config's `[envoy] grpc_listen`.
     pub grpc_listen: Option<String>,
+}
+
+impl Options {
+    /// The flags that replace keys of the config file, at start-up and on
+    /// every reload.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            listen: self.listen.clone(),
+            grpc_listen: self.grpc_listen.clone(),
+            redis: self.redis.clone(),
+        }
+    }
 }
 
 /// A server ready to run: config loaded, store built, addresses bound.
@@ -131,8 +135,8 @@ pub struct Prepared {
     server: Server,
     listeners: Vec<TcpListener>,
     addrs: Vec<SocketAddr>,
-    grpc_listener: TcpListener,
-    grpc_addr: SocketAddr,
+    /// `None` when the gRPC service is off.
+    grpc_listener: Option<TcpListener>,
     hangups: Option<tokio::signal::unix::Signal>,
 }
 
@@ -140,68 +144,48 @@ pub struct Prepared {
 /// store and binds every listen address.
 ///
 /// # Errors
-/// The config's error, [`Error::InvalidListen`] or [`Error::InvalidRedisUrl`]
-/// for bad flags, [`Error::Redis`] for a Redis store that cannot be set
-/// up (Redis being down is not an error: the failure policy answers until
-/// it is up), or [`Error::Bind`].
+/// The config's error (bad flags included), [`tollgate_config::Error::Redis`]
+/// for a Redis store that cannot be set up (Redis being down is not an
+/// error: the failure policy answers until it is up), or [`Error::Bind`].
 pub async fn prepare(options: Options) -> Result<Prepared, Error> {
-    let mut config = match &options.config {
-        Some(path) => Config::load(path)?,
-        None => Config::embedded_default(),
+    let overrides = options.overrides();
+    let config = match &options.config {
+        Some(path) => Config::load_with(path, &overrides)?,
+        None => {
+            let mut config = Config::embedded_default();
+            overrides.apply(&mut config)?;
+            config
+        }
     };
-    if !options.listen.is_empty() {
-        config.listen = options
-            .listen
-            .iter()
-            .map(|addr| {
-                addr.parse()
-                    .map_err(|_| Error::InvalidListen { addr: addr.clone() })
-            })
-            .collect::<Result<_, _>>()?;
-    }
-    if let Some(addr) = &options.grpc_listen {
-        config.envoy.grpc_listen = addr
-            .parse()
-            .map_err(|_| Error::InvalidListen { addr: addr.clone() })?;
-    }
-    if let Some(url) = &options.redis {
-        config.store.kind = config::StoreKind::Redis {
-            url: config::check_redis_url(url)?,
-        };
-    }
     let store = StoreHandle::for_config(&config)?;
     let mut listeners = Vec::with_capacity(config.listen.len());
     let mut addrs = Vec::with_capacity(config.listen.len());
     for addr in &config.listen {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| Error::Bind {
-                addr: *addr,
-                source,
-            })?;
+        let listener = bind(*addr).await?;
         addrs.push(listener.local_addr().unwrap_or(*addr));
         listeners.push(listener);
     }
-    let grpc_addr = config.envoy.grpc_listen;
-    let grpc_listener = TcpListener::bind(grpc_addr)
-        .await
-        .map_err(|source| Error::Bind {
-            addr: grpc_addr,
-            source,
-        })?;
-    let grpc_addr = grpc_listener.local_addr().unwrap_or(grpc_addr);
+    let grpc_listener = match config.envoy.grpc_listen {
+        Some(addr) => Some(bind(addr).await?),
+        None => None,
+    };
     let mut server = Server::new(config, store, Arc::new(tollgate::SystemClock));
     if let Some(path) = options.config {
-        server = server.with_config_path(path);
+        server = server.with_config_file(path, overrides);
     }
     Ok(Prepared {
         server,
         listeners,
         addrs,
         grpc_listener,
-        grpc_addr,
-        hangups: reload::catch_hangups(),
+        hangups: tollgate_config::signals::catch_hangups(),
     })
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Bind { addr, source })
 }
 
 impl Prepared {
@@ -210,9 +194,14 @@ impl Prepared {
         &self.addrs
     }
 
-    /// The address the gRPC rate limit service (Envoy RLS) actually bound.
-    pub fn grpc_addr(&self) -> SocketAddr {
-        self.grpc_addr
+    /// The address the gRPC rate limit service (Envoy RLS) actually bound;
+    /// `None` when it is off.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        let listener = self.grpc_listener.as_ref()?;
+        listener
+            .local_addr()
+            .ok()
+            .or(self.server.config().envoy.grpc_listen)
     }
 
     /// The server.
@@ -228,10 +217,13 @@ impl Prepared {
             Some(path) => format!("config {}", path.display()),
             None => "the embedded default config".to_owned(),
         };
+        let grpc = match self.grpc_addr() {
+            Some(addr) => format!("gRPC (Envoy rate limit service) listening on {addr}"),
+            None => "gRPC (Envoy rate limit service) off".to_owned(),
+        };
         format!(
-            "tollgate listening on {} with {source}\ngRPC (Envoy rate limit service) listening on {}\n{}",
+            "tollgate listening on {} with {source}\n{grpc}\n{}",
             addrs.join(", "),
-            self.grpc_addr,
             config.summary()
         )
     }
@@ -260,29 +252,24 @@ impl Prepared {
             default_plan = self.server.config().default_plan().name(),
             "serving"
         );
-        let watcher = tokio::spawn(reload::watch(
+        let watcher = tokio::spawn(tasks::watch(
             self.server.clone(),
-            reload::POLL_INTERVAL,
+            tollgate_config::reload::POLL_INTERVAL,
             self.hangups,
             until_stop(),
         ));
-        let sweeper = tokio::spawn(reload::sweep_periodically(
+        let sweeper = tokio::spawn(tasks::sweep_periodically(
             self.server.clone(),
             sweep_every,
             until_stop(),
         ));
-        let stop_on_grpc_failure = stop.clone();
-        let grpc = tokio::spawn({
-            let service = self.server.envoy_service();
-            let until = until_stop();
-            async move {
-                let served = tollgate_envoy::run(self.grpc_listener, service, until).await;
-                if let Err(error) = &served {
-                    tracing::error!(%error, "the gRPC server failed; stopping");
-                    let _ = stop_on_grpc_failure.send(true);
-                }
-                served
-            }
+        let grpc = self.grpc_listener.map(|listener| {
+            spawn_grpc(
+                listener,
+                self.server.envoy_service(),
+                until_stop(),
+                stop.clone(),
+            )
         });
         let stop_on_shutdown = stop.clone();
         let stopped = until_stop();
@@ -298,12 +285,33 @@ impl Prepared {
         let _ = stop.send(true);
         let _ = watcher.await;
         let _ = sweeper.await;
-        let grpc = match grpc.await {
-            Ok(served) => served.map_err(Error::Grpc),
-            Err(join) => Err(Error::Grpc(tollgate_envoy::Error::Config(format!(
-                "the gRPC task ended abnormally: {join}"
-            )))),
+        let grpc = match grpc {
+            None => Ok(()),
+            Some(grpc) => match grpc.await {
+                Ok(served) => served.map_err(Error::Grpc),
+                Err(join) => Err(Error::Grpc(tollgate_envoy::Error::Config(format!(
+                    "the gRPC task ended abnormally: {join}"
+                )))),
+            },
         };
         result.and(grpc)
     }
+}
+
+/// Serves Envoy's rate limit service on `listener` until `until`; a failure
+/// stops everything through `stop`.
+fn spawn_grpc(
+    listener: TcpListener,
+    service: tollgate_envoy::ServiceConfig,
+    until: impl Future<Output = ()> + Send + 'static,
+    stop: Arc<watch::Sender<bool>>,
+) -> tokio::task::JoinHandle<Result<(), tollgate_envoy::Error>> {
+    tokio::spawn(async move {
+        let served = tollgate_envoy::run(listener, service, until).await;
+        if let Err(error) = &served {
+            tracing::error!(%error, "the gRPC server failed; stopping");
+            let _ = stop.send(true);
+        }
+        served
+    })
 }

@@ -1,44 +1,99 @@
-//! Prometheus metrics: a small registry of atomic counters, rendered in the
-//! text exposition format. Every metric is named `tollgate_*`.
+//! Prometheus metrics, kept and encoded by the Prometheus project's Rust
+//! client (`prometheus-client`): its counters, label families, histogram and
+//! its text encoder (format 0.0.4). Every metric is named `tollgate_*` (the
+//! registry's prefix); the list is in the README ("Metrics (all
+//! `tollgate_*`)"), and a test reads each one back from `/metrics`.
 //!
-//! The hot path only increments atomics it already holds: each plan and
-//! limit of the active config carries its counters, looked up once when the
-//! config is loaded (gRPC decisions find their plan's by name: one hash
-//! lookup, no allocation). Counters are kept by plan and limit name across reloads,
-//! so they never go backwards (a removed limit keeps its last values).
+//! The hot path only increments counters it already holds: each plan and
+//! limit of the active config carries its counters, taken from the label
+//! families once when the config is loaded (gRPC decisions find their plan's
+//! by name: one hash lookup, no allocation). A family keeps a counter per
+//! label set for good, so counters never go backwards across reloads (a
+//! removed limit keeps its last values).
 
-mod histogram;
+mod store_gauges;
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use prometheus_client::encoding::{prometheus_text, EncodeLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 use tollgate::{DecidedBy, Plan, PlanDecision};
 
-pub use histogram::Histogram;
+pub use store_gauges::Gauges;
+
+/// The prefix of every metric name.
+const PREFIX: &str = "tollgate";
+
+/// Upper bounds of the latency buckets, in seconds: 10 µs to 1 s, spaced so
+/// that the 2 ms p99 target falls between two bounds.
+const LATENCY_BOUNDS: [f64; 13] = [
+    0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.05,
+    0.25, 1.0,
+];
+
+/// The labels of `tollgate_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PlanOutcome {
+    plan: String,
+    outcome: &'static str,
+}
+
+/// The labels of `tollgate_limit_decisions_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitOutcome {
+    plan: String,
+    limit: String,
+    outcome: &'static str,
+}
+
+/// The labels of `tollgate_shadow_rejections_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PlanLimit {
+    plan: String,
+    limit: String,
+}
+
+/// One label with a value from a fixed list, for the small families.
+type OneLabel = [(&'static str, &'static str); 1];
+
+/// Registers a counter family of one label and creates one counter per
+/// value, so that every value is exposed (at zero) from the start; returns
+/// the counters in the order of `values`.
+fn labelled<const N: usize>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    label: &'static str,
+    values: [&'static str; N],
+) -> [Counter; N] {
+    let family = Family::<OneLabel, Counter>::default();
+    registry.register(name, help, family.clone());
+    values.map(|value| family.get_or_create_owned(&[(label, value)]))
+}
 
 /// Counters of one plan.
-#[derive(Debug, Default)]
-pub struct PlanCounters {
-    allowed: AtomicU64,
-    rejected: AtomicU64,
+#[derive(Debug, Clone)]
+struct PlanCounters {
+    allowed: Counter,
+    rejected: Counter,
 }
 
 /// Counters of one limit of one plan.
-#[derive(Debug, Default)]
-pub struct LimitCounters {
-    allowed: AtomicU64,
-    rejected: AtomicU64,
-    shadow_rejected: AtomicU64,
+#[derive(Debug, Clone)]
+struct LimitCounters {
+    allowed: Counter,
+    rejected: Counter,
+    shadow_rejected: Counter,
 }
 
 /// The counters of one plan of the active config, in the plan's limit order.
 #[derive(Debug, Clone)]
 pub struct PlanMetrics {
-    plan: Arc<PlanCounters>,
-    limits: Vec<Arc<LimitCounters>>,
+    plan: PlanCounters,
+    limits: Vec<LimitCounters>,
 }
 
 impl PlanMetrics {
@@ -49,31 +104,16 @@ impl PlanMetrics {
         } else {
             &self.plan.rejected
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.inc();
         for (counters, limit) in self.limits.iter().zip(&decision.limits) {
             let counter = match (limit.decision.allowed, limit.shadow) {
                 (true, _) => &counters.allowed,
                 (false, false) => &counters.rejected,
                 (false, true) => &counters.shadow_rejected,
             };
-            counter.fetch_add(1, Ordering::Relaxed);
+            counter.inc();
         }
     }
-}
-
-/// Values read at render time from elsewhere (the store).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Gauges {
-    /// Clients with state in the memory store, if the store is in memory.
-    pub tracked_clients: Option<usize>,
-    /// The cap on tracked clients.
-    pub max_clients: Option<usize>,
-    /// Clients evicted to make room (their state still mattered).
-    pub evicted: u64,
-    /// Clients dropped to make room because their state no longer mattered.
-    pub reclaimed: u64,
-    /// Clients dropped by the periodic sweep.
-    pub swept: u64,
 }
 
 /// Which front end a decision came through.
@@ -86,6 +126,7 @@ pub enum Frontend {
 }
 
 impl Frontend {
+    /// Every front end, in the order of [`Frontend::index`].
     const ALL: [Frontend; 2] = [Frontend::Http, Frontend::Grpc];
 
     /// The label value.
@@ -113,21 +154,13 @@ pub enum BadRequest {
     TooLarge,
 }
 
-/// Every metric of the server.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    plans: Mutex<BTreeMap<String, Arc<PlanCounters>>>,
-    limits: Mutex<BTreeMap<(String, String), Arc<LimitCounters>>>,
-    store_errors_transient: AtomicU64,
-    store_errors_permanent: AtomicU64,
-    decided_by: [AtomicU64; 4],
-    frontends: [AtomicU64; 2],
-    latency: Histogram,
-    bad_invalid: AtomicU64,
-    bad_too_large: AtomicU64,
-    reloads_ok: AtomicU64,
-    reloads_failed: AtomicU64,
-}
+/// Who can decide, in the order of [`decided_by_index`].
+const DECIDED_BY: [DecidedBy; 4] = [
+    DecidedBy::Store,
+    DecidedBy::FailOpen,
+    DecidedBy::FailClosed,
+    DecidedBy::LocalFallback,
+];
 
 fn decided_by_index(d: DecidedBy) -> usize {
     match d {
@@ -138,44 +171,131 @@ fn decided_by_index(d: DecidedBy) -> usize {
     }
 }
 
-const DECIDED_BY: [DecidedBy; 4] = [
-    DecidedBy::Store,
-    DecidedBy::FailOpen,
-    DecidedBy::FailClosed,
-    DecidedBy::LocalFallback,
-];
+/// Every metric of the server, in one registry.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<PlanOutcome, Counter>,
+    limit_decisions: Family<LimitOutcome, Counter>,
+    shadow_rejections: Family<PlanLimit, Counter>,
+    frontends: [Counter; 2],
+    /// Transient, then permanent.
+    store_errors: [Counter; 2],
+    decided_by: [Counter; 4],
+    latency: Histogram,
+    /// 400, then 413.
+    bad_requests: [Counter; 2],
+    /// Applied, then refused.
+    reloads: [Counter; 2],
+}
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Counters stay meaningful even if a thread panicked mid-update.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Metrics {
-    /// An empty registry.
+    /// A registry with every metric at zero.
     pub fn new() -> Self {
-        Self::default()
+        let mut registry = Registry::with_prefix(PREFIX);
+        let requests = Family::default();
+        registry.register(
+            "requests",
+            "Decisions on requests (not peeks) per plan: allowed or rejected",
+            requests.clone(),
+        );
+        let limit_decisions = Family::default();
+        registry.register("limit_decisions", "Decisions per plan and limit: allowed or rejected (shadow limits' rejections are counted in tollgate_shadow_rejections_total)", limit_decisions.clone());
+        let shadow_rejections = Family::default();
+        registry.register(
+            "shadow_rejections",
+            "Requests a shadow limit would have rejected (they were not rejected for it)",
+            shadow_rejections.clone(),
+        );
+        let frontends = labelled(&mut registry, "frontend_decisions", "Decisions on requests (not peeks) per front end: http (the HTTP API) or grpc (Envoy's rate limit service)", "frontend", Frontend::ALL.map(Frontend::as_str));
+        let store_errors = labelled(
+            &mut registry,
+            "store_errors",
+            "Store errors, by whether retrying may help",
+            "kind",
+            ["transient", "permanent"],
+        );
+        let decided_by = labelled(
+            &mut registry,
+            "decisions_by",
+            "Who decided: the store, or the failure policy standing in for it",
+            "decided_by",
+            DECIDED_BY.map(DecidedBy::as_str),
+        );
+        let latency = Histogram::new(LATENCY_BOUNDS);
+        registry.register(
+            "decision_duration_seconds",
+            "Time to decide one request, from decoded request to answer",
+            latency.clone(),
+        );
+        let bad_requests = labelled(
+            &mut registry,
+            "bad_requests",
+            "Requests refused as invalid (400) or too large (413)",
+            "status",
+            ["400", "413"],
+        );
+        let reloads = labelled(
+            &mut registry,
+            "config_reloads",
+            "Config reloads: applied (ok) or refused (error)",
+            "result",
+            ["ok", "error"],
+        );
+        Self {
+            registry,
+            requests,
+            limit_decisions,
+            shadow_rejections,
+            frontends,
+            store_errors,
+            decided_by,
+            latency,
+            bad_requests,
+            reloads,
+        }
     }
 
     /// The counters for `plan`, created on first sight and shared with any
     /// earlier config that had the same plan and limit names.
     pub fn for_plan(&self, plan: &Plan) -> PlanMetrics {
-        let plan_counters = lock(&self.plans)
-            .entry(plan.name().to_owned())
-            .or_default()
-            .clone();
-        let mut limits = lock(&self.limits);
+        let name = plan.name();
+        let per_plan = |outcome| {
+            self.requests.get_or_create_owned(&PlanOutcome {
+                plan: name.to_owned(),
+                outcome,
+            })
+        };
+        let per_limit = |limit: &str, outcome| {
+            self.limit_decisions.get_or_create_owned(&LimitOutcome {
+                plan: name.to_owned(),
+                limit: limit.to_owned(),
+                outcome,
+            })
+        };
         let limits = plan
             .limits()
             .iter()
-            .map(|limit| {
-                limits
-                    .entry((plan.name().to_owned(), limit.name().to_owned()))
-                    .or_default()
-                    .clone()
+            .map(|limit| LimitCounters {
+                allowed: per_limit(limit.name(), "allowed"),
+                rejected: per_limit(limit.name(), "rejected"),
+                shadow_rejected: self.shadow_rejections.get_or_create_owned(&PlanLimit {
+                    plan: name.to_owned(),
+                    limit: limit.name().to_owned(),
+                }),
             })
             .collect();
         PlanMetrics {
-            plan: plan_counters,
+            plan: PlanCounters {
+                allowed: per_plan("allowed"),
+                rejected: per_plan("rejected"),
+            },
             limits,
         }
     }
@@ -195,7 +315,7 @@ impl Metrics {
     ) -> Option<u64> {
         self.record_decided_by(decision.decided_by);
         if cost > 0 {
-            self.frontends[frontend.index()].fetch_add(1, Ordering::Relaxed);
+            self.frontends[frontend.index()].inc();
             if let Some(plan) = plan {
                 plan.record(decision);
             }
@@ -205,240 +325,90 @@ impl Metrics {
 
     /// Counts who decided (the store or the failure policy).
     pub fn record_decided_by(&self, decided_by: DecidedBy) {
-        self.decided_by[decided_by_index(decided_by)].fetch_add(1, Ordering::Relaxed);
+        self.decided_by[decided_by_index(decided_by)].inc();
     }
 
     /// Counts a store error; returns how many of its kind there were so far
     /// (so that the caller can log a sample rather than every one).
     pub fn record_store_error(&self, transient: bool) -> u64 {
-        let counter = if transient {
-            &self.store_errors_transient
-        } else {
-            &self.store_errors_permanent
-        };
-        counter.fetch_add(1, Ordering::Relaxed) + 1
+        let counter = &self.store_errors[usize::from(!transient)];
+        counter.inc() + 1
     }
 
     /// Records how long one decision took, from parsed request to answer.
     pub fn record_latency(&self, elapsed: Duration) {
-        self.latency.observe(elapsed);
+        self.latency.observe(elapsed.as_secs_f64());
     }
 
     /// Counts a refused request.
     pub fn record_bad_request(&self, kind: BadRequest) {
-        let counter = match kind {
-            BadRequest::Invalid => &self.bad_invalid,
-            BadRequest::TooLarge => &self.bad_too_large,
+        let index = match kind {
+            BadRequest::Invalid => 0,
+            BadRequest::TooLarge => 1,
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.bad_requests[index].inc();
     }
 
     /// Counts a config reload attempt.
     pub fn record_reload(&self, ok: bool) {
-        let counter = if ok {
-            &self.reloads_ok
-        } else {
-            &self.reloads_failed
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.reloads[usize::from(!ok)].inc();
     }
 
-    /// The metrics in Prometheus text format (version 0.0.4).
+    /// The metrics in Prometheus text format (version 0.0.4): this registry,
+    /// then the store's `gauges` read at scrape time.
     pub fn render(&self, gauges: Gauges) -> String {
-        let mut out = String::with_capacity(4096);
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-
-        header(
-            &mut out,
-            "tollgate_requests_total",
-            "counter",
-            "Decisions on requests (not peeks) per plan: allowed or rejected.",
-        );
-        for (plan, c) in lock(&self.plans).iter() {
-            for (outcome, v) in [
-                ("allowed", load(&c.allowed)),
-                ("rejected", load(&c.rejected)),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "tollgate_requests_total{{plan=\"{}\",outcome=\"{outcome}\"}} {v}",
-                    escape(plan)
-                );
-            }
-        }
-        let limits = lock(&self.limits);
-        header(&mut out, "tollgate_limit_decisions_total", "counter", "Decisions per plan and limit: allowed or rejected (shadow limits' rejections are counted in tollgate_shadow_rejections_total).");
-        for ((plan, limit), c) in limits.iter() {
-            for (outcome, v) in [
-                ("allowed", load(&c.allowed)),
-                ("rejected", load(&c.rejected)),
-            ] {
-                let _ = writeln!(out, "tollgate_limit_decisions_total{{plan=\"{}\",limit=\"{}\",outcome=\"{outcome}\"}} {v}", escape(plan), escape(limit));
-            }
-        }
-        header(
-            &mut out,
-            "tollgate_shadow_rejections_total",
-            "counter",
-            "Requests a shadow limit would have rejected (they were not rejected for it).",
-        );
-        for ((plan, limit), c) in limits.iter() {
-            let _ = writeln!(
-                out,
-                "tollgate_shadow_rejections_total{{plan=\"{}\",limit=\"{}\"}} {}",
-                escape(plan),
-                escape(limit),
-                load(&c.shadow_rejected)
-            );
-        }
-        drop(limits);
-        header(
-            &mut out,
-            "tollgate_frontend_decisions_total",
-            "counter",
-            "Decisions on requests (not peeks) per front end: http (the HTTP API) or grpc (Envoy's rate limit service).",
-        );
-        for f in Frontend::ALL {
-            let _ = writeln!(
-                out,
-                "tollgate_frontend_decisions_total{{frontend=\"{}\"}} {}",
-                f.as_str(),
-                load(&self.frontends[f.index()])
-            );
-        }
-        header(
-            &mut out,
-            "tollgate_store_errors_total",
-            "counter",
-            "Store errors, by whether retrying may help.",
-        );
-        let _ = writeln!(
-            out,
-            "tollgate_store_errors_total{{kind=\"transient\"}} {}",
-            load(&self.store_errors_transient)
-        );
-        let _ = writeln!(
-            out,
-            "tollgate_store_errors_total{{kind=\"permanent\"}} {}",
-            load(&self.store_errors_permanent)
-        );
-        header(
-            &mut out,
-            "tollgate_decisions_by_total",
-            "counter",
-            "Who decided: the store, or the failure policy standing in for it.",
-        );
-        for d in DECIDED_BY {
-            let _ = writeln!(
-                out,
-                "tollgate_decisions_by_total{{decided_by=\"{}\"}} {}",
-                d.as_str(),
-                load(&self.decided_by[decided_by_index(d)])
-            );
-        }
-        header(
-            &mut out,
-            "tollgate_decision_duration_seconds",
-            "histogram",
-            "Time to decide one request, from decoded request to answer.",
-        );
-        self.latency
-            .render(&mut out, "tollgate_decision_duration_seconds");
-        header(
-            &mut out,
-            "tollgate_bad_requests_total",
-            "counter",
-            "Requests refused as invalid (400) or too large (413).",
-        );
-        let _ = writeln!(
-            out,
-            "tollgate_bad_requests_total{{status=\"400\"}} {}",
-            load(&self.bad_invalid)
-        );
-        let _ = writeln!(
-            out,
-            "tollgate_bad_requests_total{{status=\"413\"}} {}",
-            load(&self.bad_too_large)
-        );
-        header(
-            &mut out,
-            "tollgate_config_reloads_total",
-            "counter",
-            "Config reloads: applied (ok) or refused (error).",
-        );
-        let _ = writeln!(
-            out,
-            "tollgate_config_reloads_total{{result=\"ok\"}} {}",
-            load(&self.reloads_ok)
-        );
-        let _ = writeln!(
-            out,
-            "tollgate_config_reloads_total{{result=\"error\"}} {}",
-            load(&self.reloads_failed)
-        );
-        if let Some(clients) = gauges.tracked_clients {
-            header(
-                &mut out,
-                "tollgate_tracked_clients",
-                "gauge",
-                "Clients with state in the memory store.",
-            );
-            let _ = writeln!(out, "tollgate_tracked_clients {clients}");
-        }
-        if let Some(max) = gauges.max_clients {
-            header(
-                &mut out,
-                "tollgate_tracked_clients_max",
-                "gauge",
-                "The cap on clients tracked in memory.",
-            );
-            let _ = writeln!(out, "tollgate_tracked_clients_max {max}");
-        }
-        header(&mut out, "tollgate_clients_dropped_total", "counter", "Clients dropped from memory: evicted (least recently seen, at the cap), reclaimed (at the cap, state no longer mattered) or swept (idle, by the periodic sweep).");
-        let _ = writeln!(
-            out,
-            "tollgate_clients_dropped_total{{reason=\"evicted\"}} {}",
-            gauges.evicted
-        );
-        let _ = writeln!(
-            out,
-            "tollgate_clients_dropped_total{{reason=\"reclaimed\"}} {}",
-            gauges.reclaimed
-        );
-        let _ = writeln!(
-            out,
-            "tollgate_clients_dropped_total{{reason=\"swept\"}} {}",
-            gauges.swept
-        );
+        let mut out = String::with_capacity(8192);
+        // Writing into a String cannot fail.
+        let _ = prometheus_text::encode(&mut out, &self.registry);
+        let _ = prometheus_text::encode(&mut out, &gauges.registry(PREFIX));
         out
     }
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// A label value escaped for the text format.
-fn escape(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
+/// The `Content-Type` of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn labels_are_escaped() {
-        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    fn label_values_are_escaped() {
+        let metrics = Metrics::new();
+        let limit = tollgate::Limit::new(
+            "1s",
+            tollgate::AnyPolicy::from_name("gcra", 1, 1_000).unwrap(),
+            false,
+        );
+        let plan = Plan::new("a\"b\\c\nd", vec![limit]).unwrap();
+        metrics.for_plan(&plan);
+        let text = metrics.render(Gauges::default());
+        assert!(
+            text.contains(r#"tollgate_requests_total{plan="a\"b\\c\nd",outcome="allowed"} 0"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn latency_buckets_are_cumulative_and_bounds_inclusive() {
+        let metrics = Metrics::new();
+        for elapsed in [
+            Duration::from_micros(10),
+            Duration::from_micros(11),
+            Duration::from_secs(5),
+        ] {
+            metrics.record_latency(elapsed);
+        }
+        let text = metrics.render(Gauges::default());
+        let name = "tollgate_decision_duration_seconds";
+        for line in [
+            format!("{name}_bucket{{le=\"1e-05\"}} 1\n"),
+            format!("{name}_bucket{{le=\"2.5e-05\"}} 2\n"),
+            format!("{name}_bucket{{le=\"1\"}} 2\n"),
+            format!("{name}_bucket{{le=\"+Inf\"}} 3\n"),
+            format!("{name}_count 3\n"),
+        ] {
+            assert!(text.contains(&line), "{line} not in\n{text}");
+        }
     }
 }

@@ -9,15 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
-use axum::http::StatusCode;
 use tollgate::{Clock, MemoryBackend, Plan, PlanDecision, Store};
+use tollgate_config::store::{guard, SharedStore};
+use tollgate_config::{Config, EnvoyOnStoreError, Overrides, StoreHandle};
 use tollgate_redis::{GuardedStore, TimeoutOnly};
 
 use crate::clock::Stopwatch;
-use crate::config::{Config, EnvoyOnStoreError};
-use crate::http::Rejection;
 use crate::metrics::{Frontend, Gauges, Metrics, PlanMetrics};
-use crate::store::{guard, SharedStore, StoreHandle};
 use crate::Error;
 
 mod grpc_metrics;
@@ -47,11 +45,18 @@ struct Inner {
     /// observer counting its decisions in `metrics`.
     envoy: tollgate_envoy::ServiceConfig,
     metrics: Arc<Metrics>,
-    config_path: OnceLock<PathBuf>,
+    config_file: OnceLock<ConfigFile>,
     reload_lock: Mutex<()>,
     swept: AtomicU64,
     /// The dashboard's counters (`/v1/stats`, `/v1/top`), unless `[dashboard]` is off.
     observed: Option<Arc<Observed>>,
+}
+
+/// Where reloads read the config from: the file, and the flags that
+/// replace some of its keys (applied again on every reload).
+struct ConfigFile {
+    path: PathBuf,
+    overrides: Overrides,
 }
 
 /// The service, cheap to clone (every clone is the same server).
@@ -160,7 +165,7 @@ impl Server {
                 clock,
                 envoy,
                 metrics,
-                config_path: OnceLock::new(),
+                config_file: OnceLock::new(),
                 reload_lock: Mutex::new(()),
                 swept: AtomicU64::new(0),
                 observed,
@@ -171,13 +176,24 @@ impl Server {
     /// The same server, reloading from `path` (see [`Server::reload`]).
     /// The path is set once: a second call keeps the first path.
     pub fn with_config_path(self, path: impl Into<PathBuf>) -> Self {
-        let _ = self.inner.config_path.set(path.into());
+        self.with_config_file(path, Overrides::default())
+    }
+
+    /// The same server, reloading from `path` with `overrides` (the flags
+    /// it was started with) applied to every reloaded config, so that a key
+    /// a flag replaced is unchanged on reload. Set once, like
+    /// [`Server::with_config_path`].
+    pub fn with_config_file(self, path: impl Into<PathBuf>, overrides: Overrides) -> Self {
+        let _ = self.inner.config_file.set(ConfigFile {
+            path: path.into(),
+            overrides,
+        });
         self
     }
 
     /// The config file reloads read, if any.
     pub fn config_path(&self) -> Option<&std::path::Path> {
-        self.inner.config_path.get().map(PathBuf::as_path)
+        self.inner.config_file.get().map(|file| file.path.as_path())
     }
 
     fn activate(metrics: &Metrics, config: Config) -> Active {
@@ -212,32 +228,32 @@ impl Server {
     /// and limit (looks are not).
     ///
     /// # Errors
-    /// A 400 [`Rejection`] for an unknown plan or a cost over the config's
-    /// `max_cost`; nothing is decided then. A 500 [`Rejection`] when the
-    /// store fails in a way no failure policy answers (a permanent error).
+    /// [`Error::UnknownPlan`] or [`Error::CostOverMaximum`] (the config's
+    /// `max_cost`); nothing is decided then. [`Error::Store`] when the store
+    /// fails in a way no failure policy answers (a permanent error).
     pub async fn decide(
         &self,
         client: &str,
         plan: Option<&str>,
         cost: u32,
-    ) -> Result<Decided, Rejection> {
+    ) -> Result<Decided, Error> {
         let active = self.inner.active.load_full();
         let config = &active.config;
         let index = match plan {
             Some(name) => config.plan_index(name).ok_or_else(|| {
                 let known: Vec<&str> = config.plans().iter().map(Plan::name).collect();
-                Rejection::bad_request(format!(
-                    "unknown plan {name:?}: known plans are {}",
-                    known.join(", ")
-                ))
+                Error::UnknownPlan {
+                    name: name.to_owned(),
+                    known: known.join(", "),
+                }
             })?,
             None => config.plan_index_for(client),
         };
         if cost > config.max_cost {
-            return Err(Rejection::bad_request(format!(
-                "cost {cost} is over the maximum of {} per request",
-                config.max_cost
-            )));
+            return Err(Error::CostOverMaximum {
+                cost,
+                max_cost: config.max_cost,
+            });
         }
         let plan = &config.plans()[index];
         let stopwatch = Stopwatch::start();
@@ -255,10 +271,7 @@ impl Server {
                 if errors.is_power_of_two() {
                     tracing::error!(%error, transient = error.transient, errors, client, plan = plan.name(), "the store cannot decide this request");
                 }
-                return Err(Rejection::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("the store cannot decide this request: {}", error.message),
-                ));
+                return Err(Error::Store(error));
             }
         };
         // Counted the same way for gRPC (see `grpc_metrics`). A store error
@@ -311,9 +324,10 @@ impl Server {
     /// [`Error::NoConfigFile`] when the server runs without a file; the
     /// file's read or config error otherwise.
     pub fn reload(&self) -> Result<ReloadReport, Error> {
-        let path = self.inner.config_path.get().ok_or(Error::NoConfigFile)?;
+        let file = self.inner.config_file.get().ok_or(Error::NoConfigFile)?;
+        let path = &file.path;
         let _one_at_a_time = lock(&self.inner.reload_lock);
-        match Config::load(path) {
+        match Config::load_with(path, &file.overrides) {
             Ok(config) => {
                 let report = self.apply(config);
                 if report.needs_restart.is_empty() {
@@ -326,7 +340,7 @@ impl Server {
             Err(error) => {
                 self.inner.metrics.record_reload(false);
                 tracing::error!(path = %path.display(), %error, "config reload refused; the running config stays");
-                Err(error)
+                Err(error.into())
             }
         }
     }

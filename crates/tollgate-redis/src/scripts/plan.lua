@@ -1,6 +1,6 @@
 -- plan.lua: decides and consumes every limit of a plan for one client,
 -- atomically (a Lua script runs alone on its Redis node), in one round trip.
--- Appended after common.lua and the policy chunks.
+-- Appended after common.lua and the policy chunks (src/policies.rs).
 --
 -- KEYS[1]      the client's last-seen key: the latest time (ms) seen for the
 --              client; a call with an earlier time is answered as at that time.
@@ -9,8 +9,9 @@
 -- ARGV[1]      now_ms as a decimal, or "redis" to read Redis's own TIME
 -- ARGV[2]      cost (0 only asks)
 -- ARGV[3]      expiry margin in ms, added to every key's expiry
--- ARGV[4i..4i+3] for limit i: policy code ("s" sliding-window, "t"
---              token-bucket, "g" gcra), limit, window_ms, shadow ("0"/"1")
+-- ARGV[4i..4i+3] for limit i: the policy's Redis code (the keys of
+--              `policies`, one per descriptor in src/policies.rs), limit,
+--              window_ms, shadow ("0"/"1")
 --
 -- Returns { now_used, allowed, then per limit: allowed, remaining,
 -- retry_after_ms (-1: never), reset_after_ms }.
@@ -19,8 +20,6 @@
 -- stored state and decide, (3) write. Anything wrong raises "TOLLGATE ..."
 -- in phases 1-2, before the first write, since a failing script does not
 -- roll back what it already wrote.
-
-local policies = { s = sliding, t = bucket, g = gcra }
 
 local n = #KEYS - 1
 if n < 1 or #ARGV ~= 3 + 4 * n then

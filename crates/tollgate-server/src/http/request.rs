@@ -7,8 +7,7 @@ use serde::Deserialize;
 
 use super::Rejection;
 
-/// The longest client id accepted, in bytes.
-pub const MAX_CLIENT_BYTES: usize = 256;
+pub use tollgate_config::MAX_CLIENT_BYTES;
 
 /// The largest request body accepted, in bytes (64 KiB).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;

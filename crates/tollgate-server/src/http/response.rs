@@ -6,12 +6,14 @@ use serde::Serialize;
 use tollgate::RateLimitHeaders;
 
 use crate::server::Decided;
+use crate::Error;
 
-/// A request refused before anything was decided: a 4xx with
-/// `{"error": "..."}` saying what is wrong.
+/// A request refused without a decision: a 4xx (or, for a store no
+/// failure policy answers, a 500) with `{"error": "..."}` saying what is
+/// wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    /// 400, 404, 405 or 413.
+    /// 400, 404, 405, 413 or 500.
     pub status: StatusCode,
     /// What is wrong, for the caller.
     pub message: String,
@@ -32,6 +34,19 @@ impl Rejection {
             status,
             message: message.into(),
         }
+    }
+}
+
+/// A decision that could not be taken, in HTTP terms: the caller's
+/// mistakes (an unknown plan, a cost over the maximum) are a 400; a store
+/// that fails in a way no failure policy answers is a 500.
+impl From<Error> for Rejection {
+    fn from(error: Error) -> Self {
+        let status = match &error {
+            Error::UnknownPlan { .. } | Error::CostOverMaximum { .. } => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, error.to_string())
     }
 }
 

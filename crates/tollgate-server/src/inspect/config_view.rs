@@ -60,8 +60,8 @@ pub struct ConfigView {
     pub store: StoreView,
     /// HTTP listen addresses.
     pub listen: Vec<String>,
-    /// The gRPC (Envoy rate limit service) address.
-    pub grpc_listen: String,
+    /// The gRPC (Envoy rate limit service) address (`null`: no gRPC port).
+    pub grpc_listen: Option<String>,
     /// Where `/v1/auth` finds the client id.
     pub client_id: String,
     /// The largest cost of one request.
@@ -123,7 +123,7 @@ impl ConfigView {
                 max_clients: config.store.max_clients,
             },
             listen: config.listen.iter().map(ToString::to_string).collect(),
-            grpc_listen: config.envoy.grpc_listen.to_string(),
+            grpc_listen: config.envoy.grpc_listen.map(|a| a.to_string()),
             client_id: match &config.client_id {
                 ClientIdSource::Header(name) => format!("header {name}"),
                 ClientIdSource::ApiKey => "API key".to_owned(),

@@ -58,8 +58,9 @@ impl EnvoyOnStoreError {
 /// `[envoy]`, resolved.
 #[derive(Debug, Clone)]
 pub struct EnvoyConfig {
-    /// Where the gRPC rate limit service listens.
-    pub grpc_listen: SocketAddr,
+    /// Where the gRPC rate limit service listens; `None` when it is off
+    /// (`grpc_listen = "off"`).
+    pub grpc_listen: Option<SocketAddr>,
     /// What a store failure or timeout gives over gRPC.
     pub on_store_error: EnvoyOnStoreError,
     /// The rules, checked against the config's plans. Without any, every
@@ -70,11 +71,20 @@ pub struct EnvoyConfig {
 impl Default for EnvoyConfig {
     fn default() -> Self {
         Self {
-            grpc_listen: DEFAULT_GRPC_LISTEN,
+            grpc_listen: Some(DEFAULT_GRPC_LISTEN),
             on_store_error: EnvoyOnStoreError::default(),
             rules: Rules::default(),
         }
     }
+}
+
+/// The gRPC service's address: `IP:PORT`, or `off` (`Some(None)`); `None`
+/// when `text` is neither.
+pub(super) fn parse_grpc_listen(text: &str) -> Option<Option<SocketAddr>> {
+    if text == "off" {
+        return Some(None);
+    }
+    text.parse().ok().map(Some)
 }
 
 pub(super) fn build_envoy(
@@ -83,12 +93,12 @@ pub(super) fn build_envoy(
     at: &At<'_>,
 ) -> Result<EnvoyConfig, Error> {
     let grpc_listen = match &section.grpc_listen {
-        None => DEFAULT_GRPC_LISTEN,
-        Some(addr) => addr.get_ref().parse().map_err(|_| {
+        None => Some(DEFAULT_GRPC_LISTEN),
+        Some(addr) => parse_grpc_listen(addr.get_ref()).ok_or_else(|| {
             at(
                 addr.span(),
                 format!(
-                    "invalid grpc_listen address {:?}: expected IP:PORT, e.g. 127.0.0.1:8081",
+                    "invalid grpc_listen address {:?}: expected IP:PORT, e.g. 127.0.0.1:8081, or \"off\"",
                     addr.get_ref()
                 ),
             )

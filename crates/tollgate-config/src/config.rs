@@ -6,27 +6,34 @@
 mod auth;
 mod envoy;
 mod file;
+mod general;
 mod locate;
+mod overrides;
+mod plans;
 mod store;
+mod summary;
 mod window;
 
 use std::collections::HashMap;
-use std::fmt::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 
-use axum::http::HeaderName;
-use tollgate::{AnyPolicy, Limit, Plan, Policy};
-use toml::Spanned;
+use http::HeaderName;
+use tollgate::{AnyPolicy, Limit, Plan};
 
 use crate::Error;
 pub use auth::ClientIdSource;
 pub use envoy::{EnvoyConfig, EnvoyOnStoreError, DEFAULT_GRPC_LISTEN};
 use locate::error_at;
+pub use overrides::Overrides;
 pub use store::{
     check_redis_url, FailurePolicy, StoreConfig, StoreKind, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS,
 };
 pub use window::{format_duration, parse_duration};
+
+/// The longest client id accepted, in bytes: by every front end, and for
+/// the client ids of `[clients]`.
+pub const MAX_CLIENT_BYTES: usize = 256;
 
 /// Config files larger than this are refused unread: a rate-limit config is
 /// a few kilobytes, and reading one must stay cheap for the reload poller.
@@ -139,6 +146,16 @@ impl Config {
         Self::parse(&text).map_err(|e| e.with_origin(path))
     }
 
+    /// Reads and checks a config file, then applies the flags that replace
+    /// some of its keys (see [`Overrides`]).
+    ///
+    /// # Errors
+    /// As [`Config::load`], or the error of a bad flag.
+    pub fn load_with(path: &Path, overrides: &Overrides) -> Result<Self, Error> {
+        let text = read_config_text(path)?;
+        Self::parse_with(&text, overrides).map_err(|e| e.with_origin(path))
+    }
+
     /// Checks config text.
     ///
     /// # Errors
@@ -147,125 +164,32 @@ impl Config {
     /// unknown policy, a limit or window the policy cannot work with, a
     /// reference to a plan that does not exist, an address that is not one.
     pub fn parse(text: &str) -> Result<Self, Error> {
+        Self::parse_with(text, &Overrides::default())
+    }
+
+    /// [`Config::parse`], then the flags that replace some of its keys.
+    ///
+    /// # Errors
+    /// As [`Config::parse`], or the error of a bad flag.
+    pub fn parse_with(text: &str, overrides: &Overrides) -> Result<Self, Error> {
         let file: file::File = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |span| span.start);
             error_at(text, offset, e.message().trim_end().to_owned())
         })?;
         let at =
             |span: std::ops::Range<usize>, message: String| error_at(text, span.start, message);
-
-        let mut plans = Vec::with_capacity(file.plans.len());
-        let mut plan_index = HashMap::new();
-        for (name, limits) in &file.plans {
-            let span = limits.span();
-            plan_index.insert(name.clone(), plans.len());
-            plans.push(build_plan(name, &limits.get_ref().0, span, &at)?);
-        }
-        if plans.is_empty() {
-            return Err(at(
-                0..0,
-                "no plans: define at least one, e.g. [[plans.free]] with name, policy, limit and window"
-                    .to_owned(),
-            ));
-        }
-        let find_plan = |name: &Spanned<String>, what: &str| {
-            plan_index.get(name.get_ref()).copied().ok_or_else(|| {
-                at(
-                    name.span(),
-                    format!(
-                        "{what} refers to unknown plan {:?}: defined plans are {}",
-                        name.get_ref(),
-                        known(plan_index.keys())
-                    ),
-                )
-            })
-        };
-        let default_plan = match &file.default_plan {
-            Some(name) => find_plan(name, "default_plan")?,
-            None if plans.len() == 1 => 0,
-            None => {
-                return Err(at(
-                    0..0,
-                    format!(
-                        "default_plan is missing: with several plans ({}), say which one clients not listed in [clients] get",
-                        known(plan_index.keys())
-                    ),
-                ))
-            }
-        };
-        let mut clients = HashMap::with_capacity(file.clients.len());
-        for (client, plan) in &file.clients {
-            if client.is_empty() || client.len() > crate::http::MAX_CLIENT_BYTES {
-                return Err(at(
-                    plan.span(),
-                    format!(
-                        "client id {client:?} in [clients] must be 1 to {} bytes long",
-                        crate::http::MAX_CLIENT_BYTES
-                    ),
-                ));
-            }
-            clients.insert(
-                client.clone(),
-                find_plan(plan, &format!("client {client:?}"))?,
-            );
-        }
-
-        let listen = match &file.listen {
-            None => DEFAULT_LISTEN.parse().into_iter().collect(),
-            Some(addrs) if addrs.is_empty() => {
-                return Err(at(0..0, "listen is empty: give at least one IP:PORT".to_owned()))
-            }
-            Some(addrs) => addrs
-                .iter()
-                .map(|addr| {
-                    addr.get_ref().parse::<SocketAddr>().map_err(|_| {
-                        at(
-                            addr.span(),
-                            format!(
-                                "invalid listen address {:?}: expected IP:PORT, e.g. 127.0.0.1:8080",
-                                addr.get_ref()
-                            ),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-        };
-
-        let max_cost = match &file.max_cost {
-            None => DEFAULT_MAX_COST,
-            Some(v) => match u32::try_from(*v.get_ref()) {
-                Ok(cost) if cost >= 1 => cost,
-                _ => {
-                    return Err(at(
-                        v.span(),
-                        format!(
-                            "max_cost must be between 1 and {} (got {})",
-                            u32::MAX,
-                            v.get_ref()
-                        ),
-                    ))
-                }
-            },
-        };
-        let sweep_interval_ms = match &file.sweep_interval {
-            None => DEFAULT_SWEEP_INTERVAL_MS,
-            Some(v) if v.get_ref().0 >= 100 => v.get_ref().0,
-            Some(v) => {
-                return Err(at(
-                    v.span(),
-                    "sweep_interval must be at least 100ms".to_owned(),
-                ))
-            }
-        };
-
+        let plans = plans::build_plans(&file, &at)?;
+        let listen = general::build_listen(file.listen.as_deref(), &at)?;
+        let max_cost = general::build_max_cost(file.max_cost.as_ref(), &at)?;
+        let sweep_interval_ms = general::build_sweep_interval(file.sweep_interval.as_ref(), &at)?;
         let store = store::build_store(&file.store, &at)?;
         let client_id = auth::build_auth(&file.auth, &at)?;
-        let envoy = envoy::build_envoy(&file.envoy, &plans, &at)?;
-        Ok(Self {
-            plans,
-            plan_index,
-            clients,
-            default_plan,
+        let envoy = envoy::build_envoy(&file.envoy, &plans.plans, &at)?;
+        let mut config = Self {
+            plans: plans.plans,
+            plan_index: plans.index,
+            clients: plans.clients,
+            default_plan: plans.default,
             listen,
             store,
             client_id,
@@ -273,7 +197,9 @@ impl Config {
             sweep_interval_ms,
             envoy,
             dashboard_enabled: file.dashboard.enabled.unwrap_or(true),
-        })
+        };
+        overrides.apply(&mut config)?;
+        Ok(config)
     }
 
     /// Every plan, ordered by name.
@@ -309,63 +235,6 @@ impl Config {
     /// Number of clients with a plan of their own.
     pub fn client_count(&self) -> usize {
         self.clients.len()
-    }
-
-    /// A human summary of the plans in force, one line per plan.
-    pub fn describe_plans(&self) -> String {
-        let mut out = String::new();
-        for plan in &self.plans {
-            let marker = if plan.name() == self.default_plan().name() {
-                " (default)"
-            } else {
-                ""
-            };
-            let _ = write!(out, "plan {:?}{marker}:", plan.name());
-            for (i, limit) in plan.limits().iter().enumerate() {
-                let policy = limit.policy();
-                let _ = write!(
-                    out,
-                    "{} {:?} {} {} per {}{}",
-                    if i == 0 { "" } else { "," },
-                    limit.name(),
-                    policy.name(),
-                    policy.limit(),
-                    format_duration(policy.window_ms()),
-                    if limit.is_shadow() { " (shadow)" } else { "" }
-                );
-            }
-            out.push('\n');
-        }
-        out
-    }
-
-    /// A one-paragraph summary for `tollgate check` and the startup banner.
-    pub fn summary(&self) -> String {
-        let store = match &self.store.kind {
-            StoreKind::Memory => format!("memory (at most {} clients)", self.store.max_clients),
-            StoreKind::Redis { url } => format!("redis {url}"),
-        };
-        let listen: Vec<String> = self.listen.iter().map(ToString::to_string).collect();
-        let client_id = match &self.client_id {
-            ClientIdSource::Header(h) => format!("header {h}"),
-            ClientIdSource::ApiKey => "API key".to_owned(),
-        };
-        format!(
-            "{} plan(s), {} client(s) with their own plan, default plan {:?}\n{}store: {store}, on store failure: {}\nlisten: {}\ngRPC (Envoy rate limit service): {}, {} rule(s), on store failure: {}\n/v1/auth client id from: {client_id}; max cost per request: {}\n",
-            self.plans.len(),
-            self.clients.len(),
-            self.default_plan().name(),
-            self.describe_plans(),
-            self.store.failure_policy.as_str(),
-            listen.join(", "),
-            self.envoy.grpc_listen,
-            self.envoy.rules.len(),
-            match self.envoy.on_store_error {
-                EnvoyOnStoreError::FailurePolicy => self.store.failure_policy.as_str(),
-                EnvoyOnStoreError::Unavailable => "gRPC UNAVAILABLE",
-            },
-            self.max_cost,
-        )
     }
 }
 
@@ -409,59 +278,14 @@ impl Error {
     }
 }
 
-fn known<'a>(names: impl Iterator<Item = &'a String>) -> String {
-    let mut names: Vec<&str> = names.map(String::as_str).collect();
-    names.sort_unstable();
-    names.join(", ")
-}
-
+/// Turns a span of the config text and a message into an
+/// [`Error::InvalidConfig`] at that span's line and column.
 pub(crate) type At<'a> = dyn Fn(std::ops::Range<usize>, String) -> Error + 'a;
-
-fn build_plan(
-    name: &str,
-    limits: &[file::LimitSection],
-    span: std::ops::Range<usize>,
-    at: &At<'_>,
-) -> Result<Plan, Error> {
-    if name.is_empty() {
-        return Err(at(span, "a plan name must not be empty".to_owned()));
-    }
-    let mut built = Vec::with_capacity(limits.len());
-    for limit in limits {
-        let limit_name = limit.name.get_ref();
-        if limit_name.is_empty() {
-            return Err(at(
-                limit.name.span(),
-                "a limit name must not be empty".to_owned(),
-            ));
-        }
-        if built.iter().any(|l: &Limit| l.name() == limit_name) {
-            return Err(at(
-                limit.name.span(),
-                format!("plan {name:?} names the limit {limit_name:?} twice"),
-            ));
-        }
-        let policy = AnyPolicy::from_name(
-            limit.policy.get_ref(),
-            *limit.limit.get_ref(),
-            limit.window.get_ref().0,
-        )
-        .map_err(|e| {
-            let span = match e {
-                tollgate::Error::UnknownPolicy { .. } => limit.policy.span(),
-                tollgate::Error::ZeroLimit => limit.limit.span(),
-                _ => limit.window.span(),
-            };
-            at(span, format!("plan {name:?}, limit {limit_name:?}: {e}"))
-        })?;
-        built.push(Limit::new(limit_name.as_str(), policy, limit.shadow));
-    }
-    Plan::new(name, built).map_err(|e| at(span, e.to_string()))
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tollgate::Policy;
 
     #[test]
     fn embedded_default_parses() {

@@ -1,6 +1,6 @@
 //! `[auth]`: where `GET /v1/auth` finds the client id.
 
-use axum::http::HeaderName;
+use http::HeaderName;
 
 use super::{file, At, DEFAULT_CLIENT_HEADER};
 use crate::Error;

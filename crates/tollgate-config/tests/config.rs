@@ -1,7 +1,6 @@
 //! Config checking: every mistake is reported at its line and column.
 
-use tollgate_server::config::{ClientIdSource, FailurePolicy, StoreKind};
-use tollgate_server::{Config, Error};
+use tollgate_config::{ClientIdSource, Config, Error, FailurePolicy, Overrides, StoreKind};
 
 const GOOD: &str = include_str!("../../../examples/tollgate.toml");
 
@@ -240,7 +239,7 @@ fn redis_config_is_read_with_its_prefix_and_timeout() {
     assert_eq!(config.store.prefix, "edge");
     assert_eq!(config.store.timeout_ms, 250);
     // The Redis connection is built lazily, on a Tokio runtime only.
-    let error = tollgate_server::StoreHandle::for_config(&config)
+    let error = tollgate_config::StoreHandle::for_config(&config)
         .err()
         .unwrap();
     assert!(error.to_string().contains("Tokio runtime"), "{error}");
@@ -262,4 +261,45 @@ fn bad_prefix_and_timeout_are_refused_with_their_line() {
         assert!(error.contains(message), "{error}");
         assert!(error.contains(&format!("line {line},")), "{error}");
     }
+}
+
+#[test]
+fn the_grpc_port_is_off_with_off_in_the_file_or_the_flag() {
+    let on = Config::parse(LIMIT).unwrap();
+    assert_eq!(
+        on.envoy.grpc_listen,
+        Some(tollgate_config::DEFAULT_GRPC_LISTEN)
+    );
+    assert!(on
+        .summary()
+        .contains("gRPC (Envoy rate limit service): 127.0.0.1:8081"));
+    let off = Config::parse(&format!("{LIMIT}[envoy]\ngrpc_listen = \"off\"\n")).unwrap();
+    assert_eq!(off.envoy.grpc_listen, None);
+    assert!(
+        off.summary()
+            .contains("gRPC (Envoy rate limit service): off,"),
+        "{}",
+        off.summary()
+    );
+    let (line, _, message) = mistake(&format!("{LIMIT}[envoy]\ngrpc_listen = \"of\"\n"));
+    assert_eq!(line, 7);
+    assert!(message.contains("or \"off\""), "{message}");
+
+    let flag = |value: &str| Overrides {
+        grpc_listen: Some(value.to_owned()),
+        ..Overrides::default()
+    };
+    let off = Config::parse_with(LIMIT, &flag("off")).unwrap();
+    assert_eq!(off.envoy.grpc_listen, None);
+    let moved = Config::parse_with(
+        &format!("{LIMIT}[envoy]\ngrpc_listen = \"off\"\n"),
+        &flag("127.0.0.1:9"),
+    )
+    .unwrap();
+    assert_eq!(
+        moved.envoy.grpc_listen,
+        Some("127.0.0.1:9".parse().unwrap())
+    );
+    let error = Config::parse_with(LIMIT, &flag("0ff")).err().unwrap();
+    assert!(matches!(error, Error::InvalidGrpcListen { .. }), "{error}");
 }

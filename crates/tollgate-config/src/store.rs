@@ -1,7 +1,7 @@
-//! Where the server keeps limit state: in its own memory, or in a shared
-//! store (Redis) behind `tollgate_redis`'s [`GuardedStore`], which owns the
-//! per-call timeout and the failure policy. The server does not decide for a
-//! failed store itself: it only counts and logs what the guard decided.
+//! The store a config names: the front end's own memory, or a shared store
+//! (Redis) behind `tollgate_redis`'s [`GuardedStore`], which owns the
+//! per-call timeout and the failure policy. Front ends do not decide for a
+//! failed store themselves: they only count and log what the guard decided.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +86,7 @@ impl From<FailurePolicy> for tollgate_redis::FailurePolicy {
 }
 
 /// A shared store as a sized [`Store`], so that [`GuardedStore`] can wrap it.
-pub(crate) struct SharedStore(Arc<dyn Store>);
+pub struct SharedStore(Arc<dyn Store>);
 
 impl Store for SharedStore {
     fn check<'a>(
@@ -102,7 +102,7 @@ impl Store for SharedStore {
 
 /// `store` behind the timeout and failure policy of `config`; the local
 /// fallback is capped like the memory store.
-pub(crate) fn guard(store: Arc<dyn Store>, config: &StoreConfig) -> GuardedStore<SharedStore> {
+pub fn guard(store: Arc<dyn Store>, config: &StoreConfig) -> GuardedStore<SharedStore> {
     GuardedStore::new(
         SharedStore(store),
         Duration::from_millis(config.timeout_ms),

@@ -1,8 +1,9 @@
--- sliding_window.lua: the sliding-window log (policy code "s"), run-length
+-- redis-policy: sliding-window code=s format=2 bound=TIME_PLUS_WINDOW
+-- sliding_window.lua: the sliding-window log (Redis code "s"), run-length
 -- encoded: its size follows the number of allowed requests, not their cost.
 --
 -- State key: <prefix>:{c:<client>}:<limit id>:v2 (state format 2, see
--- scripts.rs), a Redis LIST with one element per distinct time at which
+-- the first line), a Redis LIST with one element per distinct time at which
 -- units were allowed, oldest first: "<time>:<count>:<end>", where count >= 1
 -- is the units allowed at that time (a request at the time of the newest
 -- element adds to it) and end is the running count of units logged up to
@@ -18,6 +19,20 @@
 -- Expiry: window + margin after each write (the newest entry leaves the
 -- window `window` ms after it was logged; the margin covers callers whose
 -- clocks run behind Redis's).
+--
+-- The first line declares the file to the Redis store (build.rs reads it):
+-- the core policy's name, its Redis code, its stored format version and
+-- its bound (a constant of tollgate_redis::policies::Bound).
+--
+-- KEYS and ARGV: none of its own. This file is one chunk of the plan script
+-- (src/policies.rs wraps it in a function and registers the table it
+-- returns under its code); plan.lua passes it the state key
+-- (KEYS[1 + i]) and limit i's parsed arguments (ARGV, see plan.lua). It
+-- returns a table of: check_args(limit, window), bound_ok(now, limit,
+-- window), load(key, now, limit, window) -> state or nil,
+-- decide(state, now, cost, limit, window) -> decision,
+-- write(key, state, now, cost, limit, window, margin) -> ttl, and anchors
+-- (whether a first call that used nothing still stores a state).
 
 local sliding = {}
 
@@ -175,3 +190,5 @@ end
 -- Only allowed requests change the log; a first call that used nothing
 -- stores nothing.
 sliding.anchors = false
+
+return sliding

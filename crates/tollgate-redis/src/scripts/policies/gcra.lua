@@ -1,4 +1,5 @@
--- gcra.lua: the generic cell rate algorithm (policy code "g").
+-- redis-policy: gcra code=g format=1 bound=SCALED_TIME
+-- gcra.lua: the generic cell rate algorithm (Redis code "g").
 --
 -- State key: a STRING, the theoretical arrival time scaled by the limit
 -- (tat_scaled, see crates/tollgate/src/policy/gcra.rs). One request costs
@@ -7,6 +8,20 @@
 -- computed, for a rejected request of cost `limit`).
 -- Expiry: reset_after_ms + margin after each write: once the TAT has passed,
 -- a missing state and the stored one give the same answers.
+--
+-- The first line declares the file to the Redis store (build.rs reads it):
+-- the core policy's name, its Redis code, its stored format version and
+-- its bound (a constant of tollgate_redis::policies::Bound).
+--
+-- KEYS and ARGV: none of its own. This file is one chunk of the plan script
+-- (src/policies.rs wraps it in a function and registers the table it
+-- returns under its code); plan.lua passes it the state key
+-- (KEYS[1 + i]) and limit i's parsed arguments (ARGV, see plan.lua). It
+-- returns a table of: check_args(limit, window), bound_ok(now, limit,
+-- window), load(key, now, limit, window) -> state or nil,
+-- decide(state, now, cost, limit, window) -> decision,
+-- write(key, state, now, cost, limit, window, margin) -> ttl, and anchors
+-- (whether a first call that used nothing still stores a state).
 
 local gcra = {}
 
@@ -67,3 +82,5 @@ function gcra.write(key, state, now, cost, limit, window, margin)
 end
 
 gcra.anchors = false
+
+return gcra

@@ -1,5 +1,6 @@
+-- redis-policy: token-bucket code=t format=1 bound=TIME_PLUS_WINDOW
 -- token_bucket.lua: the token bucket with drips anchored at the first call
--- (policy code "t").
+-- (Redis code "t").
 --
 -- State key: a STRING "anchor:full_at": the time of the client's first call
 -- and the drip index at which the bucket is full again (see
@@ -12,6 +13,20 @@
 -- the expiry forgets only the drip phase: a client idle that long starts full,
 -- anchored at its next call, and its next drip may come up to one interval
 -- earlier or later than it would have.
+--
+-- The first line declares the file to the Redis store (build.rs reads it):
+-- the core policy's name, its Redis code, its stored format version and
+-- its bound (a constant of tollgate_redis::policies::Bound).
+--
+-- KEYS and ARGV: none of its own. This file is one chunk of the plan script
+-- (src/policies.rs wraps it in a function and registers the table it
+-- returns under its code); plan.lua passes it the state key
+-- (KEYS[1 + i]) and limit i's parsed arguments (ARGV, see plan.lua). It
+-- returns a table of: check_args(limit, window), bound_ok(now, limit,
+-- window), load(key, now, limit, window) -> state or nil,
+-- decide(state, now, cost, limit, window) -> decision,
+-- write(key, state, now, cost, limit, window, margin) -> ttl, and anchors
+-- (whether a first call that used nothing still stores a state).
 
 local bucket = {}
 
@@ -101,3 +116,5 @@ end
 
 -- The first call anchors the drips, even one that used nothing.
 bucket.anchors = true
+
+return bucket

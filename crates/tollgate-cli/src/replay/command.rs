@@ -1,0 +1,96 @@
+//! `tollgate replay` as a command: its arguments, and a run that opens the
+//! input, picks the target, draws the progress bar and prints `--summary`.
+
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tollgate::Clock;
+
+use super::{replay_with, Memory, Redis, Summary, Target, MAX_LINE_BYTES};
+use crate::progress::Progress;
+
+/// The arguments of `tollgate replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The session file; standard input when absent or `-`.
+    pub file: Option<PathBuf>,
+    /// Replay against this Redis (`redis://host:port`) instead of memory;
+    /// each `new` starts a fresh key space.
+    #[arg(long, value_name = "URL")]
+    pub redis: Option<String>,
+    /// With --redis: share state with other replays using the same prefix
+    /// (the n-th `new` of the session uses `<PREFIX>:<n>`) instead of a
+    /// fresh random key space.
+    #[arg(long, value_name = "PREFIX", requires = "redis")]
+    pub redis_prefix: Option<String>,
+    /// At the end, print on standard error the number of lines, allowed,
+    /// rejected and errors, and the rate (standard output is unchanged).
+    #[arg(long)]
+    pub summary: bool,
+}
+
+/// Runs a replay: exit 0 when no line failed, 1 when some did, 2 when the
+/// input cannot be read or the target reached. `clock` times the run for
+/// `--summary`.
+pub fn run(args: ReplayArgs, clock: &dyn Clock) -> ExitCode {
+    let started_ms = clock.now_ms();
+    let result = match &args.redis {
+        None => replay_input(&args, &mut Memory::default()),
+        Some(url) => match Redis::connect(url, args.redis_prefix.as_deref()) {
+            Ok(mut target) => replay_input(&args, &mut target),
+            Err(e) => Err(e),
+        },
+    };
+    match result {
+        Ok(summary) => {
+            if args.summary {
+                let elapsed_ms = clock.now_ms().saturating_sub(started_ms);
+                eprint!("{}", summary.render(elapsed_ms));
+            }
+            if summary.failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("tollgate replay: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Replays the file (or standard input) of `args` on `target`.
+fn replay_input<T: Target>(args: &ReplayArgs, target: &mut T) -> Result<Summary, String> {
+    let stdout = io::stdout().lock();
+    let path = args.file.as_ref().filter(|f| f.as_os_str() != "-");
+    let result = match path {
+        None => {
+            let progress = Progress::on_stderr(None);
+            let result = replay_with(
+                io::stdin().lock(),
+                stdout,
+                target,
+                MAX_LINE_BYTES,
+                &mut |bytes, s| progress.update(bytes, s.lines),
+            );
+            progress.finish();
+            result
+        }
+        Some(path) => {
+            let file =
+                File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            let length = file.metadata().ok().map(|m| m.len());
+            let progress = Progress::on_stderr(length);
+            let input = BufReader::with_capacity(1 << 16, file);
+            let result = replay_with(input, stdout, target, MAX_LINE_BYTES, &mut |bytes, s| {
+                progress.update(bytes, s.lines)
+            });
+            progress.finish();
+            result
+        }
+    };
+    result.map_err(|e| e.to_string())
+}

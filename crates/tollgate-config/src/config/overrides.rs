@@ -1,0 +1,57 @@
+//! Command-line flags that replace keys of the config file (`--listen`,
+//! `--grpc-listen`, `--redis`). They are applied to the file's config at
+//! start-up and again to every reloaded one, so that a reload compares like
+//! with like: a key a flag replaces is unchanged on reload, whatever the
+//! file says.
+
+use super::envoy::parse_grpc_listen;
+use super::{check_redis_url, Config, StoreKind};
+use crate::Error;
+
+/// Flags that replace keys of the config file. Empty ones replace nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--listen ADDR` (repeatable): replaces `listen`.
+    pub listen: Vec<String>,
+    /// `--grpc-listen ADDR|off`: replaces `[envoy] grpc_listen`.
+    pub grpc_listen: Option<String>,
+    /// `--redis URL`: replaces `[store] url`.
+    pub redis: Option<String>,
+}
+
+impl Overrides {
+    /// Replaces the keys of `config` that these flags name.
+    ///
+    /// # Errors
+    /// [`Error::InvalidListen`], [`Error::InvalidGrpcListen`] or
+    /// [`Error::InvalidRedisUrl`] for a flag's value that is not one;
+    /// `config` is unchanged then.
+    pub fn apply(&self, config: &mut Config) -> Result<(), Error> {
+        let listen = self
+            .listen
+            .iter()
+            .map(|addr| {
+                addr.parse()
+                    .map_err(|_| Error::InvalidListen { addr: addr.clone() })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let grpc_listen = match &self.grpc_listen {
+            None => None,
+            Some(addr) => Some(
+                parse_grpc_listen(addr)
+                    .ok_or_else(|| Error::InvalidGrpcListen { addr: addr.clone() })?,
+            ),
+        };
+        let redis = self.redis.as_deref().map(check_redis_url).transpose()?;
+        if !listen.is_empty() {
+            config.listen = listen;
+        }
+        if let Some(addr) = grpc_listen {
+            config.envoy.grpc_listen = addr;
+        }
+        if let Some(url) = redis {
+            config.store.kind = StoreKind::Redis { url };
+        }
+        Ok(())
+    }
+}

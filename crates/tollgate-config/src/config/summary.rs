@@ -1,0 +1,71 @@
+//! What a config puts in force, in words: for `tollgate check` and the
+//! start-up banner.
+
+use std::fmt::Write;
+
+use tollgate::Policy;
+
+use super::{format_duration, ClientIdSource, Config, EnvoyOnStoreError, StoreKind};
+
+impl Config {
+    /// A human summary of the plans in force, one line per plan.
+    pub fn describe_plans(&self) -> String {
+        let mut out = String::new();
+        for plan in &self.plans {
+            let marker = if plan.name() == self.default_plan().name() {
+                " (default)"
+            } else {
+                ""
+            };
+            let _ = write!(out, "plan {:?}{marker}:", plan.name());
+            for (i, limit) in plan.limits().iter().enumerate() {
+                let policy = limit.policy();
+                let _ = write!(
+                    out,
+                    "{} {:?} {} {} per {}{}",
+                    if i == 0 { "" } else { "," },
+                    limit.name(),
+                    policy.name(),
+                    policy.limit(),
+                    format_duration(policy.window_ms()),
+                    if limit.is_shadow() { " (shadow)" } else { "" }
+                );
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A one-paragraph summary for `tollgate check` and the startup banner.
+    pub fn summary(&self) -> String {
+        let store = match &self.store.kind {
+            StoreKind::Memory => format!("memory (at most {} clients)", self.store.max_clients),
+            StoreKind::Redis { url } => format!("redis {url}"),
+        };
+        let listen: Vec<String> = self.listen.iter().map(ToString::to_string).collect();
+        let grpc = self
+            .envoy
+            .grpc_listen
+            .map_or_else(|| "off".to_owned(), |addr| addr.to_string());
+        let client_id = match &self.client_id {
+            ClientIdSource::Header(h) => format!("header {h}"),
+            ClientIdSource::ApiKey => "API key".to_owned(),
+        };
+        format!(
+            "{} plan(s), {} client(s) with their own plan, default plan {:?}\n{}store: {store}, on store failure: {}\nlisten: {}\ngRPC (Envoy rate limit service): {}, {} rule(s), on store failure: {}\n/v1/auth client id from: {client_id}; max cost per request: {}\n",
+            self.plans.len(),
+            self.clients.len(),
+            self.default_plan().name(),
+            self.describe_plans(),
+            self.store.failure_policy.as_str(),
+            listen.join(", "),
+            grpc,
+            self.envoy.rules.len(),
+            match self.envoy.on_store_error {
+                EnvoyOnStoreError::FailurePolicy => self.store.failure_policy.as_str(),
+                EnvoyOnStoreError::Unavailable => "gRPC UNAVAILABLE",
+            },
+            self.max_cost,
+        )
+    }
+}

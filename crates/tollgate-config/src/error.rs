@@ -1,0 +1,62 @@
+//! The one error type of the config crate.
+
+use std::path::PathBuf;
+
+/// Why a config could not be read, checked or wired to its store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The config file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    ReadConfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The config is not valid: `line` and `column` (1-based) point at the mistake.
+    #[error("{}line {line}, column {column}: {message}\n{snippet}", origin.as_deref().map(|o| format!("{o}: ")).unwrap_or_default())]
+    InvalidConfig {
+        /// Where the text came from (a file name), when known.
+        origin: Option<String>,
+        /// The line of the mistake, from 1.
+        line: usize,
+        /// The column of the mistake, from 1, counted in characters.
+        column: usize,
+        /// What is wrong.
+        message: String,
+        /// The offending line with a caret under the column, for humans.
+        snippet: String,
+    },
+    /// The Redis store could not be set up (a URL the Redis client refuses,
+    /// a bad key prefix). Redis being down is not this error: the server
+    /// starts and its failure policy answers until Redis is up.
+    #[error("cannot use the redis store at {url}: {reason}")]
+    Redis {
+        /// The Redis URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// A Redis URL that is not one (given on the command line).
+    #[error("invalid redis URL {url:?}: {reason}")]
+    InvalidRedisUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A listen address that is not `IP:PORT` (given on the command line).
+    #[error("invalid listen address {addr:?}: expected IP:PORT, e.g. 127.0.0.1:8080")]
+    InvalidListen {
+        /// The address as given.
+        addr: String,
+    },
+    /// A gRPC listen address that is neither `IP:PORT` nor `off` (given on
+    /// the command line).
+    #[error("invalid gRPC listen address {addr:?}: expected IP:PORT, e.g. 127.0.0.1:8081, or off")]
+    InvalidGrpcListen {
+        /// The address as given.
+        addr: String,
+    },
+}

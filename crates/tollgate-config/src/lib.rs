@@ -1,0 +1,34 @@
+//! # tollgate-config
+//!
+//! The one config-and-wiring module of tollgate, shared by `tollgate serve`
+//! (`tollgate-server`) and `tollgate proxy --config` alike, so that neither
+//! front end owns it:
+//!
+//! - [`Config`]: the TOML config file (plans and their limits, which client
+//!   is on which plan, the store, `[auth]`, `[envoy]`, where to listen),
+//!   checked completely before use, every mistake reported with its line and
+//!   column; one builder per section (`config/`). Command-line flags that
+//!   replace a key of the file are [`Overrides`], applied the same way at
+//!   start-up and on every reload.
+//! - [`StoreHandle`]: the store the config names (memory, or Redis behind
+//!   its timeout and failure policy).
+//! - [`reload`]: re-reading the file on SIGHUP and when it changes, and
+//!   [`signals`]: SIGHUP and the shutdown signals.
+//!
+//! Nothing here serves requests: this crate knows no HTTP server.
+
+pub mod config;
+mod error;
+pub mod reload;
+pub mod signals;
+pub mod store;
+
+pub use config::{
+    check_redis_url, format_duration, parse_duration, read_config_text, ClientIdSource, Config,
+    EnvoyConfig, EnvoyOnStoreError, FailurePolicy, Overrides, StoreConfig, StoreKind,
+    DEFAULT_CLIENT_HEADER, DEFAULT_GRPC_LISTEN, DEFAULT_LISTEN, DEFAULT_MAX_CLIENTS,
+    DEFAULT_MAX_COST, DEFAULT_PREFIX, DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TIMEOUT_MS,
+    EMBEDDED_DEFAULT, MAX_CLIENT_BYTES, MAX_CONFIG_BYTES,
+};
+pub use error::Error;
+pub use store::{StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};

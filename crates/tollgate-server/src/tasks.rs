@@ -1,0 +1,55 @@
+//! The background tasks of a running server: reloading its config file
+//! (on SIGHUP and on change, through `tollgate_config::reload`) and
+//! sweeping idle clients from memory.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::signal::unix::Signal;
+use tollgate_config::reload::watch_file;
+
+use crate::server::Server;
+
+/// Watches for SIGHUP (from `tollgate_config::signals::catch_hangups`) and
+/// config file changes until `shutdown` completes, reloading `server` from
+/// its config file. Does nothing (but wait for `shutdown`) when the server
+/// has no config file.
+pub async fn watch(
+    server: Server,
+    poll: Duration,
+    hangups: Option<Signal>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let Some(path) = server.config_path().map(ToOwned::to_owned) else {
+        shutdown.await;
+        return;
+    };
+    // Errors are logged and counted by `reload`.
+    watch_file(&path, poll, hangups, shutdown, || {
+        let _ = server.reload();
+    })
+    .await;
+}
+
+/// Sweeps idle client state from memory every `interval` until `shutdown`.
+pub async fn sweep_periodically(
+    server: Server,
+    interval: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return,
+            _ = ticks.tick() => {
+                let dropped = server.sweep();
+                if dropped > 0 {
+                    tracing::debug!(dropped, "swept idle clients");
+                }
+            }
+        }
+    }
+}
