@@ -199,7 +199,8 @@ async function refreshConfig() {
   const store = config.store;
   const kv = el("div", { class: "kv" },
     el("div", {}, "store"), el("div", {}, store.kind + (store.url ? " " + store.url : "")),
-    el("div", {}, "failure policy"), el("div", {}, store.failure_policy),
+    el("div", {}, "failure policy"),
+    el("div", {}, store.kind === "memory" ? store.failure_policy + " (applies to a shared store only)" : store.failure_policy),
     el("div", {}, "listen"), el("div", {}, config.listen.join(", ")),
     el("div", {}, "client id"), el("div", {}, config.client_id));
   $("config").replaceChildren(...plans, kv);

@@ -180,3 +180,32 @@ async fn the_dashboard_is_off_when_disabled() {
     }
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browser_harness_renders_a_local_html_file() {
+    let Some(browser) = Browser::start("local_html_file", 800, 600).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a directory");
+    let page = dir.path().join("report.html");
+    std::fs::write(
+        &page,
+        "<!doctype html><title>report</title><svg width=300 height=100><rect id=bar width=240 height=40 fill=teal /></svg>",
+    )
+    .expect("written");
+    browser.open_file(&page).await;
+    let width = browser
+        .client()
+        .execute(
+            "return document.getElementById('bar').getBBox().width;",
+            vec![],
+        )
+        .await
+        .expect("script runs");
+    assert_eq!(width.as_f64(), Some(240.0));
+    assert_eq!(browser.client().title().await.expect("title"), "report");
+    let shot = dir.path().join("shot.png");
+    let png = browser.screenshot(&[&shot]).await;
+    assert!(png.starts_with(b"\x89PNG") && std::fs::metadata(&shot).expect("saved").len() > 0);
+    browser.finish().await;
+}

@@ -9,7 +9,6 @@
 //! skip; with `TOLLGATE_REQUIRE_BROWSER=1` (set by CI and `scripts/test.sh`)
 //! it panics instead.
 
-use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,11 +18,6 @@ use fantoccini::{Client, ClientBuilder};
 
 /// The WebDriver client crate, for locators and element calls in tests.
 pub use fantoccini;
-
-/// Whether the environment demands a real browser (`TOLLGATE_REQUIRE_BROWSER=1`).
-pub fn browser_required() -> bool {
-    std::env::var("TOLLGATE_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
-}
 
 fn chromium_path() -> PathBuf {
     std::env::var_os("TOLLGATE_CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from)
@@ -70,22 +64,17 @@ impl Browser {
     /// browser is not installed.
     ///
     /// # Panics
-    /// When the browser is missing and [`browser_required`], or when an
-    /// installed browser cannot be started.
+    /// When the browser is missing and `TOLLGATE_REQUIRE_BROWSER=1` (see
+    /// [`crate::skip`]), or when an installed browser cannot be started.
     pub async fn start(test: &str, width: u32, height: u32) -> Option<Self> {
         let (chromium, driver) = (chromium_path(), chromedriver_path());
         if !(runs(&chromium) && runs(&driver)) {
-            assert!(
-                !browser_required(),
-                "{test}: {} or {} not found but TOLLGATE_REQUIRE_BROWSER=1",
+            let why = format!(
+                "{} or {} not installed (apt-get install chromium chromium-driver)",
                 chromium.display(),
                 driver.display()
             );
-            // Straight to the stderr handle: a skip must show in a passing run.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {test}: chromium/chromedriver not installed (apt-get install chromium chromium-driver; set TOLLGATE_REQUIRE_BROWSER=1 to fail instead)"
-            );
+            crate::skip(test, &why, "TOLLGATE_REQUIRE_BROWSER");
             return None;
         }
         let port = TcpListener::bind("127.0.0.1:0")
