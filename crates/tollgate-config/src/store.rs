@@ -50,6 +50,8 @@ impl StoreHandle {
                 }
                 let redis_config = RedisStoreConfig {
                     prefix: config.store.prefix.clone(),
+                    // The guard's timeout: calls Redis runs after it write nothing.
+                    timeout: Duration::from_millis(config.store.timeout_ms),
                     ..RedisStoreConfig::default()
                 };
                 let store = RedisStore::connect_lazy(url, redis_config)

@@ -24,6 +24,18 @@ pub enum RedisStoreError {
     /// A policy has no Redis script.
     #[error("policy {0:?} has no Redis script")]
     UnsupportedPolicy(String),
+    /// The first connection to Redis failed (see
+    /// [`crate::RedisStore::connect_to`]): `target` is shown without its
+    /// password, and `hint` names the likely cause when it is known.
+    #[error("cannot connect to Redis at {target}: {hint}{source}")]
+    Connect {
+        /// Where, without the password.
+        target: String,
+        /// The likely cause, for a person (empty when unknown).
+        hint: &'static str,
+        /// What the Redis client said.
+        source: redis::RedisError,
+    },
     /// Redis could not be reached or the command failed.
     #[error("Redis error: {0}")]
     Redis(#[from] redis::RedisError),
@@ -34,6 +46,16 @@ pub enum RedisStoreError {
     /// Redis did not answer within the per-call timeout.
     #[error("Redis did not answer within {0:?}")]
     Timeout(Duration),
+    /// The script started after the call's deadline (Redis was stalled,
+    /// paused or overloaded, and ran the call after the caller had given up
+    /// on it), so it wrote nothing. See [`crate::deadline`].
+    #[error("Redis ran the call {late_by:?} after its deadline (timeout {timeout:?}); nothing was written")]
+    DeadlinePassed {
+        /// The call's timeout.
+        timeout: Duration,
+        /// How long after the deadline the script started, on Redis's clock.
+        late_by: Duration,
+    },
     /// The script answered something this crate does not understand (a
     /// different script version under the same name, most likely).
     #[error("unexpected reply from the tollgate script: {0}")]
@@ -46,14 +68,46 @@ impl RedisStoreError {
     /// policy applies. False for errors that retrying cannot fix.
     pub fn is_transient(&self) -> bool {
         match self {
-            RedisStoreError::Timeout(_) => true,
-            RedisStoreError::Redis(e) => is_transient_redis(e),
+            RedisStoreError::Timeout(_) | RedisStoreError::DeadlinePassed { .. } => true,
+            RedisStoreError::Redis(e) | RedisStoreError::Connect { source: e, .. } => {
+                is_transient_redis(e)
+            }
             RedisStoreError::Config(_)
             | RedisStoreError::OutOfRange(_)
             | RedisStoreError::UnsupportedPolicy(_)
             | RedisStoreError::Script(_)
             | RedisStoreError::Reply(_) => false,
         }
+    }
+}
+
+impl RedisStoreError {
+    /// The first connection to `target` failed with `source`.
+    pub(crate) fn connect(target: &crate::RedisTarget, source: redis::RedisError) -> Self {
+        Self::Connect {
+            target: target.redacted(),
+            hint: connect_hint(&source),
+            source,
+        }
+    }
+}
+
+/// The likely cause of a failed first connection, in words a person acts on.
+fn connect_hint(e: &redis::RedisError) -> &'static str {
+    let text = e.to_string();
+    if e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+        || text.contains("WRONGPASS")
+    {
+        "wrong user name or password (check the URL's user:password@); "
+    } else if text.contains("certificate") || text.contains("UnknownIssuer") {
+        "the server's TLS certificate is not trusted (give its CA: [store] tls_ca or --redis-ca); "
+    } else if e.is_connection_refusal() {
+        "nothing accepts connections there (is Redis running, and is it this port?); "
+    } else if e.is_timeout() {
+        "no answer in time (is the address right, and is Redis reachable?); "
+    } else {
+        ""
     }
 }
 

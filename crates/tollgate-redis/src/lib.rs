@@ -25,6 +25,33 @@
 //!   [`tollgate::PlanDecision::decided_by`] and counted; [`TimeoutOnly`]
 //!   is the same guard for a caller that answers failures itself.
 //!
+//! ## Deadlines: an abandoned call writes nothing
+//!
+//! A caller gives up after its timeout ([`RedisStoreConfig::timeout`], the
+//! [`GuardedStore`]'s), but Redis may run the call later: a stopped, paused
+//! (`CLIENT PAUSE`) or busy Redis runs what waited once it resumes. So every
+//! call carries a deadline on Redis's own clock (`TIME`, read first thing in
+//! the script): a script that starts after it writes nothing and answers
+//! "late", and the store returns the transient
+//! [`RedisStoreError::DeadlinePassed`], which the guard answers by its
+//! failure policy. The store estimates Redis's clock from its monotonic
+//! clock with a lower bound of the offset (a `TIME` round trip, tightened by
+//! the `TIME` every script reply carries, replaced every second so it cannot
+//! drift), so the deadline never falls after the moment the caller gives up:
+//! see [`deadline`].
+//!
+//! What a caller may still see: a call whose script started before its
+//! deadline but whose answer did not reach the caller in time (the reply was
+//! slow, or lost with the connection) was counted although the caller
+//! answered it by the failure policy. For a slow reply that window is at
+//! most one round trip (the way back plus the script's run) before the
+//! caller gave up; errors of the offset estimate only move the deadline
+//! earlier (by up to the round trip of the measurement), never later, except
+//! when Redis's clock steps back or runs slow, which the next measurement
+//! (within 1 to 2 s) follows. A call refused as late may have been in time by
+//! up to that same measuring round trip (plus 1 ms of slack): it is answered
+//! by the failure policy and consumes nothing.
+//!
 //! ## Expiry
 //!
 //! Every write sets the key's expiry (PEXPIRE / SET PX) on Redis's clock,
@@ -73,16 +100,20 @@
 //! ```
 
 pub mod bounds;
+mod connection;
+pub mod deadline;
 mod error;
 mod guarded;
 pub mod keys;
 pub mod policies;
 pub mod scripts;
 mod store;
+mod target;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use bounds::check_limit;
 pub use error::RedisStoreError;
 pub use guarded::{FailureCounts, FailurePolicy, GuardedStore, TimeoutOnly};
-pub use store::{RedisStore, RedisStoreConfig, TimeSource};
+pub use store::{RedisStore, RedisStoreConfig, TimeSource, DEFAULT_TIMEOUT};
+pub use target::RedisTarget;

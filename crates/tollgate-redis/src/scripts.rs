@@ -12,9 +12,11 @@
 //! ARGV[1]        now_ms (decimal), or "redis" to use Redis's TIME
 //! ARGV[2]        cost (0 only asks)
 //! ARGV[3]        expiry margin in ms
-//! ARGV[4i..4i+3] limit i: policy code (crate::policies), limit, window_ms, shadow (0/1)
-//! reply          { now_used, allowed, then per limit: allowed, remaining,
-//!                  retry_after_ms (-1: never), reset_after_ms }
+//! ARGV[4]        deadline: latest Redis TIME (µs) at which the script may start
+//! ARGV[1+4i..4+4i] limit i: policy code (crate::policies), limit, window_ms, shadow (0/1)
+//! reply          { redis_time_us, now_used, allowed, then per limit: allowed,
+//!                  remaining, retry_after_ms (-1: never), reset_after_ms },
+//!                or { redis_time_us, -1 } past the deadline (nothing written)
 //! ```
 //!
 //! The script is loaded once and called with EVALSHA: `redis::Script` sends

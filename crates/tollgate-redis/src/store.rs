@@ -3,15 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::{Client, Script};
+use redis::{Script, ScriptInvocation};
 use tollgate::{Decision, LimitDecision, Plan, PlanDecision, Policy, Store, StoreFuture};
 
 use crate::bounds;
+use crate::connection::Connection;
+use crate::deadline::{self, RedisClock};
 use crate::keys::KeyLayout;
-use crate::{policies, scripts, RedisStoreError};
+use crate::{policies, scripts, RedisStoreError, RedisTarget};
 
 /// Where the time of a decision comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -41,7 +40,16 @@ pub struct RedisStoreConfig {
     /// are computed from decision times, so the margin covers callers whose
     /// clocks lag Redis's or each other's. Default 60,000 (one minute).
     pub expiry_margin_ms: u64,
+    /// How long a caller waits for a decision: the timeout of the
+    /// [`crate::GuardedStore`] in front (give both the same value). Every
+    /// call carries a deadline this long after it began, on Redis's clock
+    /// ([`crate::deadline`]): a script that starts later writes nothing and
+    /// the call fails with [`RedisStoreError::DeadlinePassed`]. Default 100 ms.
+    pub timeout: Duration,
 }
+
+/// The default [`RedisStoreConfig::timeout`]: 100 ms.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl Default for RedisStoreConfig {
     fn default() -> Self {
@@ -49,25 +57,9 @@ impl Default for RedisStoreConfig {
             prefix: "tollgate".to_owned(),
             time_source: TimeSource::Caller,
             expiry_margin_ms: 60_000,
+            timeout: DEFAULT_TIMEOUT,
         }
     }
-}
-
-/// Reconnect quickly and give up a round soon: callers have their own
-/// timeout, and the next call after a failed round starts a new one.
-fn manager_config() -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_number_of_retries(2)
-        .set_min_delay(Duration::from_millis(20))
-        .set_max_delay(Duration::from_millis(200))
-        .set_connection_timeout(Some(Duration::from_millis(500)))
-}
-
-/// A connection to one Redis node (reconnecting by itself) or to a cluster.
-#[derive(Clone)]
-enum Connection {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
 }
 
 /// Per-client limit state in Redis, shared by every server using the same
@@ -80,26 +72,41 @@ enum Connection {
 pub struct RedisStore {
     connection: Connection,
     script: Arc<Script>,
+    clock: Arc<RedisClock>,
     keys: KeyLayout,
     config: RedisStoreConfig,
 }
 
 impl RedisStore {
-    /// Connects to one Redis node (`redis://host:port/db`) through a
-    /// [`ConnectionManager`], which reconnects by itself after Redis comes back.
+    /// Connects to one Redis node (`redis://host:port/db`, see
+    /// [`RedisTarget`] for every form) through a [`redis::aio::ConnectionManager`],
+    /// which reconnects by itself after Redis comes back.
     ///
     /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix, [`RedisStoreError::Redis`]
-    /// for a bad URL or when the first connection fails.
+    /// As [`RedisStore::connect_to`].
     pub async fn connect(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
+        Self::connect_to(&RedisTarget::single(url), config).await
+    }
+
+    /// Connects to one node or a cluster, eagerly: the first connection
+    /// (TLS handshake, ACL login, database selection, a `PING`) must
+    /// succeed, so that a wrong password, an untrusted certificate or an
+    /// unreachable node is reported at start-up. After that, a lost
+    /// connection is re-established by itself and calls fail as transient
+    /// errors meanwhile (a [`crate::GuardedStore`] answers them).
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] for a bad prefix or target (see
+    /// [`RedisTarget::validate`]), [`RedisStoreError::Connect`] when the
+    /// first connection fails, saying why.
+    pub async fn connect_to(
+        target: &RedisTarget,
+        config: RedisStoreConfig,
+    ) -> Result<Self, RedisStoreError> {
         let keys = KeyLayout::new(config.prefix.clone())?;
-        let client = Client::open(url)?;
-        let manager = ConnectionManager::new_with_config(client, manager_config()).await?;
-        Ok(Self::with_connection(
-            Connection::Single(manager),
-            keys,
-            config,
-        ))
+        let store = Self::with_connection(Connection::connect(target).await?, keys, config);
+        store.measure_offset().await?;
+        Ok(store)
     }
 
     /// Like [`RedisStore::connect`], without waiting for the first
@@ -112,10 +119,8 @@ impl RedisStore {
     /// for a bad URL.
     pub fn connect_lazy(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
         let keys = KeyLayout::new(config.prefix.clone())?;
-        let client = Client::open(url)?;
-        let manager = ConnectionManager::new_lazy_with_config(client, manager_config())?;
         Ok(Self::with_connection(
-            Connection::Single(manager),
+            Connection::lazy(&RedisTarget::single(url))?,
             keys,
             config,
         ))
@@ -125,28 +130,19 @@ impl RedisStore {
     /// client share a hash tag, so every decision runs on one node.
     ///
     /// # Errors
-    /// As [`RedisStore::connect`].
+    /// As [`RedisStore::connect_to`].
     pub async fn connect_cluster(
         nodes: &[&str],
         config: RedisStoreConfig,
     ) -> Result<Self, RedisStoreError> {
-        let keys = KeyLayout::new(config.prefix.clone())?;
-        let client = ClusterClient::builder(nodes.iter().copied())
-            .connection_timeout(Duration::from_millis(500))
-            .retries(3)
-            .build()?;
-        let connection = client.get_async_connection().await?;
-        Ok(Self::with_connection(
-            Connection::Cluster(connection),
-            keys,
-            config,
-        ))
+        Self::connect_to(&RedisTarget::cluster(nodes.iter().copied()), config).await
     }
 
     fn with_connection(connection: Connection, keys: KeyLayout, config: RedisStoreConfig) -> Self {
         Self {
             connection,
             script: Arc::new(Script::new(scripts::PLAN)),
+            clock: Arc::new(RedisClock::new()),
             keys,
             config,
         }
@@ -161,6 +157,7 @@ impl RedisStore {
         Ok(Self {
             connection: self.connection.clone(),
             script: self.script.clone(),
+            clock: self.clock.clone(),
             keys: KeyLayout::new(config.prefix.clone())?,
             config,
         })
@@ -183,13 +180,16 @@ impl RedisStore {
 
     /// Decides a request of `cost` units (0 only asks) for `client` against
     /// every limit of `plan` at `now_ms` (ignored with [`TimeSource::Redis`]),
-    /// in one round trip.
+    /// in one round trip (two when the estimate of Redis's clock is older
+    /// than two seconds: see [`crate::deadline`]).
     ///
     /// # Errors
     /// [`RedisStoreError::OutOfRange`] before any call when an argument is
     /// outside the store's exact range ([`crate::bounds`]); Redis errors;
-    /// [`RedisStoreError::Script`] when the script refuses its arguments or
-    /// a stored state; [`RedisStoreError::Reply`] for a reply it cannot read.
+    /// [`RedisStoreError::DeadlinePassed`] when the script started after the
+    /// call's deadline (it wrote nothing); [`RedisStoreError::Script`] when
+    /// the script refuses its arguments or a stored state;
+    /// [`RedisStoreError::Reply`] for a reply it cannot read.
     pub async fn decide(
         &self,
         plan: &Plan,
@@ -197,21 +197,76 @@ impl RedisStore {
         now_ms: u64,
         cost: u32,
     ) -> Result<PlanDecision, RedisStoreError> {
+        let started_us = self.clock.now_us();
         let caller_time = self.config.time_source == TimeSource::Caller;
         bounds::check(
             plan,
             caller_time.then_some(now_ms),
             self.config.expiry_margin_ms,
         )?;
-        let base = self.keys.client_base(client);
+        let offset_us = match self.clock.offset_at(started_us) {
+            Some(offset) => offset,
+            None => self.measure_offset().await?,
+        };
+        let deadline_us = deadline::deadline_us(started_us, offset_us, self.config.timeout);
         let mut invocation = self.script.prepare_invoke();
+        self.arguments(&mut invocation, plan, client, now_ms, cost, deadline_us)?;
+        let sent_us = self.clock.now_us();
+        let reply = self
+            .connection
+            .invoke(&invocation)
+            .await
+            .map_err(script_error)?;
+        let received_us = self.clock.now_us();
+        let (&redis_us, reply) = reply
+            .split_first()
+            .ok_or_else(|| RedisStoreError::Reply("an empty reply".into()))?;
+        let redis_us = u64::try_from(redis_us)
+            .map_err(|_| RedisStoreError::Reply(format!("negative Redis time {redis_us}")))?;
+        // On a cluster each node has its own clock: only the TIME of every
+        // primary (measure_offset) bounds them all.
+        if !self.connection.is_cluster() {
+            self.clock.record(sent_us, received_us, redis_us);
+        }
+        if reply.first() == Some(&-1) {
+            return Err(RedisStoreError::DeadlinePassed {
+                timeout: self.config.timeout,
+                late_by: Duration::from_micros(redis_us.saturating_sub(deadline_us)),
+            });
+        }
+        read_reply(plan, reply)
+    }
+
+    /// Measures the offset between the monotonic clock and Redis's `TIME`
+    /// with one round trip, and returns the offset now in force.
+    async fn measure_offset(&self) -> Result<i64, RedisStoreError> {
+        let sent_us = self.clock.now_us();
+        let redis_us = self.connection.time_us().await?;
+        let received_us = self.clock.now_us();
+        Ok(self.clock.record(sent_us, received_us, redis_us))
+    }
+
+    /// The script's KEYS and ARGV for one call (see [`scripts`]).
+    fn arguments(
+        &self,
+        invocation: &mut ScriptInvocation<'_>,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+        deadline_us: u64,
+    ) -> Result<(), RedisStoreError> {
+        let base = self.keys.client_base(client);
         invocation.key(KeyLayout::seen_key_from_base(&base));
-        if caller_time {
+        if self.config.time_source == TimeSource::Caller {
             invocation.arg(now_ms);
         } else {
             invocation.arg("redis");
         }
-        invocation.arg(cost).arg(self.config.expiry_margin_ms);
+        invocation
+            .arg(cost)
+            .arg(self.config.expiry_margin_ms)
+            .arg(deadline_us);
         for limit in plan.limits() {
             let policy = limit.policy();
             let descriptor = policies::by_name(policy.name())
@@ -227,24 +282,26 @@ impl RedisStore {
                 .arg(policy.window_ms())
                 .arg(if limit.is_shadow() { "1" } else { "0" });
         }
-        let reply: Result<Vec<i64>, redis::RedisError> = match &self.connection {
-            Connection::Single(c) => invocation.invoke_async(&mut c.clone()).await,
-            Connection::Cluster(c) => invocation.invoke_async(&mut c.clone()).await,
-        };
-        let reply = reply.map_err(|e| match e.code() {
-            Some("TOLLGATE") => {
-                // Redis appends " script: <sha>, on @user_script:<line>."
-                let detail = e.detail().unwrap_or_default();
-                let message = detail.split(" script: ").next().unwrap_or(detail);
-                RedisStoreError::Script(message.to_owned())
-            }
-            _ => RedisStoreError::Redis(e),
-        })?;
-        read_reply(plan, &reply)
+        Ok(())
     }
 }
 
-/// Builds the decision from the script's reply.
+/// A Redis error of the script call as the store's error: the script's own
+/// refusals ("TOLLGATE ...") without Redis's script hash and line.
+fn script_error(e: redis::RedisError) -> RedisStoreError {
+    match e.code() {
+        Some("TOLLGATE") => {
+            // Redis appends " script: <sha>, on @user_script:<line>."
+            let detail = e.detail().unwrap_or_default();
+            let message = detail.split(" script: ").next().unwrap_or(detail);
+            RedisStoreError::Script(message.to_owned())
+        }
+        _ => RedisStoreError::Redis(e),
+    }
+}
+
+/// Builds the decision from the script's reply after its Redis time:
+/// `now_used, allowed`, then four numbers per limit.
 fn read_reply(plan: &Plan, reply: &[i64]) -> Result<PlanDecision, RedisStoreError> {
     let limits = plan.limits();
     if reply.len() != 2 + 4 * limits.len() {

@@ -14,6 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::sleep;
 use std::time::Duration;
 
+mod tls;
+
+pub use tls::TestCerts;
+
 /// Whether the environment demands a real Redis (`TOLLGATE_REQUIRE_REDIS=1`).
 pub fn redis_required() -> bool {
     std::env::var("TOLLGATE_REQUIRE_REDIS").is_ok_and(|v| v == "1")
@@ -93,6 +97,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     extra: Vec<String>,
+    /// Set for a TLS-only server (see [`RedisServer::spawn_tls`]).
+    tls: Option<TestCerts>,
 }
 
 impl RedisServer {
@@ -110,6 +116,21 @@ impl RedisServer {
     /// # Panics
     /// As [`RedisServer::spawn`].
     pub fn spawn_with(test: &str, extra: &[&str]) -> Option<Self> {
+        Self::spawn_inner(test, extra, false)
+    }
+
+    /// A Redis that accepts only TLS connections (`--port 0 --tls-port P`),
+    /// with a certificate for 127.0.0.1 signed by a CA the test makes
+    /// itself ([`RedisServer::certs`]); clients need no certificate of
+    /// their own. Its [`RedisServer::url`] is `rediss://127.0.0.1:P`.
+    ///
+    /// # Panics
+    /// As [`RedisServer::spawn`].
+    pub fn spawn_tls(test: &str, extra: &[&str]) -> Option<Self> {
+        Self::spawn_inner(test, extra, true)
+    }
+
+    fn spawn_inner(test: &str, extra: &[&str], tls: bool) -> Option<Self> {
         if !redis_available(test) {
             return None;
         }
@@ -124,7 +145,11 @@ impl RedisServer {
             port: 0,
             dir,
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            tls: None,
         };
+        if tls {
+            server.tls = Some(TestCerts::generate(&server.dir.join("certs")));
+        }
         // A port found free may be taken before Redis binds it: try a few.
         for _ in 0..5 {
             server.port = free_port();
@@ -139,17 +164,26 @@ impl RedisServer {
     fn start(&mut self) -> bool {
         let port = self.port.to_string();
         let mut command = Command::new("redis-server");
+        match &self.tls {
+            None => command.args(["--port", &port]),
+            Some(certs) => command
+                .args([
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    &port,
+                    "--tls-auth-clients",
+                    "no",
+                ])
+                .arg("--tls-cert-file")
+                .arg(&certs.cert)
+                .arg("--tls-key-file")
+                .arg(&certs.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&certs.ca),
+        };
         command
-            .args([
-                "--port",
-                &port,
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.extra)
@@ -160,8 +194,9 @@ impl RedisServer {
         };
         self.child = Some(child);
         let port = self.port;
-        let up = wait_for(250, || {
-            raw_command(port, "PING").is_some_and(|r| r.starts_with("+PONG"))
+        let up = wait_for(250, || match &self.tls {
+            None => raw_command(port, "PING").is_some_and(|r| r.starts_with("+PONG")),
+            Some(_) => self.cli(&["PING"]).starts_with("PONG"),
         });
         if !up {
             self.kill();
@@ -174,9 +209,51 @@ impl RedisServer {
         self.port
     }
 
-    /// `redis://127.0.0.1:<port>`.
+    /// `redis://127.0.0.1:<port>`, or `rediss://` for a TLS server.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The certificates of a TLS server ([`RedisServer::spawn_tls`]).
+    pub fn certs(&self) -> Option<&TestCerts> {
+        self.tls.as_ref()
+    }
+
+    /// The process id of the running `redis-server`, if it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGSTOP to the process: Redis freezes, connections stay open
+    /// and commands sent meanwhile wait in the socket buffers.
+    ///
+    /// # Panics
+    /// When the process is not running or `kill` cannot be run.
+    pub fn stop_process(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Sends SIGCONT to a process stopped by [`RedisServer::stop_process`]:
+    /// Redis runs the commands that waited.
+    ///
+    /// # Panics
+    /// As [`RedisServer::stop_process`].
+    pub fn continue_process(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.pid().expect("redis-server is running");
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid} failed");
     }
 
     /// Kills the process (SIGKILL) and waits for it to exit.
@@ -207,7 +284,15 @@ impl RedisServer {
     /// # Panics
     /// When redis-cli cannot be run.
     pub fn cli(&self, args: &[&str]) -> String {
-        redis_cli(self.port, args)
+        match &self.tls {
+            None => redis_cli(self.port, args),
+            Some(certs) => {
+                let ca = certs.ca.to_string_lossy();
+                let mut tls_args = vec!["--tls", "--cacert", &ca];
+                tls_args.extend_from_slice(args);
+                redis_cli(self.port, &tls_args)
+            }
+        }
     }
 }
 

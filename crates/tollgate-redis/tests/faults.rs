@@ -232,7 +232,11 @@ fn paused_redis_times_out_into_the_failure_policy() {
         return;
     };
     runtime().block_on(async {
-        let redis = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+        let config = RedisStoreConfig {
+            timeout: Duration::from_millis(200),
+            ..RedisStoreConfig::default()
+        };
+        let redis = RedisStore::connect(&server.url(), config)
             .await
             .expect("connect");
         let store = GuardedStore::new(
@@ -258,10 +262,11 @@ fn paused_redis_times_out_into_the_failure_policy() {
         assert!(!paused.allowed);
         assert_eq!(store.counts().timeouts, 1);
         // After the pause the store decides again. The call that timed out
-        // was still held by Redis and ran when the pause ended: a timed-out
-        // call may have been counted (polling peeks, so only that one).
+        // was still held by Redis and ran when the pause ended, after its
+        // deadline: it wrote nothing, and the polling peeks are answered
+        // once the pause is over (those held by it write nothing either).
         let peek = until_store_answers(&store, &plan, "c", 20, 0).await;
-        assert_eq!(peek.limits[0].decision.remaining, 3);
+        assert_eq!(peek.limits[0].decision.remaining, 4);
         let after = store.check(&plan, "c", 30, 1).await.expect("call");
         assert_eq!(after.decided_by, DecidedBy::Store);
         assert!(after.allowed);
@@ -317,17 +322,22 @@ fn out_of_range_arguments_are_refused_before_any_write() {
             .get_multiplexed_async_connection()
             .await
             .expect("connection");
+        // ARGV: now, cost, margin, deadline (Redis TIME in µs: far ahead
+        // here), then code, limit, window, shadow.
+        let late = "9007199254740991";
         for argv in [
-            ["9007199254740993", "1", "0", "s", "1", "10", "0"],
-            ["0", "1", "0", "x", "1", "10", "0"],
-            ["0", "1", "0", "t", "3", "10", "0"],
-            ["0", "-1", "0", "s", "1", "10", "0"],
-            ["0", "1", "0", "g", "0", "10", "0"],
-            ["0", "1", "0", "s", "1", "10", "yes"],
+            ["9007199254740993", "1", "0", late, "s", "1", "10", "0"],
+            ["0", "1", "0", late, "x", "1", "10", "0"],
+            ["0", "1", "0", late, "t", "3", "10", "0"],
+            ["0", "-1", "0", late, "s", "1", "10", "0"],
+            ["0", "1", "0", late, "g", "0", "10", "0"],
+            ["0", "1", "0", late, "s", "1", "10", "yes"],
+            ["0", "1", "0", "soon", "s", "1", "10", "0"],
+            ["0", "1", "0", late, "s", "1", "10", ""],
         ] {
             let mut invocation = script.key("raw:{c:r}:seen");
             invocation.key("raw:{c:r}:1");
-            for arg in argv {
+            for arg in argv.iter().filter(|a| !a.is_empty()) {
                 invocation.arg(arg);
             }
             let reply: Result<Vec<i64>, _> = invocation.invoke_async(&mut connection).await;

@@ -55,6 +55,7 @@ fn rust_and_lua_bounds_agree_at_the_edge() {
                         .arg(now)
                         .arg(1)
                         .arg(0)
+                        .arg(MAX_EXACT) // deadline: far ahead
                         .arg(policy.code)
                         .arg(limit)
                         .arg(window)

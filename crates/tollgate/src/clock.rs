@@ -1,4 +1,4 @@
-//! The one place where tollgate reads the time.
+//! The one place where tollgate reads the time (and the monotonic clock).
 //!
 //! Everything else takes `now_ms` as a parameter; a server asks a [`Clock`]
 //! once per request, and tests use a [`ManualClock`] that they move by hand.
@@ -67,5 +67,41 @@ impl Clock for ManualClock {
 impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     fn now_ms(&self) -> u64 {
         (**self).now_ms()
+    }
+}
+
+/// A monotonic clock in microseconds: never goes back and ignores steps of
+/// the wall clock. For measuring how long something takes or when it was
+/// sent (e.g. the Redis store's deadlines), never for decision times, which
+/// come from a [`Clock`].
+pub trait MonotonicClock: Send + Sync {
+    /// Microseconds since a fixed, arbitrary start.
+    fn now_us(&self) -> u64;
+}
+
+/// The operating system's monotonic clock, counted from when this value was made.
+#[derive(Debug, Clone, Copy)]
+pub struct SystemMonotonicClock {
+    start: std::time::Instant,
+}
+
+impl SystemMonotonicClock {
+    /// A clock reading 0 now.
+    pub fn new() -> Self {
+        Self {
+            start: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemMonotonicClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MonotonicClock for SystemMonotonicClock {
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 }

@@ -53,7 +53,7 @@ mod store;
 pub mod testing;
 
 pub use async_store::{MemoryBackend, OnStoreError, Store, StoreError, StoreFuture};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, SystemMonotonicClock};
 pub use decision::Decision;
 pub use error::Error;
 pub use headers::RateLimitHeaders;

@@ -9,27 +9,37 @@
 -- ARGV[1]      now_ms as a decimal, or "redis" to read Redis's own TIME
 -- ARGV[2]      cost (0 only asks)
 -- ARGV[3]      expiry margin in ms, added to every key's expiry
--- ARGV[4i..4i+3] for limit i: the policy's Redis code (the keys of
+-- ARGV[4]      deadline: the latest Redis TIME, in microseconds, at which
+--              the script may start (the caller gives up after it)
+-- ARGV[1+4i..4+4i] for limit i: the policy's Redis code (the keys of
 --              `policies`, one per descriptor in src/policies.rs), limit,
 --              window_ms, shadow ("0"/"1")
 --
--- Returns { now_used, allowed, then per limit: allowed, remaining,
--- retry_after_ms (-1: never), reset_after_ms }.
+-- Returns { redis_time_us, now_used, allowed, then per limit: allowed,
+-- remaining, retry_after_ms (-1: never), reset_after_ms }, where
+-- redis_time_us is Redis's TIME when the script started; or, when the script
+-- started after its deadline, { redis_time_us, -1 } having written nothing.
 --
--- Phases: (1) parse and bound-check every argument, (2) read and check every
--- stored state and decide, (3) write. Anything wrong raises "TOLLGATE ..."
--- in phases 1-2, before the first write, since a failing script does not
--- roll back what it already wrote.
+-- Phases: (0) past the deadline, answer late and stop; (1) parse and
+-- bound-check every argument, (2) read and check every stored state and
+-- decide, (3) write. Anything wrong raises "TOLLGATE ..." in phases 1-2,
+-- before the first write, since a failing script does not roll back what it
+-- already wrote.
 
 local n = #KEYS - 1
-if n < 1 or #ARGV ~= 3 + 4 * n then
-  fail('expected 1 + n keys and 3 + 4n arguments, got ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
+if n < 1 or #ARGV ~= 4 + 4 * n then
+  fail('expected 1 + n keys and 4 + 4n arguments, got ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
+end
+
+local clock = redis.call('TIME')
+local redis_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+if redis_us > parse_int(ARGV[4], 'deadline', MAX_EXACT) then
+  return { redis_us, -1 }
 end
 
 local now
 if ARGV[1] == 'redis' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = math.floor(redis_us / 1000)
 else
   now = parse_int(ARGV[1], 'now_ms', MAX_EXACT)
 end
@@ -38,7 +48,7 @@ local margin = parse_int(ARGV[3], 'expiry margin', MAX_EXACT)
 
 local limits = {}
 for i = 1, n do
-  local at = 4 * i
+  local at = 1 + 4 * i
   local policy = policies[ARGV[at]]
   if not policy then
     fail('unknown policy code ' .. tostring(ARGV[at]) .. ' for limit ' .. i)
@@ -136,7 +146,7 @@ if wrote or now ~= seen then
   redis.call('SET', KEYS[1], fmt(now), 'PX', fmt(seen_ttl))
 end
 
-local reply = { now, allowed and 1 or 0 }
+local reply = { redis_us, now, allowed and 1 or 0 }
 for i = 1, n do
   local d = limits[i].decision
   reply[#reply + 1] = d.allowed and 1 or 0

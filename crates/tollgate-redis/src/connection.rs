@@ -1,0 +1,114 @@
+//! The connection to Redis: one node (reconnecting by itself) or a cluster,
+//! with the two calls the store makes: the plan script, and `TIME`.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+use redis::{RedisResult, ScriptInvocation, Value};
+
+use crate::{RedisStoreError, RedisTarget};
+
+/// Reconnect quickly and give up a round soon: callers have their own
+/// timeout, and the next call after a failed round starts a new one.
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_number_of_retries(2)
+        .set_min_delay(Duration::from_millis(20))
+        .set_max_delay(Duration::from_millis(200))
+        .set_connection_timeout(Some(Duration::from_millis(500)))
+}
+
+/// A connection to one Redis node (reconnecting by itself) or to a cluster.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Connection {
+    /// Connects to one node or a cluster, eagerly: the first connection
+    /// (TLS handshake, ACL login, database selection, a `PING`) must
+    /// succeed, so that a wrong password, an untrusted certificate or an
+    /// unreachable node is reported at start-up, saying which.
+    pub(crate) async fn connect(target: &RedisTarget) -> Result<Self, RedisStoreError> {
+        let failed = |e| RedisStoreError::connect(target, e);
+        if target.is_cluster() {
+            let client = target.cluster_client()?;
+            let mut connection = client.get_async_connection().await.map_err(failed)?;
+            redis::cmd("PING")
+                .query_async::<()>(&mut connection)
+                .await
+                .map_err(failed)?;
+            Ok(Connection::Cluster(connection))
+        } else {
+            let client = target.client()?;
+            let mut manager = ConnectionManager::new_with_config(client, manager_config())
+                .await
+                .map_err(failed)?;
+            redis::cmd("PING")
+                .query_async::<()>(&mut manager)
+                .await
+                .map_err(failed)?;
+            Ok(Connection::Single(manager))
+        }
+    }
+
+    /// Prepares a connection to one node without connecting yet (needs a
+    /// Tokio runtime).
+    pub(crate) fn lazy(target: &RedisTarget) -> Result<Self, RedisStoreError> {
+        let client = target.client()?;
+        let manager = ConnectionManager::new_lazy_with_config(client, manager_config())?;
+        Ok(Connection::Single(manager))
+    }
+
+    /// Whether this is a cluster (whose nodes each have their own clock).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Connection::Cluster(_))
+    }
+
+    /// Runs the plan script (EVALSHA, loading it after NOSCRIPT).
+    pub(crate) async fn invoke(&self, invocation: &ScriptInvocation<'_>) -> RedisResult<Vec<i64>> {
+        match self {
+            Connection::Single(c) => invocation.invoke_async(&mut c.clone()).await,
+            Connection::Cluster(c) => invocation.invoke_async(&mut c.clone()).await,
+        }
+    }
+
+    /// Redis's `TIME` in µs: of the node, or the earliest of every
+    /// cluster primary that answered (the most conservative for deadlines).
+    pub(crate) async fn time_us(&self) -> Result<u64, RedisStoreError> {
+        match self {
+            Connection::Single(c) => {
+                let (secs, micros): (u64, u64) =
+                    redis::cmd("TIME").query_async(&mut c.clone()).await?;
+                Ok(time_us(secs, micros))
+            }
+            Connection::Cluster(c) => {
+                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                let reply = c.clone().route_command(redis::cmd("TIME"), routing).await?;
+                earliest_time(reply)
+            }
+        }
+    }
+}
+
+fn time_us(secs: u64, micros: u64) -> u64 {
+    secs.saturating_mul(1_000_000).saturating_add(micros)
+}
+
+/// The earliest `TIME` in a cluster's per-node map of replies.
+fn earliest_time(reply: Value) -> Result<u64, RedisStoreError> {
+    let Value::Map(nodes) = reply else {
+        return Err(RedisStoreError::Reply(format!(
+            "TIME from every primary: {reply:?}"
+        )));
+    };
+    nodes
+        .into_iter()
+        .filter_map(|(_, time)| redis::from_redis_value::<(u64, u64)>(time).ok())
+        .map(|(secs, micros)| time_us(secs, micros))
+        .min()
+        .ok_or_else(|| RedisStoreError::Reply("no cluster primary answered TIME".into()))
+}

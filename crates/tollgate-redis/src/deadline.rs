@@ -1,0 +1,188 @@
+//! Deadlines on Redis's own clock, so that a call Redis runs too late writes
+//! nothing.
+//!
+//! A caller gives up on a call after its timeout, but Redis may still run
+//! the script later (a stopped, paused or overloaded Redis runs what waited
+//! once it resumes). So every call carries a deadline: the latest Redis
+//! `TIME` (in µs) at which its script may start. The script reads `TIME`
+//! first and, past the deadline, writes nothing and answers "late".
+//!
+//! The deadline is `start + offset + timeout - slack`, where `start` is the
+//! store's monotonic clock when the call began and `offset` a *lower bound*
+//! of `Redis TIME - monotonic clock`. A `TIME` sent at monotonic time `s`
+//! and answered at `r` was read by Redis at some moment in `[s, r]`, so
+//! `TIME - r` is a lower bound of the offset. With a lower bound the
+//! deadline never falls after the moment the caller gives up (as Redis's
+//! clock sees it): a late script is never accepted; a script that starts in
+//! time may be refused by up to the measurement's round trip, which only
+//! costs a failure-policy answer. [`DEADLINE_SLACK_US`] covers the moment
+//! between the caller's timer starting and the store reading its clock.
+//!
+//! The offset is re-measured, so that it cannot drift: every reply of the
+//! plan script carries Redis's `TIME` and tightens the bound within an epoch
+//! of [`EPOCH_US`]; the first measurement of a new epoch replaces the
+//! bound (so a Redis clock that stepped back or runs slow is followed within
+//! an epoch); an estimate older than two epochs is measured again with a
+//! `TIME` round trip before the call.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tollgate::{MonotonicClock, SystemMonotonicClock};
+
+/// How long one estimate of the offset is tightened before the next
+/// measurement replaces it: 1 s.
+pub const EPOCH_US: u64 = 1_000_000;
+
+/// Taken off every deadline: the time between the caller starting its
+/// timeout and the store reading its clock (same task, no await between).
+pub const DEADLINE_SLACK_US: u64 = 1_000;
+
+/// A lower bound of `Redis TIME - monotonic clock`, in µs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Estimate {
+    /// When the epoch of this estimate began (monotonic µs).
+    epoch_start_us: u64,
+    /// The tightest lower bound of the offset measured in this epoch.
+    offset_us: i64,
+}
+
+/// The store's view of Redis's clock: its monotonic clock and the offset.
+pub(crate) struct RedisClock {
+    monotonic: Arc<dyn MonotonicClock>,
+    estimate: Mutex<Option<Estimate>>,
+}
+
+impl std::fmt::Debug for RedisClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisClock")
+            .field("estimate", &*self.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisClock {
+    /// A clock on the system's monotonic clock, with no estimate yet.
+    pub(crate) fn new() -> Self {
+        Self::with_monotonic(Arc::new(SystemMonotonicClock::new()))
+    }
+
+    /// A clock on `monotonic` (tests move it by hand).
+    pub(crate) fn with_monotonic(monotonic: Arc<dyn MonotonicClock>) -> Self {
+        Self {
+            monotonic,
+            estimate: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Estimate>> {
+        self.estimate.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The monotonic clock, in µs.
+    pub(crate) fn now_us(&self) -> u64 {
+        self.monotonic.now_us()
+    }
+
+    /// The offset to use at monotonic time `now_us`, or `None` when there is
+    /// none younger than two epochs (measure it first).
+    pub(crate) fn offset_at(&self, now_us: u64) -> Option<i64> {
+        let estimate = (*self.lock())?;
+        (now_us.saturating_sub(estimate.epoch_start_us) < 2 * EPOCH_US)
+            .then_some(estimate.offset_us)
+    }
+
+    /// Records that Redis's clock read `redis_us` at some moment between
+    /// `sent_us` and `received_us` (monotonic). Returns the offset now in force.
+    pub(crate) fn record(&self, sent_us: u64, received_us: u64, redis_us: u64) -> i64 {
+        let bound = signed(redis_us) - signed(received_us);
+        let mut estimate = self.lock();
+        let next = match *estimate {
+            Some(e) if sent_us.saturating_sub(e.epoch_start_us) < EPOCH_US => Estimate {
+                epoch_start_us: e.epoch_start_us,
+                offset_us: e.offset_us.max(bound),
+            },
+            _ => Estimate {
+                epoch_start_us: sent_us,
+                offset_us: bound,
+            },
+        };
+        *estimate = Some(next);
+        next.offset_us
+    }
+}
+
+fn signed(us: u64) -> i64 {
+    i64::try_from(us).unwrap_or(i64::MAX)
+}
+
+/// The deadline, in Redis `TIME` µs, of a call that began at monotonic
+/// `start_us` with `offset_us` in force and `timeout` to run: at least 0.
+pub(crate) fn deadline_us(start_us: u64, offset_us: i64, timeout: Duration) -> u64 {
+    let timeout_us = i64::try_from(timeout.as_micros()).unwrap_or(i64::MAX);
+    let deadline = signed(start_us)
+        .saturating_add(offset_us)
+        .saturating_add(timeout_us)
+        .saturating_sub(signed(DEADLINE_SLACK_US));
+    u64::try_from(deadline).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    struct Manual(AtomicU64);
+
+    impl MonotonicClock for Manual {
+        fn now_us(&self) -> u64 {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    fn clock() -> RedisClock {
+        RedisClock::with_monotonic(Arc::new(Manual(AtomicU64::new(0))))
+    }
+
+    #[test]
+    fn the_offset_is_a_lower_bound_from_the_reply_time() {
+        let clock = clock();
+        assert_eq!(clock.offset_at(0), None);
+        // Redis read 5_000_300 somewhere between 100 and 400: at 400 it
+        // was at least 5_000_300, so the offset is at least 4_999_900.
+        assert_eq!(clock.record(100, 400, 5_000_300), 4_999_900);
+        assert_eq!(clock.offset_at(500), Some(4_999_900));
+        // A tighter measurement in the same epoch raises the bound; a looser
+        // one (a slow round trip) does not lower it.
+        assert_eq!(clock.record(1_000, 1_050, 5_001_000), 4_999_950);
+        assert_eq!(clock.record(2_000, 90_000, 5_002_000), 4_999_950);
+    }
+
+    #[test]
+    fn a_new_epoch_replaces_the_bound_and_an_old_one_expires() {
+        let clock = clock();
+        clock.record(0, 10, 1_000_010);
+        assert_eq!(clock.offset_at(10), Some(1_000_000));
+        // Redis's clock stepped back by 300 µs: the next epoch follows it.
+        assert_eq!(
+            clock.record(EPOCH_US, EPOCH_US + 10, 1_000_000 + EPOCH_US - 290),
+            999_700
+        );
+        assert_eq!(clock.offset_at(3 * EPOCH_US - 1), Some(999_700));
+        assert_eq!(clock.offset_at(3 * EPOCH_US), None);
+    }
+
+    #[test]
+    fn deadlines_are_the_start_plus_offset_plus_timeout_less_the_slack() {
+        let timeout = Duration::from_millis(50);
+        assert_eq!(
+            deadline_us(2_000, 1_000_000, timeout),
+            2_000 + 1_000_000 + 50_000 - DEADLINE_SLACK_US
+        );
+        assert_eq!(deadline_us(0, -10_000_000, timeout), 0);
+        assert_eq!(
+            deadline_us(u64::MAX, i64::MAX, Duration::MAX),
+            u64::try_from(i64::MAX).unwrap() - DEADLINE_SLACK_US
+        );
+    }
+}

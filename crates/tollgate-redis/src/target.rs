@@ -1,0 +1,223 @@
+//! [`RedisTarget`]: every way to reach Redis, checked before connecting.
+//!
+//! - one node: `redis://host:port/db` or, over TLS, `rediss://host:port/db`;
+//! - an ACL user: `redis://user:password@host:port` (a password alone:
+//!   `redis://:password@host:port`);
+//! - a Redis Cluster, from one or more seed nodes (every seed with the same
+//!   scheme, database 0: a cluster has no other);
+//! - a private certificate authority for `rediss://` ([`RedisTarget::with_ca_pem`],
+//!   [`RedisTarget::with_ca_file`]); without one, the system's trusted roots.
+//!
+//! TLS runs on rustls (with the `ring` provider), not OpenSSL. Where a
+//! target is shown (logs, errors), [`RedisTarget::redacted`] prints it
+//! without its password.
+
+use std::path::Path;
+use std::time::Duration;
+
+use redis::cluster::ClusterClient;
+use redis::{Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
+
+use crate::RedisStoreError;
+
+/// Where a Redis store connects: one node or a cluster, with an optional
+/// private certificate authority.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisTarget {
+    nodes: Vec<String>,
+    cluster: bool,
+    ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl RedisTarget {
+    /// One Redis node.
+    pub fn single(url: impl Into<String>) -> Self {
+        Self {
+            nodes: vec![url.into()],
+            cluster: false,
+            ca_pem: None,
+        }
+    }
+
+    /// A Redis Cluster, reached through `seeds` (some of its nodes: the
+    /// client learns the rest).
+    pub fn cluster<S: Into<String>>(seeds: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            nodes: seeds.into_iter().map(Into::into).collect(),
+            cluster: true,
+            ca_pem: None,
+        }
+    }
+
+    /// Trusts the certificate authorities in `pem` (PEM text) for
+    /// `rediss://` instead of the system's roots.
+    pub fn with_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// As [`RedisTarget::with_ca_pem`], reading the PEM file at `path`.
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] when the file cannot be read.
+    pub fn with_ca_file(self, path: &Path) -> Result<Self, RedisStoreError> {
+        let pem = std::fs::read(path).map_err(|e| {
+            RedisStoreError::Config(format!(
+                "cannot read the Redis CA file {}: {e}",
+                path.display()
+            ))
+        })?;
+        Ok(self.with_ca_pem(pem))
+    }
+
+    /// Whether this is a cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// The node URLs, as given (with their passwords: do not log them; see
+    /// [`RedisTarget::redacted`]).
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes
+    }
+
+    /// The target for logs and errors, without passwords: e.g.
+    /// `rediss://alice:***@10.0.0.5:6380/2`, or `cluster [redis://h1:7000,
+    /// redis://h2:7000]`, with `(private CA)` when one is given. A URL that
+    /// does not parse is shown only as `<unparsable URL>`, since it may
+    /// hold a password.
+    pub fn redacted(&self) -> String {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|url| match url.as_str().into_connection_info() {
+                Ok(info) => redact(&info),
+                Err(_) => "<unparsable URL>".to_owned(),
+            })
+            .collect();
+        let ca = if self.ca_pem.is_some() {
+            " (private CA)"
+        } else {
+            ""
+        };
+        if self.cluster {
+            format!("cluster [{}]{ca}", nodes.join(", "))
+        } else {
+            format!("{}{ca}", nodes.join(", "))
+        }
+    }
+
+    /// Checks everything that can be checked without connecting: every URL
+    /// parses, one node unless a cluster, at least one seed, seeds all
+    /// `redis://` or all `rediss://` on database 0, a CA only with
+    /// `rediss://`, and a CA that holds a certificate.
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] saying what is wrong (never showing a password).
+    pub fn validate(&self) -> Result<(), RedisStoreError> {
+        self.infos().map(|_| ())
+    }
+
+    fn infos(&self) -> Result<Vec<ConnectionInfo>, RedisStoreError> {
+        let bad = |message: String| Err(RedisStoreError::Config(message));
+        if self.nodes.is_empty() {
+            return bad("no Redis node given".to_owned());
+        }
+        if !self.cluster && self.nodes.len() > 1 {
+            return bad("one Redis URL expected; give several as a cluster".to_owned());
+        }
+        let mut infos = Vec::with_capacity(self.nodes.len());
+        for (i, url) in self.nodes.iter().enumerate() {
+            let info = url.as_str().into_connection_info().map_err(|e| {
+                RedisStoreError::Config(format!(
+                    "Redis URL number {} is not a redis:// or rediss:// URL: {}",
+                    i + 1,
+                    e
+                ))
+            })?;
+            if matches!(info.addr(), ConnectionAddr::Unix(_)) {
+                return bad(format!("{}: Unix sockets are not supported", redact(&info)));
+            }
+            if self.cluster && info.redis_settings().db() != 0 {
+                return bad(format!(
+                    "{}: a Redis Cluster has only database 0",
+                    redact(&info)
+                ));
+            }
+            infos.push(info);
+        }
+        let tls = infos.iter().filter(|i| is_tls(i)).count();
+        if tls != 0 && tls != infos.len() {
+            return bad("the cluster's seeds mix redis:// and rediss://".to_owned());
+        }
+        if let Some(pem) = &self.ca_pem {
+            if tls == 0 {
+                return bad("a Redis CA is given but the URL is not rediss://".to_owned());
+            }
+            let text = String::from_utf8_lossy(pem);
+            if !text.contains("-----BEGIN CERTIFICATE-----") {
+                return bad("the Redis CA file holds no PEM certificate".to_owned());
+            }
+        }
+        Ok(infos)
+    }
+
+    fn certificates(&self) -> Option<TlsCertificates> {
+        self.ca_pem.as_ref().map(|pem| TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem.clone()),
+        })
+    }
+
+    /// The client for one node.
+    pub(crate) fn client(&self) -> Result<Client, RedisStoreError> {
+        install_crypto_provider();
+        let info = self.infos()?.remove(0);
+        Ok(match self.certificates() {
+            Some(certificates) => Client::build_with_tls(info, certificates)?,
+            None => Client::open(info)?,
+        })
+    }
+
+    /// The client for a cluster.
+    pub(crate) fn cluster_client(&self) -> Result<ClusterClient, RedisStoreError> {
+        install_crypto_provider();
+        let infos = self.infos()?;
+        let mut builder = ClusterClient::builder(infos)
+            .connection_timeout(Duration::from_millis(500))
+            .retries(3);
+        if let Some(certificates) = self.certificates() {
+            builder = builder.certs(certificates);
+        }
+        Ok(builder.build()?)
+    }
+}
+
+fn is_tls(info: &ConnectionInfo) -> bool {
+    matches!(info.addr(), ConnectionAddr::TcpTls { .. })
+}
+
+/// `scheme://[user][:***]@host:port/db`.
+fn redact(info: &ConnectionInfo) -> String {
+    let scheme = if is_tls(info) { "rediss" } else { "redis" };
+    let settings = info.redis_settings();
+    let user = settings.username().unwrap_or("");
+    let auth = match (user, settings.password()) {
+        ("", None) => String::new(),
+        (user, None) => format!("{user}@"),
+        (user, Some(_)) => format!("{user}:***@"),
+    };
+    format!("{scheme}://{auth}{}/{}", info.addr(), settings.db())
+}
+
+/// rustls needs one process-wide crypto provider; installing it twice (or
+/// after another library did) is harmless, so the result is ignored.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
