@@ -5,3 +5,4 @@ pub mod lines;
 pub mod progress;
 pub mod proxy;
 pub mod replay;
+pub mod simulate;

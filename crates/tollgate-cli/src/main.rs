@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tollgate_cli::{proxy, replay};
+use tollgate_cli::{proxy, replay, simulate};
 
 /// tollgate: exact per-client rate limiting.
 #[derive(Parser)]
@@ -31,8 +31,16 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         listen: Vec<String>,
         /// Keep limit state in Redis, shared by every instance (redis://host:port/db).
-        #[arg(long, value_name = "URL")]
+        #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
         redis: Option<String>,
+        /// Keep limit state in a Redis Cluster, reached through these seed
+        /// nodes (comma-separated redis:// or rediss:// URLs).
+        #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+        redis_cluster: Vec<String>,
+        /// A PEM file of the CA that signed the Redis server's certificate
+        /// (for rediss://); replaces the config's `[store] tls_ca`.
+        #[arg(long, value_name = "FILE")]
+        redis_ca: Option<PathBuf>,
         /// Address of the gRPC rate limit service for Envoy, IP:PORT, or
         /// `off`; replaces the config's `[envoy] grpc_listen` (default 127.0.0.1:8081).
         #[arg(long, value_name = "ADDR")]
@@ -43,6 +51,9 @@ enum Command {
         /// The TOML config file.
         file: PathBuf,
     },
+    /// What-if on real traffic: decide every request of access logs as
+    /// `serve` with a config would, and say who would have been rejected.
+    Simulate(simulate::SimulateArgs),
     /// Rate-limit an HTTP API: forward allowed requests to the upstream, answer the rest with 429.
     Proxy(proxy::ProxyArgs),
 }
@@ -55,14 +66,19 @@ fn main() -> ExitCode {
             config,
             listen,
             redis,
+            redis_cluster,
+            redis_ca,
             grpc_listen,
         } => run_serve(tollgate_server::Options {
             config,
             listen,
             redis,
             grpc_listen,
+            redis_cluster,
+            redis_ca,
         }),
         Command::Check { file } => run_check(&file),
+        Command::Simulate(args) => simulate::run(args),
         Command::Proxy(args) => run_proxy(args),
     }
 }

@@ -88,3 +88,47 @@ fn two_processes_share_one_limit() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn replay_reaches_a_tls_redis_with_its_private_ca() {
+    let Some(server) = RedisServer::spawn_tls("replay_reaches_a_tls_redis", &[]) else {
+        return;
+    };
+    let ca = &server.certs().expect("TLS").ca;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
+    let output = Command::new(BIN)
+        .args(["replay", "--redis", &server.url(), "--redis-ca"])
+        .arg(ca)
+        .arg(format!("{root}session1.replay"))
+        .output()
+        .expect("run tollgate");
+    assert!(output.status.success(), "{output:?}");
+    let expected = std::fs::read_to_string(format!("{root}session1.expected")).expect("expected");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
+    // Without the CA, the system's roots do not trust the test's certificate.
+    let output = Command::new(BIN)
+        .args(["replay", "--redis", &server.url(), "-"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tollgate");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not trusted"), "{stderr}");
+}
+
+#[test]
+fn replay_reaches_a_cluster_through_its_seeds() {
+    let Some(cluster) = tollgate_redis::testing::RedisCluster::spawn("replay_reaches_a_cluster")
+    else {
+        return;
+    };
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
+    let output = Command::new(BIN)
+        .args(["replay", "--redis-cluster", &cluster.urls().join(",")])
+        .arg(format!("{root}session2.replay"))
+        .output()
+        .expect("run tollgate");
+    assert!(output.status.success(), "{output:?}");
+    let expected = std::fs::read_to_string(format!("{root}session2.expected")).expect("expected");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
+}

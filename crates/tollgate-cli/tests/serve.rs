@@ -37,6 +37,8 @@ fn check_points_at_the_line_of_the_mistake() {
         ("[[plans.free]]\nname = \"1s\"\npolicy = \"sliding-window\"\nlimit = 10\nwindow = \"1fortnight\"\n", "line 5, column 10", "invalid duration"),
         ("[[plans.free]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n[clients]\nbob = \"gold\"\n", "line 7, column 7", "unknown plan \"gold\""),
         ("[[plans.free]\n", "line 1", ""),
+        // A window the Redis store can never serve exactly: refused at its line.
+        ("[store]\nurl = \"redis://127.0.0.1:6379\"\n[[plans.free]]\nname = \"1s\"\npolicy = \"sliding-window\"\nlimit = 10\nwindow = \"100000000000d\"\n", "line 7, column 10", "the redis store cannot serve"),
     ];
     for (i, (text, position, message)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("bad{i}.toml"));
@@ -287,4 +289,95 @@ fn serve_reloads_on_sighup_and_on_file_change() {
     assert!(ok, "{log}");
     assert!(log.contains("SIGHUP: reloading the config"), "{log}");
     assert!(log.contains("config reloaded"), "{log}");
+}
+
+/// A config with a day-long limit of 2 on `[store]` given by flags.
+fn two_per_day(dir: &Path) -> String {
+    let config = dir.join("tollgate.toml");
+    write(
+        &config,
+        "[store]\nfailure_policy = \"fail-closed\"\n\n[[plans.shared]]\nname = \"1d\"\npolicy = \"token-bucket\"\nlimit = 2\nwindow = \"1d\"\n",
+    );
+    config.to_str().unwrap().to_owned()
+}
+
+/// Three checks of one client: the first two allowed, all decided by Redis.
+fn decided_by_redis(serve: &Serve) {
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let response = serve.request("POST /v1/check", r#"{"client":"app-42"}"#);
+        assert!(response.contains(r#""decided_by":"store""#), "{response}");
+        answers.push(response.contains(r#"{"allowed":true"#));
+    }
+    assert_eq!(answers, [true, true, false]);
+}
+
+#[test]
+fn serve_reaches_a_tls_redis_as_an_acl_user_with_a_private_ca() {
+    let acl = ["--user", "alice", "on", ">s3cret-pw", "~*", "&*", "+@all"];
+    let Some(redis) = tollgate_redis::testing::RedisServer::spawn_tls("serve_tls_acl", &acl) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = two_per_day(dir.path());
+    let url = format!("rediss://alice:s3cret-pw@127.0.0.1:{}/1", redis.port());
+    let ca = redis.certs().unwrap().ca.to_str().unwrap().to_owned();
+    let args = ["--listen", "127.0.0.1:0", "--config", &config];
+    let serve = Serve::start(&[&args[..], &["--redis", &url, "--redis-ca", &ca]].concat());
+    let shown = format!(
+        "rediss://alice:***@127.0.0.1:{}/1 (private CA)",
+        redis.port()
+    );
+    assert!(serve.banner.contains(&shown), "{}", serve.banner);
+    decided_by_redis(&serve);
+    let banner = serve.banner.clone();
+    let (ok, log) = serve.stop();
+    assert!(ok, "{log}");
+    // The password is in neither the banner nor the log.
+    assert!(!format!("{banner}{log}").contains("s3cret-pw"));
+    assert_ne!(redis.cli(&["-n", "1", "DBSIZE"]).trim(), "0");
+}
+
+#[test]
+fn serve_reaches_a_cluster_through_its_seeds() {
+    let Some(cluster) = tollgate_redis::testing::RedisCluster::spawn("serve_cluster") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = two_per_day(dir.path());
+    let seeds = cluster.urls().join(",");
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        &config,
+        "--redis-cluster",
+        &seeds,
+    ];
+    let serve = Serve::start(&args);
+    assert!(
+        serve.banner.contains("store: redis cluster ["),
+        "{}",
+        serve.banner
+    );
+    decided_by_redis(&serve);
+    let (ok, log) = serve.stop();
+    assert!(ok, "{log}");
+}
+
+#[test]
+fn check_refuses_a_ca_for_a_plain_redis_url_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tollgate.toml");
+    write(
+        &config,
+        "[store]\nurl = \"redis://127.0.0.1:6379\"\ntls_ca = \"/nonexistent/ca.pem\"\n\n[[plans.default]]\nname = \"s\"\npolicy = \"sliding-window\"\nlimit = 1\nwindow = \"1s\"\n",
+    );
+    let output = tollgate(&["check", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("line 3") && stderr.contains("/nonexistent/ca.pem"),
+        "{stderr}"
+    );
 }

@@ -10,6 +10,7 @@ mod general;
 mod locate;
 mod overrides;
 mod plans;
+mod redis_bounds;
 mod store;
 mod summary;
 mod window;
@@ -23,7 +24,7 @@ use tollgate::{AnyPolicy, Limit, Plan};
 
 use crate::Error;
 pub use auth::ClientIdSource;
-pub use envoy::{EnvoyConfig, EnvoyOnStoreError, DEFAULT_GRPC_LISTEN};
+pub use envoy::{EnvoyConfig, DEFAULT_GRPC_LISTEN, ON_STORE_ERROR_NAMES};
 use locate::error_at;
 pub use overrides::Overrides;
 pub use store::{
@@ -199,6 +200,7 @@ impl Config {
             dashboard_enabled: file.dashboard.enabled.unwrap_or(true),
         };
         overrides.apply(&mut config)?;
+        redis_bounds::check_store_bounds(&config, &file, &at)?;
         Ok(config)
     }
 

@@ -25,10 +25,10 @@ pub mod store;
 
 pub use config::{
     check_redis_url, format_duration, parse_duration, read_config_text, ClientIdSource, Config,
-    EnvoyConfig, EnvoyOnStoreError, FailurePolicy, Overrides, StoreConfig, StoreKind,
-    DEFAULT_CLIENT_HEADER, DEFAULT_GRPC_LISTEN, DEFAULT_LISTEN, DEFAULT_MAX_CLIENTS,
-    DEFAULT_MAX_COST, DEFAULT_PREFIX, DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TIMEOUT_MS,
-    EMBEDDED_DEFAULT, MAX_CLIENT_BYTES, MAX_CONFIG_BYTES,
+    EnvoyConfig, FailurePolicy, Overrides, StoreConfig, StoreKind, DEFAULT_CLIENT_HEADER,
+    DEFAULT_GRPC_LISTEN, DEFAULT_LISTEN, DEFAULT_MAX_CLIENTS, DEFAULT_MAX_COST, DEFAULT_PREFIX,
+    DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TIMEOUT_MS, EMBEDDED_DEFAULT, MAX_CLIENT_BYTES,
+    MAX_CONFIG_BYTES,
 };
 pub use error::Error;
 pub use store::{StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};

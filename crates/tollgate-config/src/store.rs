@@ -1,20 +1,22 @@
 //! The store a config names: the front end's own memory, or a shared store
-//! (Redis) behind `tollgate_redis`'s [`GuardedStore`], which owns the
-//! per-call timeout and the failure policy. Front ends do not decide for a
-//! failed store themselves: they only count and log what the guard decided.
+//! (Redis) behind `tollgate_guard`'s [`GuardedStore`], which owns the
+//! per-call timeout, the failure policy and the circuit breaker. Front ends
+//! do not decide for a failed store themselves: they only count what the
+//! guard decided.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{MemoryBackend, Plan, PlanDecision, Store, StoreFuture};
-use tollgate_redis::{GuardedStore, RedisStore, RedisStoreConfig};
+use tollgate::{MemoryBackend, Store};
+use tollgate_guard::GuardedStore;
+use tollgate_redis::{RedisStore, RedisStoreConfig};
 
-use crate::config::{Config, FailurePolicy, StoreConfig, StoreKind};
+use crate::config::{Config, StoreConfig, StoreKind};
 use crate::Error;
 
 /// How long fail-closed asks rejected clients to wait, in ms: the store may
 /// be back by then.
-pub const FAIL_CLOSED_RETRY_AFTER_MS: u64 = 1_000;
+pub use tollgate_guard::DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS as FAIL_CLOSED_RETRY_AFTER_MS;
 
 /// Where the server keeps limit state.
 #[derive(Clone)]
@@ -40,9 +42,13 @@ impl StoreHandle {
             StoreKind::Memory => Ok(StoreHandle::Memory(Arc::new(
                 MemoryBackend::with_max_clients(config.store.max_clients),
             ))),
-            StoreKind::Redis { url } => {
+            StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => {
+                let target = config.store.redis_target()?.ok_or_else(|| Error::Redis {
+                    url: "memory".to_owned(),
+                    reason: "not a Redis store".to_owned(),
+                })?;
                 let refused = |reason: String| Error::Redis {
-                    url: url.clone(),
+                    url: target.redacted(),
                     reason,
                 };
                 if tokio::runtime::Handle::try_current().is_err() {
@@ -54,8 +60,9 @@ impl StoreHandle {
                     timeout: Duration::from_millis(config.store.timeout_ms),
                     ..RedisStoreConfig::default()
                 };
-                let store = RedisStore::connect_lazy(url, redis_config)
+                let store = RedisStore::connect_lazy_to(&target, redis_config)
                     .map_err(|e| refused(e.to_string()))?;
+                tracing::info!(redis = %target.redacted(), "limit state in Redis (connecting in the background)");
                 Ok(StoreHandle::Shared(Arc::new(store)))
             }
         }
@@ -75,40 +82,14 @@ impl StoreHandle {
     }
 }
 
-impl From<FailurePolicy> for tollgate_redis::FailurePolicy {
-    fn from(policy: FailurePolicy) -> Self {
-        match policy {
-            FailurePolicy::FailOpen => tollgate_redis::FailurePolicy::FailOpen,
-            FailurePolicy::FailClosed => tollgate_redis::FailurePolicy::FailClosed {
-                retry_after_ms: FAIL_CLOSED_RETRY_AFTER_MS,
-            },
-            FailurePolicy::LocalFallback => tollgate_redis::FailurePolicy::LocalFallback,
-        }
-    }
-}
-
-/// A shared store as a sized [`Store`], so that [`GuardedStore`] can wrap it.
-pub struct SharedStore(Arc<dyn Store>);
-
-impl Store for SharedStore {
-    fn check<'a>(
-        &'a self,
-        plan: &'a Plan,
-        client: &'a str,
-        now_ms: u64,
-        cost: u32,
-    ) -> StoreFuture<'a, PlanDecision> {
-        self.0.check(plan, client, now_ms, cost)
-    }
-}
-
-/// `store` behind the timeout and failure policy of `config`; the local
-/// fallback is capped like the memory store.
-pub fn guard(store: Arc<dyn Store>, config: &StoreConfig) -> GuardedStore<SharedStore> {
+/// `store` behind the timeout, failure policy and circuit breaker of
+/// `config`; the local fallback is capped like the memory store.
+pub fn guard(store: Arc<dyn Store>, config: &StoreConfig) -> GuardedStore<Arc<dyn Store>> {
     GuardedStore::new(
-        SharedStore(store),
+        store,
         Duration::from_millis(config.timeout_ms),
-        config.failure_policy.into(),
+        config.failure_policy,
     )
     .with_fallback(MemoryBackend::with_max_clients(config.max_clients))
+    .with_breaker(config.breaker)
 }

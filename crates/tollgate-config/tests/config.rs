@@ -303,3 +303,40 @@ fn the_grpc_port_is_off_with_off_in_the_file_or_the_flag() {
     let error = Config::parse_with(LIMIT, &flag("0ff")).err().unwrap();
     assert!(matches!(error, Error::InvalidGrpcListen { .. }), "{error}");
 }
+
+/// A limit whose numbers leave the Redis store's exact range (Lua numbers
+/// are doubles) is refused when the store is Redis, at the line and column
+/// of the value to change, as any other mistake; the memory store serves it.
+#[test]
+fn limits_the_redis_store_cannot_serve_are_refused_with_their_line() {
+    let redis = "[store]\nurl = \"redis://127.0.0.1:6379\"\n";
+    for (limit, policy, count, window, column) in [
+        ("huge", "sliding-window", "10", "\"100000000000d\"", 10),
+        ("huge", "token-bucket", "10", "\"100000000000d\"", 10),
+        ("fast", "gcra", "4000000000", "\"1d\"", 9),
+    ] {
+        let plan = format!(
+            "[[plans.free]]\nname = \"{limit}\"\npolicy = \"{policy}\"\nlimit = {count}\nwindow = {window}\n"
+        );
+        assert!(Config::parse(&plan).is_ok(), "memory serves {plan}");
+        let (line, col, message) = mistake(&format!("{redis}{plan}"));
+        let expected_line = if column == 9 { 6 } else { 7 };
+        assert_eq!((line, col), (expected_line, column), "{message}");
+        assert!(
+            message.contains(&format!("plan \"free\", limit \"{limit}\""))
+                && message.contains("the redis store cannot serve"),
+            "{message}"
+        );
+        // `--redis` on a memory config is checked the same way.
+        let flag = Overrides {
+            redis: Some("redis://127.0.0.1:6379".to_owned()),
+            ..Overrides::default()
+        };
+        match Config::parse_with(&plan, &flag) {
+            Err(Error::InvalidConfig { line, .. }) => assert_eq!(line, expected_line - 2),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+    // Everyday limits pass.
+    assert!(Config::parse(&format!("{redis}{LIMIT}")).is_ok());
+}

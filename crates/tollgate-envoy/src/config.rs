@@ -1,5 +1,7 @@
-//! What the rate limit service decides with: rules, store, clock, and what
-//! to answer when the store fails.
+//! What the rate limit service decides with: rules, store and clock. What
+//! to answer when the store fails is the store's own failure policy
+//! (`tollgate_guard::GuardedStore`); an error it hands back is gRPC
+//! `UNAVAILABLE`, for Envoy's `failure_mode_deny` to decide.
 
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -8,16 +10,6 @@ use tollgate::{Clock, Store};
 
 use crate::observer::DecisionObserver;
 use crate::rules::Rules;
-
-/// What to answer when the store fails (returns an error instead of a
-/// decision): the core's choice shared by every front end. Here
-/// `Unavailable` (the default) fails the call with gRPC `UNAVAILABLE`, so
-/// that Envoy's own setting decides (`failure_mode_deny: false`, Envoy's
-/// default, lets the request through; `true` answers it with a 500), and the
-/// operator's choice stays in one place, the Envoy config; `FailOpen`
-/// answers `OK` and `FailClosed` `OVER_LIMIT` for the descriptors whose
-/// store failed.
-pub use tollgate::OnStoreError;
 
 /// The rules in force, replaceable while the service runs (for config
 /// reloads). Clones share the same rules. Limit state is keyed by each
@@ -56,7 +48,6 @@ pub struct ServiceConfig {
     pub(crate) rules: RulesHandle,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) on_store_error: OnStoreError,
     pub(crate) observer: Option<Arc<dyn DecisionObserver>>,
 }
 
@@ -64,7 +55,6 @@ impl fmt::Debug for ServiceConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ServiceConfig")
             .field("rules", &self.rules)
-            .field("on_store_error", &self.on_store_error)
             .field("observed", &self.observer.is_some())
             .finish_non_exhaustive()
     }
@@ -78,7 +68,6 @@ impl ServiceConfig {
             rules: RulesHandle::new(rules),
             store,
             clock,
-            on_store_error: OnStoreError::default(),
             observer: None,
         }
     }
@@ -86,13 +75,6 @@ impl ServiceConfig {
     /// A handle to replace the rules while the service runs (e.g. on SIGHUP).
     pub fn rules_handle(&self) -> RulesHandle {
         self.rules.clone()
-    }
-
-    /// What to answer when the store fails.
-    #[must_use]
-    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
-        self.on_store_error = policy;
-        self
     }
 
     /// Reports every decision and store failure to `observer` (e.g. to

@@ -18,8 +18,11 @@
 //!   `RateLimit` and (when rejected) `Retry-After` headers;
 //! - a rejected request consumes nothing from any of its descriptors (see
 //!   [`service`] for how, and the one race between processes);
-//! - a store failure answers gRPC `UNAVAILABLE` (Envoy's `failure_mode_deny`
-//!   then decides) or, if configured, OK / OVER_LIMIT ([`OnStoreError`]);
+//! - a store failure is answered by the store's failure policy when the
+//!   store is a `tollgate_guard::GuardedStore` (fail-open, fail-closed,
+//!   local fallback, with the numbers of that answer); an error the store
+//!   hands back is gRPC `UNAVAILABLE`, and Envoy's `failure_mode_deny`
+//!   decides;
 //! - a [`DecisionObserver`] set with [`ServiceConfig::observer`] is told
 //!   every decision and store failure (for metrics).
 //!
@@ -60,7 +63,7 @@ mod server;
 pub mod service;
 mod status;
 
-pub use config::{OnStoreError, RulesHandle, ServiceConfig};
+pub use config::{RulesHandle, ServiceConfig};
 pub use error::Error;
 pub use observer::DecisionObserver;
 pub use rules::{EntryConfig, RuleConfig, Rules, RulesConfig};

@@ -21,7 +21,7 @@ pub trait DecisionObserver: Send + Sync {
     fn decided(&self, plan: &Plan, cost: u32, decision: &PlanDecision);
 
     /// The store failed (returned an error, looks included); the service
-    /// answers by its [`crate::OnStoreError`].
+    /// answers gRPC `UNAVAILABLE`.
     fn store_failed(&self, plan: &Plan, error: &StoreError) {
         let _ = (plan, error);
     }

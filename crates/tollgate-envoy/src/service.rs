@@ -31,10 +31,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tokio::sync::Mutex;
-use tollgate::{Plan, PlanDecision, StoreError};
+use tollgate::{Plan, PlanDecision};
 use tonic::{Request, Response, Status};
 
-use crate::config::{OnStoreError, ServiceConfig};
+use crate::config::ServiceConfig;
 use crate::rules::client_key;
 use crate::status::{bare_status, descriptor_status, response_headers};
 
@@ -75,10 +75,6 @@ enum Verdict {
     /// The group had room, but another group rejected the request: reported
     /// as it stays, nothing consumed.
     Untouched(PlanDecision),
-    /// The store failed and [`OnStoreError::FailOpen`] let it through.
-    FailedOpen,
-    /// The store failed and [`OnStoreError::FailClosed`] rejected it.
-    FailedClosed,
 }
 
 impl RlsService {
@@ -95,8 +91,9 @@ impl RlsService {
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` for an empty domain, no descriptors or more than
-    /// [`MAX_DESCRIPTORS`], or a `hits_addend` over `u32::MAX`; `UNAVAILABLE` when the store fails
-    /// and [`OnStoreError::Unavailable`] is configured.
+    /// [`MAX_DESCRIPTORS`], or a `hits_addend` over `u32::MAX`; `UNAVAILABLE`
+    /// when the store hands back an error (a guarded store's failure policy
+    /// answers the failures it can: see `tollgate_guard::GuardedStore`).
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
         if request.domain.is_empty() {
             return Err(Status::invalid_argument(
@@ -182,17 +179,14 @@ impl RlsService {
                 Some((group, Verdict::Decided(d) | Verdict::Untouched(d))) => {
                     descriptor_status(group.plan.name(), d)
                 }
-                Some((_, Verdict::FailedOpen)) => bare_status(Code::Ok),
-                Some((_, Verdict::FailedClosed)) => bare_status(Code::OverLimit),
             };
             if status.code == Code::OverLimit as i32 {
                 response.overall_code = Code::OverLimit as i32;
             }
             response.statuses.push(status);
         }
-        let decided = groups.iter().zip(&verdicts).filter_map(|(g, v)| match v {
-            Verdict::Decided(d) | Verdict::Untouched(d) => Some((g.plan.name(), d)),
-            _ => None,
+        let decided = groups.iter().zip(&verdicts).map(|(g, v)| match v {
+            Verdict::Decided(d) | Verdict::Untouched(d) => (g.plan.name(), d),
         });
         response.response_headers_to_add = response_headers(decided);
         Ok(response)
@@ -237,8 +231,7 @@ impl RlsService {
                         .filter(|l| !l.shadow)
                         .all(|l| l.decision.remaining >= group.cost)
             }
-            Verdict::FailedOpen => true,
-            Verdict::FailedClosed | Verdict::Untouched(_) => false,
+            Verdict::Untouched(_) => false,
         };
         let rooms: Vec<bool> = groups
             .iter()
@@ -279,20 +272,11 @@ impl RlsService {
                 Err(error) => observer.store_failed(&group.plan, error),
             }
         }
-        match answer {
-            Ok(decision) => Ok(Verdict::Decided(decision)),
-            Err(error) => self.on_error(&error),
-        }
-    }
-
-    fn on_error(&self, error: &StoreError) -> Result<Verdict, Status> {
-        match self.config.on_store_error {
-            OnStoreError::Unavailable => Err(Status::unavailable(format!(
-                "rate limit store failed: {error}"
-            ))),
-            OnStoreError::FailOpen => Ok(Verdict::FailedOpen),
-            OnStoreError::FailClosed => Ok(Verdict::FailedClosed),
-        }
+        // The error itself (a Redis message may name a script's hash) goes
+        // to the observer and the guard's log, not to the caller.
+        answer
+            .map(Verdict::Decided)
+            .map_err(|_| Status::unavailable("rate limit store unavailable"))
     }
 }
 

@@ -3,12 +3,14 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tollgate::testing::FailingStore;
 use tollgate::{
-    AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store, StoreFuture,
+    AnyPolicy, FailurePolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store,
+    StoreFuture,
 };
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -17,7 +19,8 @@ use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tollgate_envoy::pb::google::protobuf::UInt64Value;
-use tollgate_envoy::{OnStoreError, Rules, RulesConfig, ServiceConfig};
+use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
+use tollgate_guard::GuardedStore;
 use tonic::transport::Channel;
 
 const RULES: &str = r#"
@@ -77,9 +80,9 @@ struct Server {
 }
 
 impl Server {
-    async fn start(store: Arc<dyn Store>, clock: Arc<ManualClock>, on_error: OnStoreError) -> Self {
+    async fn start(store: Arc<dyn Store>, clock: Arc<ManualClock>) -> Self {
         let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &plans()).unwrap();
-        let config = ServiceConfig::new(rules, store, clock).on_store_error(on_error);
+        let config = ServiceConfig::new(rules, store, clock);
         let rules = config.rules_handle();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -104,12 +107,7 @@ impl Server {
     }
 
     async fn memory(clock: Arc<ManualClock>) -> Self {
-        Self::start(
-            Arc::new(MemoryBackend::new()),
-            clock,
-            OnStoreError::Unavailable,
-        )
-        .await
+        Self::start(Arc::new(MemoryBackend::new()), clock).await
     }
 
     async fn ask(&mut self, request: RateLimitRequest) -> RateLimitResponse {
@@ -296,7 +294,7 @@ impl Store for SlowStore {
 async fn concurrent_multi_descriptor_requests_stay_all_or_nothing() {
     let clock = Arc::new(ManualClock::new(0));
     let store = Arc::new(SlowStore(MemoryBackend::new()));
-    let mut server = Server::start(store, clock, OnStoreError::Unavailable).await;
+    let mut server = Server::start(store, clock).await;
     let both = || {
         request(vec![
             descriptor(&[("api_key", "k2")]),
@@ -479,12 +477,7 @@ async fn malformed_requests_are_invalid_arguments() {
 #[tokio::test]
 async fn store_failures_are_unavailable_or_the_configured_answer() {
     let clock = Arc::new(ManualClock::new(0));
-    let mut server = Server::start(
-        Arc::new(FailingStore::down()),
-        clock.clone(),
-        OnStoreError::Unavailable,
-    )
-    .await;
+    let mut server = Server::start(Arc::new(FailingStore::down()), clock.clone()).await;
     let error = server
         .client
         .should_rate_limit(request(vec![ip("10.0.0.1")]))
@@ -499,10 +492,11 @@ async fn store_failures_are_unavailable_or_the_configured_answer() {
     server.stop().await;
 
     for (policy, code) in [
-        (OnStoreError::FailOpen, Code::Ok),
-        (OnStoreError::FailClosed, Code::OverLimit),
+        (FailurePolicy::FailOpen, Code::Ok),
+        (FailurePolicy::FailClosed, Code::OverLimit),
     ] {
-        let mut server = Server::start(Arc::new(FailingStore::down()), clock.clone(), policy).await;
+        let store = GuardedStore::new(FailingStore::down(), Duration::from_secs(1), policy);
+        let mut server = Server::start(Arc::new(store), clock.clone()).await;
         let response = server
             .ask(request(vec![
                 ip("10.0.0.1"),

@@ -1,6 +1,7 @@
 //! The connection to Redis: one node (reconnecting by itself) or a cluster,
 //! with the two calls the store makes: the plan script, and `TIME`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -8,6 +9,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{RedisResult, ScriptInvocation, Value};
 
+use crate::lazy_cluster::LazyCluster;
 use crate::{RedisStoreError, RedisTarget};
 
 /// Reconnect quickly and give up a round soon: callers have their own
@@ -25,6 +27,8 @@ fn manager_config() -> ConnectionManagerConfig {
 pub(crate) enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// A cluster connected at its first use (see [`LazyCluster`]).
+    ClusterLazy(Arc<LazyCluster>),
 }
 
 impl Connection {
@@ -55,9 +59,13 @@ impl Connection {
         }
     }
 
-    /// Prepares a connection to one node without connecting yet (needs a
-    /// Tokio runtime).
+    /// Prepares a connection to one node or a cluster without connecting
+    /// yet (needs a Tokio runtime).
     pub(crate) fn lazy(target: &RedisTarget) -> Result<Self, RedisStoreError> {
+        if target.is_cluster() {
+            let client = target.cluster_client()?;
+            return Ok(Connection::ClusterLazy(Arc::new(LazyCluster::new(client))));
+        }
         let client = target.client()?;
         let manager = ConnectionManager::new_lazy_with_config(client, manager_config())?;
         Ok(Connection::Single(manager))
@@ -65,7 +73,7 @@ impl Connection {
 
     /// Whether this is a cluster (whose nodes each have their own clock).
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(_))
+        matches!(self, Connection::Cluster(_) | Connection::ClusterLazy(_))
     }
 
     /// Runs the plan script (EVALSHA, loading it after NOSCRIPT).
@@ -73,6 +81,7 @@ impl Connection {
         match self {
             Connection::Single(c) => invocation.invoke_async(&mut c.clone()).await,
             Connection::Cluster(c) => invocation.invoke_async(&mut c.clone()).await,
+            Connection::ClusterLazy(lazy) => invocation.invoke_async(&mut lazy.get().await?).await,
         }
     }
 
@@ -85,13 +94,19 @@ impl Connection {
                     redis::cmd("TIME").query_async(&mut c.clone()).await?;
                 Ok(time_us(secs, micros))
             }
-            Connection::Cluster(c) => {
-                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                let reply = c.clone().route_command(redis::cmd("TIME"), routing).await?;
-                earliest_time(reply)
-            }
+            Connection::Cluster(c) => cluster_time_us(c.clone()).await,
+            Connection::ClusterLazy(lazy) => cluster_time_us(lazy.get().await?).await,
         }
     }
+}
+
+/// The earliest `TIME` of every cluster primary that answered.
+async fn cluster_time_us(mut connection: ClusterConnection) -> Result<u64, RedisStoreError> {
+    let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+    let reply = connection
+        .route_command(redis::cmd("TIME"), routing)
+        .await?;
+    earliest_time(reply)
 }
 
 fn time_us(secs: u64, micros: u64) -> u64 {

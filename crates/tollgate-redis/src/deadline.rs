@@ -21,8 +21,10 @@
 //! The offset is re-measured, so that it cannot drift: every reply of the
 //! plan script carries Redis's `TIME` and tightens the bound within an epoch
 //! of [`EPOCH_US`]; the first measurement of a new epoch replaces the
-//! bound (so a Redis clock that stepped back or runs slow is followed within
-//! an epoch); an estimate older than two epochs is measured again with a
+//! bound when its round trip was quick ([`TRUSTED_ROUND_TRIP_US`]), so a
+//! Redis clock that stepped back or runs slow is followed within an epoch
+//! (a slow round trip only lowers the old bound by 1,000 ppm of the time
+//! since); an estimate older than two epochs is measured again with a
 //! `TIME` round trip before the call.
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -37,6 +39,14 @@ pub const EPOCH_US: u64 = 1_000_000;
 /// Taken off every deadline: the time between the caller starting its
 /// timeout and the store reading its clock (same task, no await between).
 pub const DEADLINE_SLACK_US: u64 = 1_000;
+
+/// A round trip at most this long (5 ms) starts a new epoch from its own
+/// bound; a slower one keeps the old bound less the drift allowed since.
+pub const TRUSTED_ROUND_TRIP_US: u64 = 5_000;
+
+/// The largest drift allowed between the clocks, as a divisor: 1/1000 of
+/// the time elapsed (1,000 ppm, twice the fastest NTP slew).
+const MAX_DRIFT_DIVISOR: u64 = 1_000;
 
 /// A lower bound of `Redis TIME - monotonic clock`, in µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +112,17 @@ impl RedisClock {
                 epoch_start_us: e.epoch_start_us,
                 offset_us: e.offset_us.max(bound),
             },
+            // A new epoch: a quick round trip replaces the bound (following
+            // a Redis clock that stepped back); a slow one (a loaded
+            // machine) may only lower the old bound by the drift allowed
+            // since, so one slow sample does not make every deadline early.
+            Some(e) if received_us.saturating_sub(sent_us) > TRUSTED_ROUND_TRIP_US => {
+                let drift = signed(sent_us.saturating_sub(e.epoch_start_us) / MAX_DRIFT_DIVISOR);
+                Estimate {
+                    epoch_start_us: sent_us,
+                    offset_us: bound.max(e.offset_us.saturating_sub(drift + 1)),
+                }
+            }
             _ => Estimate {
                 epoch_start_us: sent_us,
                 offset_us: bound,
@@ -170,6 +191,13 @@ mod tests {
         );
         assert_eq!(clock.offset_at(3 * EPOCH_US - 1), Some(999_700));
         assert_eq!(clock.offset_at(3 * EPOCH_US), None);
+        // A slow round trip (80 ms) in the next epoch lowers the bound only
+        // by the drift allowed for one epoch (1 ms), plus 1 µs.
+        let sent = 2 * EPOCH_US;
+        assert_eq!(
+            clock.record(sent, sent + 80_000, 999_700 + sent + 1_000),
+            999_700 - 1_000 - 1
+        );
     }
 
     #[test]

@@ -36,8 +36,9 @@ pub enum RedisStoreError {
         /// What the Redis client said.
         source: redis::RedisError,
     },
-    /// Redis could not be reached or the command failed.
-    #[error("Redis error: {0}")]
+    /// Redis could not be reached or the command failed. Shown without
+    /// Redis's script hash and Lua line, so the message is fit to log.
+    #[error("Redis error: {}", loggable(.0))]
     Redis(#[from] redis::RedisError),
     /// The tollgate script refused its arguments or a stored state (raised
     /// before its first write, so nothing was changed).
@@ -81,6 +82,47 @@ impl RedisStoreError {
     }
 }
 
+/// Redis's error codes that trying again later may fix: the server is
+/// busy, loading, failing over, resharding or full. The failure policy
+/// answers them. See the table in the crate README.
+pub const TRANSIENT_CODES: &[&str] = &[
+    // A script has run past busy-reply-threshold; it ends or is killed.
+    "BUSY",
+    // The data set is being loaded (restart, DEBUG RELOAD, full sync).
+    "LOADING",
+    // A replica with replica-serve-stale-data no lost its master.
+    "MASTERDOWN",
+    // The cluster cannot serve the slot (a master is down, slots unassigned).
+    "CLUSTERDOWN",
+    // A multi-key call met a slot halfway through a migration.
+    "TRYAGAIN",
+    // The node was demoted to a replica (a failover): the new master serves.
+    "READONLY",
+    // maxmemory reached with noeviction: keys expire and free memory (the
+    // script hits it at its first write, so nothing was written).
+    "OOM",
+    // Redirections the cluster client follows itself; seen only when it gave up.
+    "MOVED",
+    "ASK",
+    // The script cache was flushed: redis-rs loads the script and retries by
+    // itself; seen only if that failed too.
+    "NOSCRIPT",
+];
+
+/// Redis's error codes that no retry can fix, named for the README's table
+/// (any code in neither list is permanent as well): a call across slots
+/// (tollgate's keys share one hash tag, so a bug), a key of another type
+/// under tollgate's prefix, missing permissions or authentication, a bad command.
+pub const PERMANENT_CODES: &[&str] = &[
+    "CROSSSLOT",
+    "WRONGTYPE",
+    "NOPERM",
+    "NOAUTH",
+    "WRONGPASS",
+    "ERR",
+    "EXECABORT",
+];
+
 impl RedisStoreError {
     /// The first connection to `target` failed with `source`.
     pub(crate) fn connect(target: &crate::RedisTarget, source: redis::RedisError) -> Self {
@@ -112,23 +154,35 @@ fn connect_hint(e: &redis::RedisError) -> &'static str {
 }
 
 fn is_transient_redis(e: &redis::RedisError) -> bool {
-    use redis::RetryMethod;
-    if e.is_io_error()
-        || e.is_timeout()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_cluster_error()
-    {
-        return true;
+    match e.code() {
+        Some(code) => TRANSIENT_CODES.contains(&code),
+        // Not an error reply: the connection failed, was refused or dropped,
+        // or timed out.
+        None => {
+            e.is_io_error()
+                || e.is_timeout()
+                || e.is_connection_dropped()
+                || e.is_connection_refusal()
+                || e.is_cluster_error()
+                || !matches!(e.retry_method(), redis::RetryMethod::NoRetry)
+        }
     }
-    // BUSY: another script is running; LOADING: Redis is loading its data.
-    if matches!(
-        e.code(),
-        Some("BUSY" | "LOADING" | "TRYAGAIN" | "CLUSTERDOWN")
-    ) {
-        return true;
+}
+
+/// A Redis error as text fit to log: Redis's own code and message (e.g.
+/// `OOM command not allowed when used memory > 'maxmemory'.`), without the
+/// script hash and Lua line that Redis appends to errors raised inside a
+/// script (" script: <sha>, on @user_script:<line>.").
+fn loggable(e: &redis::RedisError) -> String {
+    let text = match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_owned(),
+        _ => e.to_string(),
+    };
+    match text.find(" script: ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
     }
-    !matches!(e.retry_method(), RetryMethod::NoRetry)
 }
 
 impl From<RedisStoreError> for StoreError {

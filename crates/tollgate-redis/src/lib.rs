@@ -20,15 +20,14 @@
 //!   serve a limit at all (for config checks).
 //! - Exactness ([`bounds`]): Lua numbers are doubles, so arguments whose
 //!   arithmetic could pass 2^53 are refused before any write.
-//! - Failures ([`GuardedStore`]): a per-call timeout and a failure policy
-//!   (fail-open, fail-closed, local in-memory fallback), visible in
-//!   [`tollgate::PlanDecision::decided_by`] and counted; [`TimeoutOnly`]
-//!   is the same guard for a caller that answers failures itself.
+//! - Failures: every error is converted here ([`RedisStoreError`]) and
+//!   marked transient or permanent; the timeout, the failure policy and the
+//!   circuit breaker around any store live in `tollgate-guard`.
 //!
 //! ## Deadlines: an abandoned call writes nothing
 //!
 //! A caller gives up after its timeout ([`RedisStoreConfig::timeout`], the
-//! [`GuardedStore`]'s), but Redis may run the call later: a stopped, paused
+//! `tollgate_guard::GuardedStore`'s), but Redis may run the call later: a stopped, paused
 //! (`CLIENT PAUSE`) or busy Redis runs what waited once it resumes. So every
 //! call carries a deadline on Redis's own clock (`TIME`, read first thing in
 //! the script): a script that starts after it writes nothing and answers
@@ -83,12 +82,10 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::time::Duration;
 //! use tollgate::{AnyPolicy, Limit, Plan, Store};
-//! use tollgate_redis::{FailurePolicy, GuardedStore, RedisStore, RedisStoreConfig};
+//! use tollgate_redis::{RedisStore, RedisStoreConfig};
 //!
-//! let redis = RedisStore::connect("redis://127.0.0.1:6379", RedisStoreConfig::default()).await?;
-//! let store = GuardedStore::new(redis, Duration::from_millis(50), FailurePolicy::LocalFallback);
+//! let store = RedisStore::connect("redis://127.0.0.1:6379", RedisStoreConfig::default()).await?;
 //! let plan = Plan::new("free", vec![
 //!     Limit::new("per-second", AnyPolicy::from_name("sliding-window", 10, 1_000)?, false),
 //!     Limit::new("per-day", AnyPolicy::from_name("token-bucket", 1_000, 86_400_000)?, false),
@@ -103,8 +100,8 @@ pub mod bounds;
 mod connection;
 pub mod deadline;
 mod error;
-mod guarded;
 pub mod keys;
+mod lazy_cluster;
 pub mod policies;
 pub mod scripts;
 mod store;
@@ -113,7 +110,6 @@ mod target;
 pub mod testing;
 
 pub use bounds::check_limit;
-pub use error::RedisStoreError;
-pub use guarded::{FailureCounts, FailurePolicy, GuardedStore, TimeoutOnly};
+pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
 pub use store::{RedisStore, RedisStoreConfig, TimeSource, DEFAULT_TIMEOUT};
 pub use target::RedisTarget;

@@ -41,7 +41,7 @@ pub struct RedisStoreConfig {
     /// clocks lag Redis's or each other's. Default 60,000 (one minute).
     pub expiry_margin_ms: u64,
     /// How long a caller waits for a decision: the timeout of the
-    /// [`crate::GuardedStore`] in front (give both the same value). Every
+    /// `tollgate_guard::GuardedStore` in front (give both the same value). Every
     /// call carries a deadline this long after it began, on Redis's clock
     /// ([`crate::deadline`]): a script that starts later writes nothing and
     /// the call fails with [`RedisStoreError::DeadlinePassed`]. Default 100 ms.
@@ -93,7 +93,7 @@ impl RedisStore {
     /// succeed, so that a wrong password, an untrusted certificate or an
     /// unreachable node is reported at start-up. After that, a lost
     /// connection is re-established by itself and calls fail as transient
-    /// errors meanwhile (a [`crate::GuardedStore`] answers them).
+    /// errors meanwhile (a `tollgate_guard::GuardedStore` answers them).
     ///
     /// # Errors
     /// [`RedisStoreError::Config`] for a bad prefix or target (see
@@ -111,16 +111,32 @@ impl RedisStore {
 
     /// Like [`RedisStore::connect`], without waiting for the first
     /// connection: a service can start while Redis is down (its calls fail
-    /// as transient errors, so a [`crate::GuardedStore`] answers them) and
+    /// as transient errors, so a `tollgate_guard::GuardedStore` answers them) and
     /// uses Redis as soon as it is up. Must be called inside a Tokio runtime.
     ///
     /// # Errors
     /// [`RedisStoreError::Config`] for a bad prefix, [`RedisStoreError::Redis`]
     /// for a bad URL.
     pub fn connect_lazy(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
+        Self::connect_lazy_to(&RedisTarget::single(url), config)
+    }
+
+    /// Like [`RedisStore::connect_to`], without waiting for the first
+    /// connection (one node or a cluster): a service can start while Redis
+    /// is down (its calls fail as transient errors, so a
+    /// [`crate::GuardedStore`] answers them) and uses Redis as soon as it is
+    /// up. Must be called inside a Tokio runtime.
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] for a bad prefix or target (see
+    /// [`RedisTarget::validate`]).
+    pub fn connect_lazy_to(
+        target: &RedisTarget,
+        config: RedisStoreConfig,
+    ) -> Result<Self, RedisStoreError> {
         let keys = KeyLayout::new(config.prefix.clone())?;
         Ok(Self::with_connection(
-            Connection::lazy(&RedisTarget::single(url))?,
+            Connection::lazy(target)?,
             keys,
             config,
         ))

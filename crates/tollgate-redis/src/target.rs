@@ -141,9 +141,6 @@ impl RedisTarget {
                     e
                 ))
             })?;
-            if matches!(info.addr(), ConnectionAddr::Unix(_)) {
-                return bad(format!("{}: Unix sockets are not supported", redact(&info)));
-            }
             if self.cluster && info.redis_settings().db() != 0 {
                 return bad(format!(
                     "{}: a Redis Cluster has only database 0",
@@ -205,7 +202,11 @@ fn is_tls(info: &ConnectionInfo) -> bool {
 
 /// `scheme://[user][:***]@host:port/db`.
 fn redact(info: &ConnectionInfo) -> String {
-    let scheme = if is_tls(info) { "rediss" } else { "redis" };
+    let scheme = match info.addr() {
+        ConnectionAddr::TcpTls { .. } => "rediss",
+        ConnectionAddr::Unix(_) => "unix",
+        _ => "redis",
+    };
     let settings = info.redis_settings();
     let user = settings.username().unwrap_or("");
     let auth = match (user, settings.password()) {

@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use tollgate::{AnyPolicy, DecidedBy, Limit, Plan, PlanDecision, Store};
+use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, PlanDecision, Store};
+use tollgate_guard::GuardedStore;
 use tollgate_redis::testing::RedisServer;
-use tollgate_redis::{FailurePolicy, GuardedStore, RedisStore, RedisStoreConfig, RedisStoreError};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 fn plan(policy: &str, limit: u32, window: u64) -> Plan {
     let policy = AnyPolicy::from_name(policy, limit, window).expect("policy");
@@ -97,22 +98,23 @@ fn kill_and_restart(policy: FailurePolicy, test: &str) {
         match policy {
             FailurePolicy::FailOpen => {
                 for a in &answers {
-                    assert_eq!(a.decided_by, DecidedBy::FailOpen);
+                    assert_eq!(a.decided_by, DecidedBy::Failure(FailurePolicy::FailOpen));
                     assert!(a.allowed);
                 }
             }
-            FailurePolicy::FailClosed { retry_after_ms } => {
+            FailurePolicy::FailClosed => {
                 for a in &answers {
-                    assert_eq!(a.decided_by, DecidedBy::FailClosed);
+                    assert_eq!(a.decided_by, DecidedBy::Failure(FailurePolicy::FailClosed));
                     assert!(!a.allowed);
-                    assert_eq!(a.retry_after_ms, Some(retry_after_ms));
+                    assert_eq!(a.retry_after_ms, Some(1_000));
                 }
             }
+            FailurePolicy::Unavailable => unreachable!("answers with errors"),
             FailurePolicy::LocalFallback => {
                 // A fresh local limiter: two allowed, then rejected.
                 assert!(answers
                     .iter()
-                    .all(|a| a.decided_by == DecidedBy::LocalFallback));
+                    .all(|a| a.decided_by == DecidedBy::Failure(FailurePolicy::LocalFallback)));
                 let allowed: Vec<bool> = answers.iter().map(|a| a.allowed).collect();
                 assert_eq!(allowed, [true, true, false]);
             }
@@ -123,9 +125,11 @@ fn kill_and_restart(policy: FailurePolicy, test: &str) {
         }
         let counts = store.counts();
         assert!(counts.transient_errors + counts.timeouts >= 3);
+        // Every failure, and every call the open circuit answered without
+        // Redis, got the policy's answer.
         assert_eq!(
             counts.fail_open + counts.fail_closed + counts.local_fallback,
-            counts.transient_errors + counts.timeouts
+            counts.transient_errors + counts.timeouts + counts.short_circuited
         );
 
         server.restart();
@@ -146,12 +150,7 @@ fn killed_redis_fail_open() {
 
 #[test]
 fn killed_redis_fail_closed() {
-    kill_and_restart(
-        FailurePolicy::FailClosed {
-            retry_after_ms: 1_000,
-        },
-        "killed_redis_fail_closed",
-    );
+    kill_and_restart(FailurePolicy::FailClosed, "killed_redis_fail_closed");
 }
 
 #[test]
@@ -173,7 +172,7 @@ fn a_store_started_while_redis_is_down_uses_it_once_up() {
         let store = GuardedStore::new(redis, Duration::from_millis(300), FailurePolicy::FailOpen);
         let plan = plan("token-bucket", 2, 1_000);
         let down = store.check(&plan, "c", 0, 1).await.expect("guarded call");
-        assert_eq!(down.decided_by, DecidedBy::FailOpen);
+        assert_eq!(down.decided_by, DecidedBy::Failure(FailurePolicy::FailOpen));
         server.restart();
         let up = until_store_answers(&store, &plan, "c", 0, 1).await;
         assert_eq!(up.limits[0].decision.remaining, 1);
@@ -239,13 +238,7 @@ fn paused_redis_times_out_into_the_failure_policy() {
         let redis = RedisStore::connect(&server.url(), config)
             .await
             .expect("connect");
-        let store = GuardedStore::new(
-            redis,
-            Duration::from_millis(200),
-            FailurePolicy::FailClosed {
-                retry_after_ms: 500,
-            },
-        );
+        let store = GuardedStore::new(redis, Duration::from_millis(200), FailurePolicy::FailClosed);
         let plan = plan("sliding-window", 5, 1_000);
         assert_eq!(
             store
@@ -258,7 +251,10 @@ fn paused_redis_times_out_into_the_failure_policy() {
         assert_eq!(server.cli(&["CLIENT", "PAUSE", "2000", "ALL"]).trim(), "OK");
         // Redis holds the call for 2 s; the 200 ms timeout answers first.
         let paused = store.check(&plan, "c", 10, 1).await.expect("guarded call");
-        assert_eq!(paused.decided_by, DecidedBy::FailClosed);
+        assert_eq!(
+            paused.decided_by,
+            DecidedBy::Failure(FailurePolicy::FailClosed)
+        );
         assert!(!paused.allowed);
         assert_eq!(store.counts().timeouts, 1);
         // After the pause the store decides again. The call that timed out

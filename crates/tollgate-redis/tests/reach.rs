@@ -7,11 +7,10 @@
 
 use std::time::Duration;
 
-use tollgate::{AnyPolicy, DecidedBy, Limit, Plan, Store};
+use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, Store};
+use tollgate_guard::GuardedStore;
 use tollgate_redis::testing::{free_port, RedisCluster, RedisServer, TestCerts};
-use tollgate_redis::{
-    FailurePolicy, GuardedStore, RedisStore, RedisStoreConfig, RedisStoreError, RedisTarget,
-};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError, RedisTarget};
 
 fn plan() -> Plan {
     let policy = AnyPolicy::from_name("sliding-window", 2, 60_000).expect("policy");
@@ -135,13 +134,7 @@ fn after_start_up_a_tls_outage_meets_the_failure_policy() {
         let redis = RedisStore::connect_to(&target, RedisStoreConfig::default())
             .await
             .expect("connect");
-        let store = GuardedStore::new(
-            redis,
-            Duration::from_millis(300),
-            FailurePolicy::FailClosed {
-                retry_after_ms: 1_000,
-            },
-        );
+        let store = GuardedStore::new(redis, Duration::from_millis(300), FailurePolicy::FailClosed);
         let plan = plan();
         let first = store.check(&plan, "c", 1_000, 1).await.expect("answered");
         assert_eq!((first.allowed, first.decided_by), (true, DecidedBy::Store));
@@ -149,7 +142,7 @@ fn after_start_up_a_tls_outage_meets_the_failure_policy() {
         let down = store.check(&plan, "c", 1_001, 1).await.expect("answered");
         assert_eq!(
             (down.allowed, down.decided_by),
-            (false, DecidedBy::FailClosed)
+            (false, DecidedBy::Failure(FailurePolicy::FailClosed))
         );
         // Back (empty): the store decides again, over TLS, within a bounded wait.
         server.restart();
@@ -202,4 +195,26 @@ fn targets_are_checked_before_connecting() {
     assert_eq!(target.redacted(), "rediss://alice:***@10.0.0.5:6380/2");
     assert_eq!(format!("{target:?}"), target.redacted());
     target.validate().expect("a good target");
+}
+
+#[test]
+fn a_lazy_cluster_store_answers_by_the_failure_policy_until_it_connects() {
+    let Some(cluster) = RedisCluster::spawn("a_lazy_cluster_store") else {
+        return;
+    };
+    runtime().block_on(async {
+        let plan = plan();
+        // Nothing listens at this seed: every call is a transient failure.
+        let nowhere = RedisTarget::cluster([format!("redis://127.0.0.1:{}", free_port())]);
+        let redis = RedisStore::connect_lazy_to(&nowhere, RedisStoreConfig::default())
+            .expect("lazy: nothing is connected yet");
+        let store = GuardedStore::new(redis, Duration::from_secs(3), FailurePolicy::FailOpen);
+        let down = store.check(&plan, "c", 1_000, 1).await.expect("answered");
+        assert_eq!(down.decided_by, DecidedBy::FailOpen);
+        // The real cluster, lazily: the first call connects and decides.
+        let real = RedisTarget::cluster(cluster.urls());
+        let redis = RedisStore::connect_lazy_to(&real, RedisStoreConfig::default()).expect("lazy");
+        let first = redis.check(&plan, "c", 1_000, 1).await.expect("decided");
+        assert_eq!((first.allowed, first.decided_by), (true, DecidedBy::Store));
+    });
 }

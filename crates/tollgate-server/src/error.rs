@@ -32,8 +32,8 @@ pub enum Error {
         /// The config's `max_cost`.
         max_cost: u32,
     },
-    /// The store failed in a way no failure policy answers (a permanent
-    /// error); nothing was decided.
+    /// The store failed and the failure policy `unavailable` handed the
+    /// error back; nothing was decided.
     #[error("the store cannot decide this request: {}", .0.message)]
     Store(tollgate::StoreError),
     /// A listen address could not be bound.

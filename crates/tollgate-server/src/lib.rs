@@ -116,6 +116,11 @@ pub struct Options {
     pub redis: Option<String>,
     /// `--grpc-listen ADDR|off`: replaces the config's `[envoy] grpc_listen`.
     pub grpc_listen: Option<String>,
+    /// `--redis-cluster URL[,URL...]`: replaces the config's store by a
+    /// Redis Cluster reached through these seeds.
+    pub redis_cluster: Vec<String>,
+    /// `--redis-ca FILE`: replaces the config's `[store] tls_ca`.
+    pub redis_ca: Option<PathBuf>,
 }
 
 impl Options {
@@ -126,6 +131,8 @@ impl Options {
             listen: self.listen.clone(),
             grpc_listen: self.grpc_listen.clone(),
             redis: self.redis.clone(),
+            redis_cluster: self.redis_cluster.clone(),
+            redis_ca: self.redis_ca.clone(),
         }
     }
 }

@@ -22,7 +22,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tollgate::{DecidedBy, Plan, PlanDecision};
 
-pub use store_gauges::Gauges;
+pub use store_gauges::{Circuit, Gauges, StoreErrors};
 
 /// The prefix of every metric name.
 const PREFIX: &str = "tollgate";
@@ -154,21 +154,9 @@ pub enum BadRequest {
     TooLarge,
 }
 
-/// Who can decide, in the order of [`decided_by_index`].
-const DECIDED_BY: [DecidedBy; 4] = [
-    DecidedBy::Store,
-    DecidedBy::FailOpen,
-    DecidedBy::FailClosed,
-    DecidedBy::LocalFallback,
-];
-
+/// `d`'s place in [`DecidedBy::ALL`].
 fn decided_by_index(d: DecidedBy) -> usize {
-    match d {
-        DecidedBy::Store => 0,
-        DecidedBy::FailOpen => 1,
-        DecidedBy::FailClosed => 2,
-        DecidedBy::LocalFallback => 3,
-    }
+    DecidedBy::ALL.iter().position(|x| *x == d).unwrap_or(0)
 }
 
 /// Every metric of the server, in one registry.
@@ -179,9 +167,7 @@ pub struct Metrics {
     limit_decisions: Family<LimitOutcome, Counter>,
     shadow_rejections: Family<PlanLimit, Counter>,
     frontends: [Counter; 2],
-    /// Transient, then permanent.
-    store_errors: [Counter; 2],
-    decided_by: [Counter; 4],
+    decided_by: [Counter; DecidedBy::ALL.len()],
     latency: Histogram,
     /// 400, then 413.
     bad_requests: [Counter; 2],
@@ -214,19 +200,12 @@ impl Metrics {
             shadow_rejections.clone(),
         );
         let frontends = labelled(&mut registry, "frontend_decisions", "Decisions on requests (not peeks) per front end: http (the HTTP API) or grpc (Envoy's rate limit service)", "frontend", Frontend::ALL.map(Frontend::as_str));
-        let store_errors = labelled(
-            &mut registry,
-            "store_errors",
-            "Store errors, by whether retrying may help",
-            "kind",
-            ["transient", "permanent"],
-        );
         let decided_by = labelled(
             &mut registry,
             "decisions_by",
             "Who decided: the store, or the failure policy standing in for it",
             "decided_by",
-            DECIDED_BY.map(DecidedBy::as_str),
+            DecidedBy::ALL.map(DecidedBy::as_str),
         );
         let latency = Histogram::new(LATENCY_BOUNDS);
         registry.register(
@@ -254,7 +233,6 @@ impl Metrics {
             limit_decisions,
             shadow_rejections,
             frontends,
-            store_errors,
             decided_by,
             latency,
             bad_requests,
@@ -301,18 +279,17 @@ impl Metrics {
     }
 
     /// Counts one answer of the store (or of its failure policy standing in
-    /// for it), the same way for every front end: who decided; a transient
-    /// store error when the failure policy decided; and, for a request
-    /// (`cost` > 0, not a look), the decision per front end and, when `plan`
-    /// is given, per plan and limit. Returns how many transient store errors
-    /// there were so far when this answer was one (for sampled logging).
+    /// for it), the same way for every front end: who decided; and, for a
+    /// request (`cost` > 0, not a look), the decision per front end and,
+    /// when `plan` is given, per plan and limit. (Store errors are counted
+    /// by the guarded store: see [`Gauges::store_errors`].)
     pub fn record_decision(
         &self,
         plan: Option<&PlanMetrics>,
         cost: u32,
         decision: &PlanDecision,
         frontend: Frontend,
-    ) -> Option<u64> {
+    ) {
         self.record_decided_by(decision.decided_by);
         if cost > 0 {
             self.frontends[frontend.index()].inc();
@@ -320,19 +297,11 @@ impl Metrics {
                 plan.record(decision);
             }
         }
-        (decision.decided_by != DecidedBy::Store).then(|| self.record_store_error(true))
     }
 
     /// Counts who decided (the store or the failure policy).
     pub fn record_decided_by(&self, decided_by: DecidedBy) {
         self.decided_by[decided_by_index(decided_by)].inc();
-    }
-
-    /// Counts a store error; returns how many of its kind there were so far
-    /// (so that the caller can log a sample rather than every one).
-    pub fn record_store_error(&self, transient: bool) -> u64 {
-        let counter = &self.store_errors[usize::from(!transient)];
-        counter.inc() + 1
     }
 
     /// Records how long one decision took, from parsed request to answer.

@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 use tollgate::{Clock, MemoryBackend, Plan, PlanDecision, Store};
-use tollgate_config::store::{guard, SharedStore};
-use tollgate_config::{Config, EnvoyOnStoreError, Overrides, StoreHandle};
-use tollgate_redis::{GuardedStore, TimeoutOnly};
+use tollgate_config::store::guard;
+use tollgate_config::{Config, Overrides, StoreHandle};
+use tollgate_guard::GuardedStore;
 
 use crate::clock::Stopwatch;
-use crate::metrics::{Frontend, Gauges, Metrics, PlanMetrics};
+use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics};
 use crate::Error;
 
 mod grpc_metrics;
@@ -36,11 +36,14 @@ struct Inner {
     store: Arc<dyn Store>,
     memory: Option<Arc<MemoryBackend>>,
     /// The shared store behind its timeout and failure policy (its local
-    /// fallback is swept with the memory store).
-    guarded: Option<Arc<GuardedStore<SharedStore>>>,
+    /// fallback is swept with the memory store), and the gRPC service's own
+    /// guard when `[envoy] on_store_error` differs: their counts are the
+    /// store errors in `/metrics`.
+    guarded: Option<Arc<GuardedStore<Arc<dyn Store>>>>,
+    envoy_guarded: Option<Arc<GuardedStore<Arc<dyn Store>>>>,
     clock: Arc<dyn Clock>,
-    /// The gRPC rate limit service's view: the same store (without the
-    /// failure policy if `[envoy] on_store_error = "unavailable"`) and
+    /// The gRPC rate limit service's view: the same store (behind the
+    /// policy `unavailable` if `[envoy] on_store_error` says so) and
     /// clock, the config's `[[envoy.rules]]` (replaced on reload), and an
     /// observer counting its decisions in `metrics`.
     envoy: tollgate_envoy::ServiceConfig,
@@ -121,25 +124,31 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Server {
     /// A server deciding with `store` under `config`, reading time from
     /// `clock`. A [`StoreHandle::Shared`] store is put behind a
-    /// `tollgate_redis::GuardedStore` with the config's `[store]` timeout and
+    /// `tollgate_guard::GuardedStore` with the config's `[store]` timeout and
     /// failure policy (fixed for the server's life: `[store]` changes need a
     /// restart). The gRPC service decides on the same guarded store, or,
-    /// with `[envoy] on_store_error = "unavailable"`, on the same store and
-    /// timeout without the failure policy (a `tollgate_redis::TimeoutOnly`),
-    /// so that a failure reaches it as an error and is gRPC `UNAVAILABLE`.
+    /// with `[envoy] on_store_error = "unavailable"`, on the same inner
+    /// store behind a sibling guard (same timeout and circuit breaker)
+    /// with the policy `unavailable`, so that a failure reaches it as an
+    /// error and is gRPC `UNAVAILABLE`.
     pub fn new(config: Config, store: StoreHandle, clock: Arc<dyn Clock>) -> Self {
-        let (store, memory, guarded): (Arc<dyn Store>, _, _) = match store {
-            StoreHandle::Memory(memory) => (memory.clone(), Some(memory), None),
+        let (store, memory, guarded, envoy_guarded): (Arc<dyn Store>, _, _, _) = match store {
+            StoreHandle::Memory(memory) => (memory.clone(), Some(memory), None, None),
             StoreHandle::Shared(shared) => {
+                let policy = config.store.failure_policy;
                 let guarded = Arc::new(guard(shared, &config.store));
-                (guarded.clone(), None, Some(guarded))
+                // One breaker for both: they share the Redis connection.
+                let envoy_guarded = config
+                    .envoy
+                    .on_store_error
+                    .filter(|p| *p != policy)
+                    .map(|p| Arc::new(guarded.sibling(p)));
+                (guarded.clone(), None, Some(guarded), envoy_guarded)
             }
         };
-        let envoy_store: Arc<dyn Store> = match (&guarded, config.envoy.on_store_error) {
-            (Some(guarded), EnvoyOnStoreError::Unavailable) => {
-                Arc::new(TimeoutOnly::new(guarded.clone()))
-            }
-            _ => store.clone(),
+        let envoy_store: Arc<dyn Store> = match &envoy_guarded {
+            Some(envoy_guarded) => envoy_guarded.clone(),
+            None => store.clone(),
         };
         let rules = config.envoy.rules.clone();
         let metrics = Arc::new(Metrics::new());
@@ -147,21 +156,22 @@ impl Server {
             .dashboard_enabled
             .then(|| Arc::new(Observed::new(clock.clone())));
         let active = Arc::new(ArcSwap::from_pointee(Self::activate(&metrics, config)));
-        // OnStoreError::Unavailable: only errors reach the service (the
-        // failure policy, when in force, answered the rest).
-        let envoy = tollgate_envoy::ServiceConfig::new(rules, envoy_store, clock.clone())
-            .on_store_error(tollgate_envoy::OnStoreError::Unavailable)
-            .observer(Arc::new(grpc_metrics::GrpcMetrics::new(
+        // Only errors the failure policy hands back reach the service: they
+        // are gRPC UNAVAILABLE.
+        let envoy = tollgate_envoy::ServiceConfig::new(rules, envoy_store, clock.clone()).observer(
+            Arc::new(grpc_metrics::GrpcMetrics::new(
                 active.clone(),
                 metrics.clone(),
                 observed.clone(),
-            )));
+            )),
+        );
         Self {
             inner: Arc::new(Inner {
                 active,
                 store,
                 memory,
                 guarded,
+                envoy_guarded,
                 clock,
                 envoy,
                 metrics,
@@ -222,15 +232,17 @@ impl Server {
     }
 
     /// Decides a request of `cost` units (0: only look) for `client`, on its
-    /// plan or on the plan named `plan`. Transient store failures and
-    /// timeouts are answered by the guarded store's failure policy (see
-    /// [`StoreHandle::Shared`]) and counted; the decision is counted per plan
-    /// and limit (looks are not).
+    /// plan or on the plan named `plan`. Store failures and timeouts are
+    /// answered by the guarded store's failure policy (see
+    /// [`StoreHandle::Shared`]), which counts and logs them; the decision is
+    /// counted per plan and limit (looks are not).
     ///
     /// # Errors
     /// [`Error::UnknownPlan`] or [`Error::CostOverMaximum`] (the config's
-    /// `max_cost`); nothing is decided then. [`Error::Store`] when the store
-    /// fails in a way no failure policy answers (a permanent error).
+    /// `max_cost`); nothing is decided then. [`Error::Store`] when the
+    /// failure policy is `unavailable` and the store failed (the guard
+    /// counted and logged it; front ends answer "unavailable" without its
+    /// text).
     pub async fn decide(
         &self,
         client: &str,
@@ -261,39 +273,22 @@ impl Server {
         let metrics = &self.inner.metrics;
         let decision = match self.inner.store.check(plan, client, now, cost).await {
             Ok(decision) => decision,
+            // Only the policy `unavailable` hands errors back; the guard
+            // counted and logged this one.
             Err(error) => {
-                // Only errors no failure policy can answer get here
-                // (transient ones are answered by the guarded store).
-                let errors = metrics.record_store_error(error.transient);
                 if let Some(observed) = &self.inner.observed {
                     observed.stats.record_store_error(now);
-                }
-                if errors.is_power_of_two() {
-                    tracing::error!(%error, transient = error.transient, errors, client, plan = plan.name(), "the store cannot decide this request");
                 }
                 return Err(Error::Store(error));
             }
         };
-        // Counted the same way for gRPC (see `grpc_metrics`). A store error
-        // here means the store failed or timed out and the failure policy
-        // decided.
-        let errors = metrics.record_decision(
+        // Counted the same way for gRPC (see `grpc_metrics`).
+        metrics.record_decision(
             Some(&active.metrics[index]),
             cost,
             &decision,
             Frontend::Http,
         );
-        // A store that is down fails every request: log the 1st, 2nd, 4th,
-        // 8th... failure rather than flood the log.
-        if let Some(errors) = errors.filter(|n| n.is_power_of_two()) {
-            tracing::warn!(
-                errors,
-                client,
-                plan = plan.name(),
-                decided_by = decision.decided_by.as_str(),
-                "the store failed or timed out; the failure policy decided"
-            );
-        }
         metrics.record_latency(stopwatch.elapsed());
         if let Some(observed) = &self.inner.observed {
             observed.decided(now, Some(client), plan.name(), cost, &decision);
@@ -421,6 +416,19 @@ impl Server {
             swept: self.inner.swept.load(Ordering::Relaxed),
             ..Gauges::default()
         };
+        for guard in [&self.inner.guarded, &self.inner.envoy_guarded]
+            .into_iter()
+            .flatten()
+        {
+            let counts = guard.counts();
+            gauges.store_errors.transient += counts.transient_errors + counts.timeouts;
+            gauges.store_errors.permanent += counts.permanent_errors;
+            // Siblings share one breaker: its state and count once.
+            gauges.circuit = Circuit {
+                open: counts.circuit_open,
+                short_circuited: counts.short_circuited,
+            };
+        }
         if let Some(memory) = &self.inner.memory {
             let store = memory.limiter().store();
             gauges.tracked_clients = Some(store.len());

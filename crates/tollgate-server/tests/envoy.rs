@@ -89,6 +89,7 @@ async fn serve_answers_envoy_over_grpc_and_a_reload_changes_the_rule() {
         // The flag wins over the file (which also says port 0 here).
         grpc_listen: Some("127.0.0.1:0".into()),
         redis: None,
+        ..Options::default()
     })
     .await
     .unwrap();
@@ -162,6 +163,7 @@ async fn the_grpc_port_can_be_turned_off_by_flag_or_in_the_config() {
         listen: vec!["127.0.0.1:0".into()],
         grpc_listen: grpc_listen.map(str::to_owned),
         redis: None,
+        ..Options::default()
     };
     // On, the file's address is bound (and taken here, so it fails).
     let error = tollgate_server::prepare(options(None)).await.err().unwrap();
@@ -253,6 +255,7 @@ impl Running {
             listen: vec!["127.0.0.1:0".into()],
             grpc_listen: Some("127.0.0.1:0".into()),
             redis: None,
+            ..Options::default()
         })
         .await
         .unwrap();
@@ -483,14 +486,11 @@ fn on_store_error_is_checked_with_the_line_and_changing_it_needs_a_restart() {
     );
 
     let default = Config::parse(&config_text("free")).unwrap();
-    assert_eq!(
-        default.envoy.on_store_error,
-        tollgate_server::config::EnvoyOnStoreError::FailurePolicy
-    );
+    assert_eq!(default.envoy.on_store_error, None);
     let unavailable = Config::parse(&text.replace("\"fail-open\"", "\"unavailable\"")).unwrap();
     assert_eq!(
         unavailable.envoy.on_store_error,
-        tollgate_server::config::EnvoyOnStoreError::Unavailable
+        Some(tollgate_server::config::FailurePolicy::Unavailable)
     );
     let store = StoreHandle::for_config(&default).unwrap();
     let server = Server::new(default, store, Arc::new(ManualClock::new(0)));

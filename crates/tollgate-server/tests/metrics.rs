@@ -153,19 +153,40 @@ async fn fail_closed_rejects_with_retry_after() {
 }
 
 #[tokio::test]
-async fn a_permanent_store_error_is_a_500_that_no_policy_hides() {
+async fn a_permanent_store_error_is_answered_by_the_failure_policy() {
     let t = down_server("fail-open", false).await;
     let a = t.check("rosa", 1).await;
-    assert_eq!(a.status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert!(a.error().contains("script error"), "{}", a.body);
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.json()["decided_by"], "fail-open");
+    assert!(!a.body.contains("script error"), "{}", a.body);
     let m = t.get("/metrics").await.body;
     assert_eq!(
         metric(&m, "tollgate_store_errors_total{kind=\"permanent\"}"),
         1
     );
     assert_eq!(
-        metric(&m, "tollgate_decisions_by_total{decided_by=\"fail-open\"}"),
+        metric(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
         0
+    );
+    assert_eq!(
+        metric(&m, "tollgate_decisions_by_total{decided_by=\"fail-open\"}"),
+        1
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn unavailable_is_a_503_that_shows_no_internals() {
+    let t = down_server("unavailable", false).await;
+    let a = t.check("rosa", 1).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(!a.body.contains("script error"), "{}", a.body);
+    let a = t.get_with("/v1/auth", &[("X-Client-Id", "rosa")]).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    let m = t.get("/metrics").await.body;
+    assert_eq!(
+        metric(&m, "tollgate_store_errors_total{kind=\"permanent\"}"),
+        2
     );
     t.stop().await;
 }
@@ -227,6 +248,52 @@ async fn the_sweep_drops_idle_clients() {
         10
     );
     t.stop().await;
+}
+
+#[tokio::test]
+async fn an_open_circuit_is_shown_in_metrics() {
+    let text = format!(
+        "{CONFIG}\n[store]\nfailure_policy = \"fail-closed\"\nbreaker_failures = 2\nbreaker_probe_interval = \"1h\"\n"
+    );
+    let config = Config::parse(&text).unwrap();
+    assert_eq!(config.store.breaker.failures, 2);
+    assert_eq!(config.store.breaker.probe_interval_ms, 3_600_000);
+    let store = StoreHandle::Shared(Arc::new(FailingStore::down()));
+    let t = TestServer::start_with(&text, config, store).await;
+    let m = t.get("/metrics").await.body;
+    assert_eq!(metric(&m, "tollgate_store_circuit_open"), 0);
+    for _ in 0..5 {
+        assert_eq!(t.check("uma", 1).await.json()["decided_by"], "fail-closed");
+    }
+    let m = t.get("/metrics").await.body;
+    assert_eq!(metric(&m, "tollgate_store_circuit_open"), 1);
+    assert_eq!(metric(&m, "tollgate_store_short_circuited_total"), 3);
+    assert_eq!(
+        metric(&m, "tollgate_store_errors_total{kind=\"transient\"}"),
+        2
+    );
+    t.stop().await;
+}
+
+#[test]
+fn breaker_settings_are_checked_with_the_line() {
+    for (setting, message) in [
+        (
+            "breaker_probe_interval = \"0ms\"",
+            "breaker_probe_interval must be at least 1ms",
+        ),
+        (
+            "breaker_failures = 5000000000",
+            "breaker_failures must be at most",
+        ),
+    ] {
+        let text = format!("{CONFIG}\n[store]\n{setting}\n");
+        let error = Config::parse(&text).err().unwrap().to_string();
+        assert!(
+            error.contains(message) && error.contains("line "),
+            "{error}"
+        );
+    }
 }
 
 /// One metric of the README's list: its name after `tollgate_` and the

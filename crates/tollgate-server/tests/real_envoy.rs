@@ -233,6 +233,7 @@ impl Stack {
             listen: vec!["127.0.0.1:0".into()],
             grpc_listen: Some("127.0.0.1:0".into()),
             redis,
+            ..Options::default()
         })
         .await
         .unwrap();

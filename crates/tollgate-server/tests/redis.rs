@@ -130,8 +130,9 @@ async fn local_fallback_stands_in_while_redis_is_killed_and_redis_takes_over_aga
     // The local limiter starts empty: 5 of 6 pass, then it limits.
     assert_eq!(verdicts, [true, true, true, true, true, false]);
     redis.restart();
-    // The connection comes back by itself (bounded: each try waits at most
-    // the 200ms timeout).
+    // The connection comes back by itself, at the circuit breaker's next
+    // probe (every 500 ms by default): poll, bounded (each try waits at
+    // most the 200ms timeout, then 50 ms).
     let back = {
         let mut back = false;
         for _ in 0..50 {
@@ -139,6 +140,7 @@ async fn local_fallback_stands_in_while_redis_is_killed_and_redis_takes_over_aga
                 back = true;
                 break;
             }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         back
     };

@@ -93,3 +93,120 @@ async fn listen_and_store_changes_are_reported_as_needing_a_restart() {
     assert_eq!((report.kept, report.fresh, report.removed), (5, 0, 0));
     t.stop().await;
 }
+
+/// `tollgate serve --listen … --grpc-listen … --redis …` on a file that
+/// names other values for those keys: the first reload of the unchanged
+/// file announces no restart, while a real change of a restart setting
+/// still is announced.
+#[tokio::test]
+async fn settings_given_as_flags_are_unchanged_when_the_file_repeats_what_they_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tollgate.toml");
+    let text = format!(
+        "listen = [\"127.0.0.1:8080\"]\n{CONFIG}\n[envoy]\ngrpc_listen = \"127.0.0.1:8081\"\n"
+    );
+    std::fs::write(&path, &text).unwrap();
+    let prepared = tollgate_server::prepare(tollgate_server::Options {
+        config: Some(path.clone()),
+        listen: vec!["127.0.0.1:0".into()],
+        grpc_listen: Some("127.0.0.1:0".into()),
+        // Never asked: no request is decided here.
+        redis: Some("redis://127.0.0.1:1".into()),
+    })
+    .await
+    .unwrap();
+    let server = prepared.server().clone();
+
+    let report = server.reload().unwrap();
+    assert!(report.needs_restart.is_empty(), "{report}");
+    assert_eq!((report.kept, report.fresh, report.removed), (5, 0, 0));
+
+    // The file's own listen changes too: the flag still replaces it, so
+    // a restart would change nothing either.
+    std::fs::write(&path, text.replace("127.0.0.1:8080", "127.0.0.1:9090")).unwrap();
+    assert!(server.reload().unwrap().needs_restart.is_empty());
+
+    // Real changes of restart settings are announced.
+    std::fs::write(
+        &path,
+        format!("sweep_interval = \"5s\"\n{text}[store]\nfailure_policy = \"fail-closed\"\n"),
+    )
+    .unwrap();
+    let report = server.reload().unwrap();
+    assert_eq!(
+        report.needs_restart,
+        ["store", "sweep_interval"],
+        "{report}"
+    );
+}
+
+/// Reads `series` from `/metrics` until it equals `want`, for at most 10 s
+/// (the watcher polls the file every 10 ms).
+async fn wait_for_metric(t: &TestServer, series: &str, want: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let value = tollgate_testkit::metric(&t.get("/metrics").await.body, series);
+        if value == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{series} is {value}, not {want}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A config file that is deleted, or no longer readable as text, while the
+/// server watches it: one failed reload, logged and counted in
+/// `tollgate_config_reloads_total{result="error"}` (once, not at every
+/// poll); the running config stays, and the file coming back is reloaded.
+#[tokio::test]
+async fn a_deleted_or_unreadable_config_file_is_a_counted_failed_reload() {
+    const ERRORS: &str = "tollgate_config_reloads_total{result=\"error\"}";
+    const OKS: &str = "tollgate_config_reloads_total{result=\"ok\"}";
+    let t = TestServer::start(CONFIG).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let watcher = tokio::spawn(tollgate_server::tasks::watch(
+        t.server.clone(),
+        std::time::Duration::from_millis(10),
+        None,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // The watcher is running once it has seen a change (its first read of
+    // the file may come after any one write: write until one is seen).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut edit = 0;
+    let oks = loop {
+        let oks = tollgate_testkit::metric(&t.get("/metrics").await.body, OKS);
+        if oks > 0 {
+            break oks;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watcher never reloaded"
+        );
+        edit += 1;
+        t.write_config(&format!("{CONFIG}\n# edit {edit}\n"));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    std::fs::remove_file(&t.config_path).unwrap();
+    wait_for_metric(&t, ERRORS, 1).await;
+    t.write_config(CONFIG);
+    wait_for_metric(&t, OKS, oks + 1).await;
+    std::fs::write(&t.config_path, [0xff, 0xfe, b'\n']).unwrap();
+    wait_for_metric(&t, ERRORS, 2).await;
+    t.write_config(&format!("{CONFIG}\n# edited again\n"));
+    wait_for_metric(&t, OKS, oks + 2).await;
+    // Each outage counted once, however many polls it lasted.
+    assert_eq!(
+        tollgate_testkit::metric(&t.get("/metrics").await.body, ERRORS),
+        2
+    );
+    assert_eq!(t.check("kim", 1).await.status, StatusCode::OK);
+    let _ = stop.send(());
+    watcher.await.unwrap();
+    t.stop().await;
+}

@@ -32,12 +32,6 @@ pub enum MissingKey {
     Allow,
 }
 
-/// What to do when the store itself fails (returns a [`StoreError`]): the
-/// core's choice shared by every front end. Here `Unavailable` is a `503
-/// Service Unavailable` (the default), `FailOpen` passes the request on
-/// without headers, `FailClosed` is a `429` without rate-limit numbers.
-pub use tollgate::OnStoreError;
-
 /// The cost of one request, read from the request's extensions; requests
 /// without it cost 1. An earlier layer (or handler-side middleware) inserts
 /// it for expensive routes. A cost of 0 counts as 1 so that no request
@@ -57,7 +51,9 @@ pub enum Refusal<'a> {
     },
     /// No client key could be extracted and [`MissingKey::Reject`] is set (400).
     MissingKey,
-    /// The store failed (503, or 429 with [`OnStoreError::FailClosed`]).
+    /// The store failed and its failure policy (if it is a guarded store)
+    /// handed the error back: 503. Put the store behind
+    /// `tollgate_guard::GuardedStore` to answer outages by a failure policy.
     StoreFailed {
         /// The store's error.
         error: &'a StoreError,
@@ -102,7 +98,6 @@ pub struct RateLimitConfig {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) headers_on_allowed: bool,
     pub(crate) missing_key: MissingKey,
-    pub(crate) on_store_error: OnStoreError,
     pub(crate) body: Arc<BodyFn>,
 }
 
@@ -112,7 +107,6 @@ impl fmt::Debug for RateLimitConfig {
             .field("plans", &self.plans)
             .field("headers_on_allowed", &self.headers_on_allowed)
             .field("missing_key", &self.missing_key)
-            .field("on_store_error", &self.on_store_error)
             .finish_non_exhaustive()
     }
 }
@@ -128,7 +122,6 @@ impl RateLimitConfig {
             clock,
             headers_on_allowed: true,
             missing_key: MissingKey::default(),
-            on_store_error: OnStoreError::default(),
             body: Arc::new(default_body),
         }
     }
@@ -145,13 +138,6 @@ impl RateLimitConfig {
     #[must_use]
     pub fn on_missing_key(mut self, policy: MissingKey) -> Self {
         self.missing_key = policy;
-        self
-    }
-
-    /// What to do when the store fails.
-    #[must_use]
-    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
-        self.on_store_error = policy;
         self
     }
 
@@ -200,10 +186,7 @@ impl RateLimitConfig {
         let status = match refusal {
             Refusal::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Refusal::MissingKey => StatusCode::BAD_REQUEST,
-            Refusal::StoreFailed { .. } => match self.on_store_error {
-                OnStoreError::FailClosed => StatusCode::TOO_MANY_REQUESTS,
-                _ => StatusCode::SERVICE_UNAVAILABLE,
-            },
+            Refusal::StoreFailed { .. } => StatusCode::SERVICE_UNAVAILABLE,
         };
         let body = (self.body)(refusal);
         let mut response = Response::new(Full::new(body.body));

@@ -11,6 +11,10 @@
 //!   with the same headers, `Retry-After`, and a body you can customise.
 //! - Every clone of the layer and of its service shares one budget: the
 //!   state lives in the `Arc<dyn tollgate::Store>` (memory or Redis).
+//! - When the store fails, the layer does not decide itself: put the store
+//!   behind `tollgate_guard::GuardedStore`, whose failure policy answers
+//!   (fail-open, fail-closed, local fallback); an error it hands back (policy
+//!   `unavailable`, or an unguarded store) is a `503`.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -38,7 +42,7 @@ pub mod layer;
 pub mod plans;
 pub mod service;
 
-pub use config::{Cost, MissingKey, OnStoreError, RateLimitConfig, Refusal, RefusalBody};
+pub use config::{Cost, MissingKey, RateLimitConfig, Refusal, RefusalBody};
 pub use key::{ApiKey, HeaderKey, KeyExtractor, PeerIp};
 pub use layer::RateLimitLayer;
 pub use plans::{Plans, PlansHandle};

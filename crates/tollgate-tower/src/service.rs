@@ -11,7 +11,7 @@ use http::{Request, Response};
 use http_body_util::{Either, Full};
 use tower::Service;
 
-use crate::config::{insert_headers, Cost, MissingKey, OnStoreError, RateLimitConfig, Refusal};
+use crate::config::{insert_headers, Cost, MissingKey, RateLimitConfig, Refusal};
 use crate::key::KeyExtractor;
 
 /// The body of a [`RateLimit`] response: the inner service's body, or the
@@ -85,14 +85,9 @@ where
             let now = config.clock.now_ms();
             let decision = match config.store.check(plan, &key, now, cost).await {
                 Ok(decision) => decision,
-                Err(error) => {
-                    return match config.on_store_error {
-                        OnStoreError::FailOpen => Ok(inner.call(request).await?.map(Either::Left)),
-                        OnStoreError::Unavailable | OnStoreError::FailClosed => {
-                            Ok(refuse(&config, &Refusal::StoreFailed { error: &error }))
-                        }
-                    };
-                }
+                // A guarded store answered every failure its policy could;
+                // what is left is "unavailable".
+                Err(error) => return Ok(refuse(&config, &Refusal::StoreFailed { error: &error })),
             };
             if !decision.allowed {
                 let refusal = Refusal::RateLimited {

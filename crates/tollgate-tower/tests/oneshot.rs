@@ -3,17 +3,20 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderName, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use tollgate::testing::FailingStore;
 use tollgate::{
-    AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store, StoreFuture,
+    AnyPolicy, FailurePolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store,
+    StoreFuture,
 };
+use tollgate_guard::GuardedStore;
 use tollgate_tower::{
-    Cost, HeaderKey, MissingKey, OnStoreError, Plans, RateLimitConfig, RateLimitLayer, Refusal,
-    RefusalBody, ResponseBody,
+    Cost, HeaderKey, MissingKey, Plans, RateLimitConfig, RateLimitLayer, Refusal, RefusalBody,
+    ResponseBody,
 };
 use tower::{service_fn, Layer, Service, ServiceExt};
 
@@ -165,25 +168,31 @@ async fn missing_key_is_400_by_default_or_passes_through_without_headers() {
 }
 
 #[tokio::test]
-async fn store_errors_follow_the_configured_policy() {
+async fn store_errors_follow_the_guards_policy() {
     let clock = Arc::new(ManualClock::new(0));
     let down = |policy| {
-        layer(
-            RateLimitConfig::new(plan(), Arc::new(FailingStore::down()), clock.clone())
-                .on_store_error(policy),
-        )
-        .layer(service_fn(ok_service))
+        let store = GuardedStore::new(FailingStore::down(), Duration::from_secs(1), policy);
+        layer(RateLimitConfig::new(plan(), Arc::new(store), clock.clone()))
+            .layer(service_fn(ok_service))
     };
     let cases = [
-        (OnStoreError::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
-        (OnStoreError::FailOpen, StatusCode::OK),
-        (OnStoreError::FailClosed, StatusCode::TOO_MANY_REQUESTS),
+        (FailurePolicy::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+        (FailurePolicy::FailOpen, StatusCode::OK),
+        (FailurePolicy::FailClosed, StatusCode::TOO_MANY_REQUESTS),
     ];
     for (policy, status) in cases {
         let response = down(policy).oneshot(request(Some("a"))).await.unwrap();
         assert_eq!(response.status(), status, "{policy:?}");
-        assert_eq!(header(&response, "ratelimit"), None, "{policy:?}");
     }
+    // An unguarded store's error is a 503 without rate-limit numbers.
+    let bare = RateLimitConfig::new(plan(), Arc::new(FailingStore::down()), clock.clone());
+    let response = layer(bare)
+        .layer(service_fn(ok_service))
+        .oneshot(request(Some("a")))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(header(&response, "ratelimit"), None);
 }
 
 #[tokio::test]
@@ -256,9 +265,9 @@ impl Store for FailPolicyStore {
             retry_after_ms: if self.allowed { Some(0) } else { Some(1_000) },
             limits: Vec::new(),
             decided_by: if self.allowed {
-                tollgate::DecidedBy::FailOpen
+                tollgate::DecidedBy::Failure(tollgate::FailurePolicy::FailOpen)
             } else {
-                tollgate::DecidedBy::FailClosed
+                tollgate::DecidedBy::Failure(tollgate::FailurePolicy::FailClosed)
             },
         };
         Box::pin(std::future::ready(Ok(decision)))

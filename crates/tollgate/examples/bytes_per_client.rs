@@ -1,7 +1,7 @@
 //! Memory per client for each policy, two ways:
 //!
 //! - computed (allocator-independent): the store's slot plus control byte
-//!   ([`MemoryStore::bytes_per_client_inline`]), the id's bytes, and the
+//!   ([`MemoryStore::bytes_per_client_inline`]), the id's heap bytes (none for an id that fits in the slot), and the
 //!   state's own heap bytes (the log's buffer capacity);
 //! - measured: the growth of the process's resident memory (Linux
 //!   `/proc/self/statm`) while adding N clients, divided by N; this includes
@@ -62,7 +62,7 @@ fn report<P: Policy>(
         |access| heap(access.state),
     );
     let inline = MemoryStore::<P::State>::bytes_per_client_inline();
-    let id_bytes = id(0).len();
+    let id_bytes = MemoryStore::<P::State>::id_heap_bytes(&id(0));
     let computed = inline + id_bytes + sample;
     let measured = match (before, after) {
         (Some(b), Some(a)) => format!("{:.1}", a.saturating_sub(b) as f64 / n as f64),
@@ -89,7 +89,7 @@ fn main() {
         "{n} clients (the last row: n / 10), limit {LIMIT}, window {WINDOW_MS} ms, ids of 15 bytes"
     );
     println!();
-    println!("| policy | requests per client | slot + ctrl (B) | id (B) | state heap (B) | computed (B/client) | RSS delta (B/client) |");
+    println!("| policy | requests per client | slot + ctrl (B) | id heap (B) | state heap (B) | computed (B/client) | RSS delta (B/client) |");
     println!("|---|---|---|---|---|---|---|");
     let bucket = || TokenBucket::new(LIMIT, WINDOW_MS).expect("valid");
     let gcra = || Gcra::new(LIMIT, WINDOW_MS).expect("valid");

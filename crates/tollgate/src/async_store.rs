@@ -18,9 +18,11 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 pub struct StoreError {
     /// What went wrong, for logs.
     pub message: String,
-    /// True when trying again later may succeed (connection lost, timeout):
-    /// the caller's failure policy applies. False for errors that retrying
-    /// cannot fix (a misconfiguration, a script error).
+    /// True when trying again later may succeed (connection lost, timeout).
+    /// False for errors that retrying cannot fix (a misconfiguration, a
+    /// script error). A guarded store answers both by its failure policy;
+    /// the kind decides how they are counted and whether they trip its
+    /// circuit breaker (transient ones only).
     pub transient: bool,
 }
 
@@ -59,30 +61,6 @@ pub trait Store: Send + Sync {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision>;
-}
-
-/// What a front end (the tower layer, the proxy, Envoy's rate limit
-/// service) answers when the store hands back a [`StoreError`] instead of a
-/// decision. One choice for every front end, so that an operator configures
-/// it the same way everywhere.
-///
-/// A store with its own failure policy (the Redis store's fail-open,
-/// fail-closed or local fallback) answers with a [`PlanDecision`] whose
-/// `decided_by` says so; such decisions are applied like any other. This
-/// setting covers only the errors a store hands back instead of a decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnStoreError {
-    /// Answer "service unavailable" (HTTP `503`, gRPC `UNAVAILABLE`): the
-    /// default, so that an outage is visible rather than silently unlimited,
-    /// and so that Envoy's own `failure_mode_deny` decides for gRPC.
-    #[default]
-    Unavailable,
-    /// Let the request through, without rate-limit numbers (availability
-    /// over limits).
-    FailOpen,
-    /// Reject the request (HTTP `429`, gRPC `OVER_LIMIT`), without
-    /// rate-limit numbers.
-    FailClosed,
 }
 
 /// The in-memory store behind the async boundary: decisions are immediate.

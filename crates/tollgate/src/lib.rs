@@ -44,6 +44,8 @@ mod async_store;
 mod clock;
 mod decision;
 mod error;
+mod failure;
+mod eviction;
 pub mod headers;
 mod limiter;
 mod plan;
@@ -52,14 +54,15 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use async_store::{MemoryBackend, OnStoreError, Store, StoreError, StoreFuture};
+pub use async_store::{MemoryBackend, Store, StoreError, StoreFuture};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, SystemMonotonicClock};
 pub use decision::Decision;
 pub use error::Error;
+pub use failure::{FailurePolicy, UnknownFailurePolicy};
 pub use headers::RateLimitHeaders;
 pub use limiter::{Limiter, RateLimiter};
 pub use plan::{
     check_plan, DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanLimiter, PlanStates,
 };
 pub use policy::{AnyPolicy, AnyState, Policy, Reclaim, POLICY_NAMES};
-pub use store::{Access, Entry, MemoryStore};
+pub use store::{Access, Entry, Eviction, LeastRecentlySeen, MemoryStore};

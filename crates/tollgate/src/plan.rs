@@ -8,9 +8,10 @@
 
 use std::sync::Arc;
 
+use crate::eviction::KnownLimits;
 use crate::policy::{AnyPolicy, AnyState, Policy};
 use crate::store::MemoryStore;
-use crate::{Decision, Error};
+use crate::{Decision, Error, FailurePolicy};
 
 /// One named limit of a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,22 +150,27 @@ pub enum DecidedBy {
     /// The store decided, with the client's real state.
     #[default]
     Store,
-    /// The store failed and the failure policy let the request in.
-    FailOpen,
-    /// The store failed and the failure policy rejected the request.
-    FailClosed,
-    /// The store failed and a local in-memory limiter decided instead.
-    LocalFallback,
+    /// The store failed (or its circuit was open) and this failure policy
+    /// answered instead. Never [`FailurePolicy::Unavailable`], which answers
+    /// nothing: the error goes back to the front end.
+    Failure(FailurePolicy),
 }
 
 impl DecidedBy {
-    /// A short name for logs, metrics and JSON (`"store"`, `"fail-open"`, ...).
+    /// Every value a decision can carry, for metrics that list them all.
+    pub const ALL: [DecidedBy; 4] = [
+        DecidedBy::Store,
+        DecidedBy::Failure(FailurePolicy::FailOpen),
+        DecidedBy::Failure(FailurePolicy::FailClosed),
+        DecidedBy::Failure(FailurePolicy::LocalFallback),
+    ];
+
+    /// A short name for logs, metrics and JSON: `"store"`, or the failure
+    /// policy's name (`"fail-open"`, `"fail-closed"`, `"local-fallback"`).
     pub fn as_str(self) -> &'static str {
         match self {
             DecidedBy::Store => "store",
-            DecidedBy::FailOpen => "fail-open",
-            DecidedBy::FailClosed => "fail-closed",
-            DecidedBy::LocalFallback => "local-fallback",
+            DecidedBy::Failure(policy) => policy.as_str(),
         }
     }
 }
@@ -213,6 +219,8 @@ pub type PlanStates = Vec<(u64, AnyState)>;
 #[derive(Default)]
 pub struct PlanLimiter {
     store: MemoryStore<PlanStates>,
+    /// The limits met, to judge what evicting a client gives away.
+    known_limits: KnownLimits,
 }
 
 impl PlanLimiter {
@@ -223,12 +231,15 @@ impl PlanLimiter {
 
     /// A limiter keeping at most about `max_clients` clients (see
     /// [`MemoryStore::with_max_clients`]): when a shard is full, a new client
-    /// first makes room by dropping the limit states of the plan it is checked
-    /// against that no longer matter (clients left with no state go), then by
-    /// evicting the least recently seen clients.
+    /// first makes room by dropping the limit states that no longer matter
+    /// (clients left with no state go), then by evicting the clients whose
+    /// eviction gives back the fewest units: under the limit that would give
+    /// back the most ([`Policy::units_given_back`]), least recently seen first
+    /// among equals. A client that used up its quota goes last.
     pub fn with_max_clients(max_clients: usize) -> Self {
         Self {
             store: MemoryStore::with_max_clients(max_clients),
+            known_limits: KnownLimits::default(),
         }
     }
 
@@ -240,17 +251,7 @@ impl PlanLimiter {
             client,
             now_ms,
             |_| Vec::new(),
-            |states, now| {
-                // Only this plan's limits can be judged here; states of
-                // other limits stay until a sweep or an eviction.
-                states.retain(|(id, state)| {
-                    plan.limits
-                        .iter()
-                        .find(|l| l.id == *id)
-                        .is_none_or(|limit| !limit.policy.reclaim(state, now).allows_removal(false))
-                });
-                states.is_empty()
-            },
+            self.known_limits.for_plan(plan),
             |access| check_plan(plan, access.state, access.now_ms, cost),
         )
     }
@@ -265,6 +266,7 @@ impl PlanLimiter {
     /// (left behind by a config change) are dropped too. Returns how many
     /// clients were dropped entirely.
     pub fn sweep(&self, plans: &[Plan], now_ms: u64, reset_phase: bool) -> usize {
+        self.known_limits.replace(plans);
         let find = |id: u64| {
             plans
                 .iter()

@@ -81,6 +81,22 @@ pub trait Policy: Send + Sync + 'static {
     /// Whether the state can be dropped at `now_ms`.
     fn reclaim(&self, state: &Self::State, now_ms: u64) -> Reclaim;
 
+    /// How many units dropping the state at `now_ms` would give the client
+    /// back: what a fresh client could use at `now_ms` beyond what this one
+    /// can (0 for a client with its whole quota, `limit` for one that used it
+    /// up). A capped memory store evicts the clients that give back the
+    /// fewest first, so that evicting cannot hand a client its quota back.
+    ///
+    /// The default counts what the client lacks of `limit`, the quota of a
+    /// fresh client under every registered policy; a policy whose new
+    /// clients start with less overrides it.
+    fn units_given_back(&self, state: &Self::State, now_ms: u64) -> u64 {
+        u64::from(
+            self.limit()
+                .saturating_sub(self.decide(state, now_ms, 0).remaining),
+        )
+    }
+
     /// Decides and, when allowed, consumes: the whole life of one request.
     fn check(&self, state: &mut Self::State, now_ms: u64, cost: u32) -> Decision {
         let decision = self.decide(state, now_ms, cost);
@@ -212,6 +228,15 @@ macro_rules! register_policies {
                     $((Self::$variant(p), AnyState::$variant(s)) => p.reclaim(s, now_ms),)+
                     #[allow(unreachable_patterns)]
                     _ => Reclaim::Free,
+                }
+            }
+
+            fn units_given_back(&self, state: &AnyState, now_ms: u64) -> u64 {
+                match (self, state) {
+                    $((Self::$variant(p), AnyState::$variant(s)) => p.units_given_back(s, now_ms),)+
+                    // Answered as for a new client (see `decide`): nothing to give back.
+                    #[allow(unreachable_patterns)]
+                    _ => 0,
                 }
             }
         }

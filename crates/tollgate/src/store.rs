@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use compact_str::CompactString;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 // Not std's Mutex: two threads deciding for one hot client (the buggy app
@@ -15,6 +16,8 @@ use hashbrown::HashTable;
 // state half-written does not need.
 use parking_lot::{Mutex, MutexGuard};
 use std::hash::BuildHasher;
+
+pub use crate::eviction::{Eviction, LeastRecentlySeen};
 
 /// One client's state as the store keeps it.
 #[derive(Debug, Clone)]
@@ -26,9 +29,16 @@ pub struct Entry<S> {
     pub state: S,
 }
 
+/// One client in a shard's table. The id is kept inline when it has at most
+/// [`MemoryStore::INLINE_ID_BYTES`] bytes (a `Box<str>` cost a second cache
+/// miss on every probe: the pointer, then the bytes it points to), so a
+/// token bucket's slot is one 48-byte read. The time and the state are
+/// fields of their own rather than an [`Entry`], so that a state aligned to
+/// 16 bytes (GCRA's `u128`) packs right after the 24-byte id and 8-byte time.
 struct Slot<S> {
-    client: Box<str>,
-    entry: Entry<S>,
+    client: CompactString,
+    last_seen: u64,
+    state: S,
 }
 
 /// A shard on its own cache lines, so that two cores locking neighbouring
@@ -61,12 +71,17 @@ pub struct Access<'a, S> {
 /// least 1). When a new client arrives at a full shard, the shard first drops
 /// entries whose removal changes no answer (the caller says which, see
 /// [`MemoryStore::with_entry_reclaiming`]); if that frees less than an eighth
-/// of the shard, the least recently seen clients (smallest `last_seen`) are
-/// evicted in one batch down to seven eighths of the shard's cap. Batching
+/// of the shard, the clients whose eviction gives back the fewest units are
+/// evicted in one batch down to seven eighths of the shard's cap (among
+/// equals, the least recently seen first; [`MemoryStore::with_entry`] counts
+/// every client as equal, so it evicts least recently seen first). Batching
 /// keeps the cost of a full shard amortised: one pass over the shard per
 /// eighth of its cap of new clients. An evicted client starts afresh at its
 /// next call, so the cap trades exactness for idle clients against memory;
-/// [`MemoryStore::evicted`] counts how often that happened.
+/// [`MemoryStore::evicted`] counts how often that happened. Giving back the
+/// least first means that a flood of fresh ids evicts fresh ids: a client
+/// that used up its quota goes only when every other client in its shard
+/// has used at least as much.
 pub struct MemoryStore<S> {
     shards: Box<[Shard<S>]>,
     hasher: RandomState,
@@ -121,7 +136,7 @@ impl<S> MemoryStore<S> {
     }
 
     /// How many clients were dropped to make room for new ones although their
-    /// state still mattered (least recently seen first). Always 0 without a cap.
+    /// state still mattered. Always 0 without a cap.
     pub fn evicted(&self) -> u64 {
         self.evicted.load(Ordering::Relaxed)
     }
@@ -152,7 +167,8 @@ impl<S> MemoryStore<S> {
     ///
     /// In a capped store, making room for a new client evicts the least
     /// recently seen ones; use [`MemoryStore::with_entry_reclaiming`] to drop
-    /// entries that no longer matter first.
+    /// entries that no longer matter first and to evict by what each
+    /// eviction gives away.
     pub fn with_entry<R>(
         &self,
         client: &str,
@@ -160,31 +176,29 @@ impl<S> MemoryStore<S> {
         init: impl FnOnce(u64) -> S,
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
-        self.with_entry_reclaiming(client, now_ms, init, |_, _| false, f)
+        self.with_entry_reclaiming(client, now_ms, init, LeastRecentlySeen, f)
     }
 
     /// [`MemoryStore::with_entry`] for a capped store: when a new client
-    /// finds its shard full, every entry of the shard is first offered to
-    /// `reclaimable(state, now)` (as in [`MemoryStore::sweep_with`]: it may
-    /// trim the state, and returns true when the entry can go without changing
-    /// any answer); least recently seen clients are evicted only if that did
-    /// not free enough room. `reclaimable` is never called on an uncapped store.
+    /// finds its shard full, the entries that `eviction` finds reclaimable
+    /// go first; if that did not free an eighth of the shard, those whose
+    /// eviction gives back the fewest units go next, the least recently seen
+    /// first among equals. `eviction` is never called on an uncapped store.
     pub fn with_entry_reclaiming<R>(
         &self,
         client: &str,
         now_ms: u64,
         init: impl FnOnce(u64) -> S,
-        reclaimable: impl FnMut(&mut S, u64) -> bool,
+        mut eviction: impl Eviction<S>,
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
         let hash = self.hash(client);
         let mut map = self.shard(hash);
-        if let Some(slot) = map.find_mut(hash, |slot| &*slot.client == client) {
-            let entry = &mut slot.entry;
-            entry.last_seen = entry.last_seen.max(now_ms);
+        if let Some(slot) = map.find_mut(hash, |slot| slot.client.as_str() == client) {
+            slot.last_seen = slot.last_seen.max(now_ms);
             return f(Access {
-                state: &mut entry.state,
-                now_ms: entry.last_seen,
+                state: &mut slot.state,
+                now_ms: slot.last_seen,
                 is_new: false,
             });
         }
@@ -195,56 +209,62 @@ impl<S> MemoryStore<S> {
             is_new: true,
         });
         if map.len() >= self.shard_cap {
-            self.make_room(&mut map, now_ms, reclaimable);
+            self.make_room(&mut map, now_ms, &mut eviction);
         }
         let hasher = &self.hasher;
         map.insert_unique(
             hash,
             Slot {
-                client: client.into(),
-                entry: Entry {
-                    last_seen: now_ms,
-                    state,
-                },
+                client: CompactString::new(client),
+                last_seen: now_ms,
+                state,
             },
-            |slot| hasher.hash_one(&*slot.client),
+            |slot| hasher.hash_one(slot.client.as_str()),
         );
         result
     }
 
     /// Brings a full shard down to seven eighths of its cap: first by dropping
-    /// reclaimable entries, then by evicting the least recently seen.
+    /// reclaimable entries, then by evicting those that give back the fewest
+    /// units (least recently seen first among equals).
+    ///
+    /// Two passes, because the states live behind pointers: the first (as
+    /// short per entry as the caller's check) lets the processor fetch many
+    /// entries at once; the second computes what each gives back from the
+    /// cache.
     fn make_room(
         &self,
         map: &mut HashTable<Slot<S>>,
         now_ms: u64,
-        mut reclaimable: impl FnMut(&mut S, u64) -> bool,
+        eviction: &mut impl Eviction<S>,
     ) {
         let target = self.shard_cap - (self.shard_cap / 8).max(1);
-        let reclaimed = drop_where(map, now_ms, &mut reclaimable);
+        let reclaimed = drop_where(map, now_ms, &mut |state, now| {
+            eviction.reclaimable(state, now)
+        });
         self.reclaimed
             .fetch_add(reclaimed as u64, Ordering::Relaxed);
         if map.len() <= target {
             return;
         }
         let excess = map.len() - target;
-        let mut seen: Vec<u64> = map.iter().map(|slot| slot.entry.last_seen).collect();
-        let (_, &mut cutoff, _) = seen.select_nth_unstable(excess - 1);
-        // Everything seen before the cutoff goes, then as many seen exactly
-        // at the cutoff as needed to reach `excess`.
-        let older = seen.iter().filter(|&&t| t < cutoff).count();
-        let mut at_cutoff = excess - older;
-        map.retain(|slot| {
-            let t = slot.entry.last_seen;
-            if t < cutoff {
-                false
-            } else if t == cutoff && at_cutoff > 0 {
-                at_cutoff -= 1;
-                false
-            } else {
-                true
+        // (units given back, last seen, bucket): removing an entry by its
+        // bucket index leaves every other entry in its bucket.
+        let mut candidates: Vec<(u64, u64, usize)> = map
+            .iter_buckets()
+            .filter_map(|bucket| {
+                let slot = map.get_bucket(bucket)?;
+                let now = now_ms.max(slot.last_seen);
+                let units = eviction.units_given_back(&slot.state, now);
+                Some((units, slot.last_seen, bucket))
+            })
+            .collect();
+        candidates.select_nth_unstable(excess - 1);
+        for &(_, _, bucket) in &candidates[..excess] {
+            if let Ok(entry) = map.get_bucket_entry(bucket) {
+                entry.remove();
             }
-        });
+        }
         self.evicted.fetch_add(excess as u64, Ordering::Relaxed);
     }
 
@@ -255,8 +275,11 @@ impl<S> MemoryStore<S> {
     {
         let hash = self.hash(client);
         let map = self.shard(hash);
-        map.find(hash, |slot| &*slot.client == client)
-            .map(|slot| slot.entry.clone())
+        map.find(hash, |slot| slot.client.as_str() == client)
+            .map(|slot| Entry {
+                last_seen: slot.last_seen,
+                state: slot.state.clone(),
+            })
     }
 
     /// Number of clients with stored state.
@@ -293,10 +316,24 @@ impl<S> MemoryStore<S> {
     }
 
     /// Bytes the store spends per stored client besides the state's own heap
-    /// memory: the slot (id pointer, time, inline state) plus the table's
-    /// control byte. The id's own bytes come on top.
+    /// memory and the id's (see [`MemoryStore::id_heap_bytes`]): the slot
+    /// (the id, inline up to [`MemoryStore::INLINE_ID_BYTES`] bytes, the time,
+    /// the inline state) plus the table's control byte.
     pub fn bytes_per_client_inline() -> usize {
         std::mem::size_of::<Slot<S>>() + 1
+    }
+
+    /// Longest id kept inside the slot; a longer one goes on the heap.
+    pub const INLINE_ID_BYTES: usize = std::mem::size_of::<CompactString>();
+
+    /// Heap bytes the store spends on `client`'s id: 0 when it fits inline,
+    /// else its length (the allocator's rounding on top).
+    pub fn id_heap_bytes(client: &str) -> usize {
+        if client.len() <= Self::INLINE_ID_BYTES {
+            0
+        } else {
+            client.len()
+        }
     }
 }
 
@@ -310,91 +347,8 @@ fn drop_where<S>(
 ) -> usize {
     let before = map.len();
     map.retain(|slot| {
-        let now = now_ms.max(slot.entry.last_seen);
-        !remove(&mut slot.entry.state, now)
+        let now = now_ms.max(slot.last_seen);
+        !remove(&mut slot.state, now)
     });
     before - map.len()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Counts one call for `client` in a store of plain counters.
-    fn touch(store: &MemoryStore<u32>, client: &str, now: u64) {
-        store.with_entry(client, now, |_| 0, |a| *a.state += 1);
-    }
-
-    #[test]
-    fn uncapped_store_keeps_everyone() {
-        let store = MemoryStore::<u32>::new();
-        for i in 0..5_000 {
-            touch(&store, &format!("c{i}"), i);
-        }
-        assert_eq!(store.len(), 5_000);
-        assert_eq!(store.max_clients(), None);
-        assert_eq!(store.evicted() + store.reclaimed(), 0);
-    }
-
-    #[test]
-    fn capped_store_stays_under_its_cap_and_counts_evictions() {
-        let store = MemoryStore::<u32>::with_max_clients(640);
-        assert_eq!(store.max_clients(), Some(640));
-        for i in 0..100_000u64 {
-            touch(&store, &format!("c{i}"), i);
-            assert!(store.len() <= 640);
-        }
-        // Every client either is still there or was counted as evicted.
-        assert_eq!(store.len() as u64 + store.evicted(), 100_000);
-        assert_eq!(store.reclaimed(), 0);
-        // The most recent client always survives its own insertion.
-        assert!(store.get("c99999").is_some());
-    }
-
-    #[test]
-    fn tiny_caps_still_hold_one_client_per_shard() {
-        let store = MemoryStore::<u32>::with_max_clients(1);
-        assert_eq!(store.max_clients(), Some(64));
-        for i in 0..1_000u64 {
-            touch(&store, &format!("c{i}"), i);
-            assert!(store.len() <= 64);
-        }
-    }
-
-    #[test]
-    fn recently_seen_clients_outlive_idle_ones() {
-        // Four clients per shard: a hot client touched before every new one
-        // is never the least recently seen in its shard.
-        let store = MemoryStore::<u32>::with_max_clients(256);
-        let mut now = 0;
-        for i in 0..20_000 {
-            now += 1;
-            touch(&store, "hot", now);
-            now += 1;
-            touch(&store, &format!("cold{i}"), now);
-        }
-        assert_eq!(store.get("hot").map(|e| e.state), Some(20_000));
-        assert!(store.evicted() > 0);
-    }
-
-    #[test]
-    fn reclaimable_entries_go_before_any_eviction() {
-        let store = MemoryStore::<u32>::with_max_clients(640);
-        // Even states "no longer matter": dropping them changes no answer.
-        for i in 0..50_000u64 {
-            store.with_entry_reclaiming(
-                &format!("c{i}"),
-                i,
-                |_| (i % 2) as u32,
-                |state, _| *state % 2 == 0,
-                |_| (),
-            );
-            assert!(store.len() <= 640);
-        }
-        assert!(store.reclaimed() > 0);
-        // Odd states never reclaim, so evictions still happen, but at most
-        // once per batch per shard: far fewer evictions than clients.
-        assert!(store.reclaimed() + store.evicted() + store.len() as u64 == 50_000);
-        assert!(store.evicted() < store.reclaimed() + store.evicted());
-    }
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tollgate::Clock;
+use tollgate_redis::RedisTarget;
 
 use super::{replay_with, Memory, Redis, Summary, Target, MAX_LINE_BYTES};
 use crate::progress::Progress;
@@ -18,12 +19,20 @@ pub struct ReplayArgs {
     pub file: Option<PathBuf>,
     /// Replay against this Redis (`redis://host:port`) instead of memory;
     /// each `new` starts a fresh key space.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
     pub redis: Option<String>,
+    /// Replay against a Redis Cluster, reached through these seed nodes
+    /// (comma-separated `redis://` or `rediss://` URLs).
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+    pub redis_cluster: Vec<String>,
+    /// A PEM file of the CA that signed the Redis server's certificate
+    /// (for `rediss://`; default: the system's trusted roots).
+    #[arg(long, value_name = "FILE")]
+    pub redis_ca: Option<PathBuf>,
     /// With --redis: share state with other replays using the same prefix
     /// (the n-th `new` of the session uses `<PREFIX>:<n>`) instead of a
     /// fresh random key space.
-    #[arg(long, value_name = "PREFIX", requires = "redis")]
+    #[arg(long, value_name = "PREFIX")]
     pub redis_prefix: Option<String>,
     /// At the end, print on standard error the number of lines, allowed,
     /// rejected and errors, and the rate (standard output is unchanged).
@@ -31,17 +40,40 @@ pub struct ReplayArgs {
     pub summary: bool,
 }
 
+/// The Redis the flags name, if any.
+fn redis_target(args: &ReplayArgs) -> Result<Option<RedisTarget>, String> {
+    let target = match (&args.redis, args.redis_cluster.is_empty()) {
+        (None, true) => {
+            if args.redis_prefix.is_some() || args.redis_ca.is_some() {
+                return Err("--redis-prefix and --redis-ca need --redis or --redis-cluster".into());
+            }
+            return Ok(None);
+        }
+        (Some(url), _) => RedisTarget::single(url.clone()),
+        (None, false) => RedisTarget::cluster(args.redis_cluster.iter().cloned()),
+    };
+    let target = match &args.redis_ca {
+        Some(path) => target.with_ca_file(path).map_err(|e| e.to_string())?,
+        None => target,
+    };
+    target
+        .validate()
+        .map_err(|e| format!("cannot use Redis: {e}"))?;
+    Ok(Some(target))
+}
+
 /// Runs a replay: exit 0 when no line failed, 1 when some did, 2 when the
 /// input cannot be read or the target reached. `clock` times the run for
 /// `--summary`.
 pub fn run(args: ReplayArgs, clock: &dyn Clock) -> ExitCode {
     let started_ms = clock.now_ms();
-    let result = match &args.redis {
-        None => replay_input(&args, &mut Memory::default()),
-        Some(url) => match Redis::connect(url, args.redis_prefix.as_deref()) {
+    let result = match redis_target(&args) {
+        Ok(None) => replay_input(&args, &mut Memory::default()),
+        Ok(Some(target)) => match Redis::connect_target(&target, args.redis_prefix.as_deref()) {
             Ok(mut target) => replay_input(&args, &mut target),
             Err(e) => Err(e),
         },
+        Err(e) => Err(e),
     };
     match result {
         Ok(summary) => {

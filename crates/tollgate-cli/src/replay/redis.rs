@@ -13,7 +13,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use tokio::runtime::Runtime;
 use tollgate::{AnyPolicy, Limit, Plan};
-use tollgate_redis::{RedisStore, RedisStoreConfig};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisTarget};
 
 use super::Target;
 
@@ -40,6 +40,20 @@ impl Redis {
     pub fn connect(url: &str, shared_prefix: Option<&str>) -> Result<Self, String> {
         Self::build(shared_prefix, |config| async move {
             RedisStore::connect(url, config).await
+        })
+    }
+
+    /// Connects to one node or a cluster, given as a [`RedisTarget`]
+    /// (`rediss://`, ACL users, a private CA).
+    ///
+    /// # Errors
+    /// As [`Redis::connect`].
+    pub fn connect_target(
+        target: &RedisTarget,
+        shared_prefix: Option<&str>,
+    ) -> Result<Self, String> {
+        Self::build(shared_prefix, |config| async move {
+            RedisStore::connect_to(target, config).await
         })
     }
 

@@ -8,7 +8,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use tollgate::Plan;
+use tollgate::{FailurePolicy, Plan};
 use tollgate_envoy::{Rules, RulesConfig};
 
 use super::{file, At};
@@ -18,40 +18,18 @@ use crate::Error;
 pub const DEFAULT_GRPC_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), 8081);
 
-/// What the gRPC rate limit service answers when the store fails or times
-/// out (`[envoy] on_store_error`). Only a shared store (Redis) can fail: with
-/// the memory store both answer alike.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum EnvoyOnStoreError {
-    /// The `[store]` failure policy answers, as for the HTTP API (the
-    /// default). Errors no policy answers (permanent ones) are gRPC
-    /// `UNAVAILABLE`.
-    #[default]
-    FailurePolicy,
-    /// Every store failure or timeout is gRPC `UNAVAILABLE`, so that Envoy's
-    /// own `failure_mode_deny` decides: the operator's choice is made in the
-    /// Envoy config. The HTTP API keeps the failure policy.
-    Unavailable,
-}
+/// The names `[envoy] on_store_error` accepts: the `[store]` failure
+/// policy answers (the default), or every failure is gRPC `UNAVAILABLE`.
+pub const ON_STORE_ERROR_NAMES: [&str; 2] = ["failure-policy", "unavailable"];
 
-impl EnvoyOnStoreError {
-    /// Names accepted in the config.
-    pub const NAMES: &'static [&'static str] = &["failure-policy", "unavailable"];
-
-    /// The config name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EnvoyOnStoreError::FailurePolicy => "failure-policy",
-            EnvoyOnStoreError::Unavailable => "unavailable",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "failure-policy" => Some(EnvoyOnStoreError::FailurePolicy),
-            "unavailable" => Some(EnvoyOnStoreError::Unavailable),
-            _ => None,
-        }
+/// `[envoy] on_store_error` read: `None` for `"failure-policy"` (the
+/// `[store]` failure policy answers, as for the HTTP API),
+/// `Some(FailurePolicy::Unavailable)` for `"unavailable"`.
+fn on_store_error_from_name(name: &str) -> Option<Option<FailurePolicy>> {
+    match name {
+        "failure-policy" => Some(None),
+        "unavailable" => Some(Some(FailurePolicy::Unavailable)),
+        _ => None,
     }
 }
 
@@ -61,8 +39,13 @@ pub struct EnvoyConfig {
     /// Where the gRPC rate limit service listens; `None` when it is off
     /// (`grpc_listen = "off"`).
     pub grpc_listen: Option<SocketAddr>,
-    /// What a store failure or timeout gives over gRPC.
-    pub on_store_error: EnvoyOnStoreError,
+    /// What a store failure or timeout gives over gRPC: `None`, the
+    /// `[store]` failure policy (the default); `Some(policy)`, the same
+    /// guard over the same store with this policy instead
+    /// (`"unavailable"`: every failure is gRPC `UNAVAILABLE`, so that Envoy's
+    /// own `failure_mode_deny` decides; the HTTP API keeps the failure
+    /// policy). Only a shared store (Redis) can fail.
+    pub on_store_error: Option<FailurePolicy>,
     /// The rules, checked against the config's plans. Without any, every
     /// descriptor is answered `OK` (not limited).
     pub rules: Rules,
@@ -72,7 +55,7 @@ impl Default for EnvoyConfig {
     fn default() -> Self {
         Self {
             grpc_listen: Some(DEFAULT_GRPC_LISTEN),
-            on_store_error: EnvoyOnStoreError::default(),
+            on_store_error: None,
             rules: Rules::default(),
         }
     }
@@ -105,14 +88,14 @@ pub(super) fn build_envoy(
         })?,
     };
     let on_store_error = match &section.on_store_error {
-        None => EnvoyOnStoreError::default(),
-        Some(name) => EnvoyOnStoreError::from_name(name.get_ref()).ok_or_else(|| {
+        None => None,
+        Some(name) => on_store_error_from_name(name.get_ref()).ok_or_else(|| {
             at(
                 name.span(),
                 format!(
                     "unknown on_store_error {:?}: known ones are {}",
                     name.get_ref(),
-                    EnvoyOnStoreError::NAMES.join(", ")
+                    ON_STORE_ERROR_NAMES.join(", ")
                 ),
             )
         })?,

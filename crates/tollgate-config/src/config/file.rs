@@ -85,8 +85,12 @@ impl<'de> Deserialize<'de> for LimitList {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSection {
-    /// `"memory"` or a `redis://` URL.
+    /// `"memory"` or a `redis://` / `rediss://` URL.
     pub url: Option<Spanned<String>>,
+    /// A Redis Cluster's seed nodes (instead of `url`).
+    pub cluster: Option<Spanned<Vec<String>>>,
+    /// A PEM file of the CA that signed the Redis server's certificate.
+    pub tls_ca: Option<Spanned<String>>,
     /// `"fail-open"`, `"fail-closed"` or `"local-fallback"`.
     pub failure_policy: Option<Spanned<String>>,
     /// Cap on clients tracked in memory.
@@ -95,6 +99,10 @@ pub struct StoreSection {
     pub prefix: Option<Spanned<String>>,
     /// How long one Redis call may take before the failure policy answers.
     pub timeout: Option<Spanned<Millis>>,
+    /// Consecutive transient failures that open the store's circuit (0: never).
+    pub breaker_failures: Option<Spanned<u64>>,
+    /// How often an open circuit lets one probe through.
+    pub breaker_probe_interval: Option<Spanned<Millis>>,
 }
 
 /// `[envoy]`.

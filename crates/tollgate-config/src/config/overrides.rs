@@ -1,5 +1,5 @@
 //! Command-line flags that replace keys of the config file (`--listen`,
-//! `--grpc-listen`, `--redis`). They are applied to the file's config at
+//! `--grpc-listen`, `--redis`, `--redis-cluster`, `--redis-ca`). They are applied to the file's config at
 //! start-up and again to every reloaded one, so that a reload compares like
 //! with like: a key a flag replaces is unchanged on reload, whatever the
 //! file says.
@@ -17,6 +17,10 @@ pub struct Overrides {
     pub grpc_listen: Option<String>,
     /// `--redis URL`: replaces `[store] url`.
     pub redis: Option<String>,
+    /// `--redis-cluster URL[,URL...]`: replaces `[store] url` by a cluster's seeds.
+    pub redis_cluster: Vec<String>,
+    /// `--redis-ca FILE`: replaces `[store] tls_ca`.
+    pub redis_ca: Option<std::path::PathBuf>,
 }
 
 impl Overrides {
@@ -24,7 +28,9 @@ impl Overrides {
     ///
     /// # Errors
     /// [`Error::InvalidListen`], [`Error::InvalidGrpcListen`] or
-    /// [`Error::InvalidRedisUrl`] for a flag's value that is not one;
+    /// [`Error::InvalidRedisUrl`] for a flag's value that is not one,
+    /// [`Error::Redis`] for a Redis target that cannot work (a CA without
+    /// `rediss://`, an unreadable CA file, ...);
     /// `config` is unchanged then.
     pub fn apply(&self, config: &mut Config) -> Result<(), Error> {
         let listen = self
@@ -43,15 +49,29 @@ impl Overrides {
             ),
         };
         let redis = self.redis.as_deref().map(check_redis_url).transpose()?;
+        for seed in &self.redis_cluster {
+            check_redis_url(seed)?;
+        }
+        let mut store = config.store.clone();
+        if let Some(url) = &redis {
+            store.kind = StoreKind::Redis { url: url.clone() };
+        }
+        if !self.redis_cluster.is_empty() {
+            store.kind = StoreKind::RedisCluster {
+                seeds: self.redis_cluster.clone(),
+            };
+        }
+        if let Some(ca) = &self.redis_ca {
+            store.tls_ca = Some(ca.clone());
+        }
+        store.redis_target()?;
         if !listen.is_empty() {
             config.listen = listen;
         }
         if let Some(addr) = grpc_listen {
             config.envoy.grpc_listen = addr;
         }
-        if let Some(url) = redis {
-            config.store.kind = StoreKind::Redis { url };
-        }
+        config.store = store;
         Ok(())
     }
 }

@@ -1,41 +1,16 @@
 //! `[store]`: where limit state lives and what to answer when it fails.
 
+use std::path::PathBuf;
+
+use tollgate_guard::BreakerConfig;
+use tollgate_redis::RedisTarget;
+
 use super::{file, At, DEFAULT_MAX_CLIENTS};
 use crate::Error;
 
-/// What the service answers when the store cannot decide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailurePolicy {
-    /// Let the request in (availability over exactness).
-    FailOpen,
-    /// Reject the request, asking to retry after a second.
-    FailClosed,
-    /// Decide with a local in-memory limiter, per server instance.
-    LocalFallback,
-}
-
-impl FailurePolicy {
-    /// Names accepted in the config.
-    pub const NAMES: &'static [&'static str] = &["fail-open", "fail-closed", "local-fallback"];
-
-    /// The config name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailurePolicy::FailOpen => "fail-open",
-            FailurePolicy::FailClosed => "fail-closed",
-            FailurePolicy::LocalFallback => "local-fallback",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "fail-open" => Some(FailurePolicy::FailOpen),
-            "fail-closed" => Some(FailurePolicy::FailClosed),
-            "local-fallback" => Some(FailurePolicy::LocalFallback),
-            _ => None,
-        }
-    }
-}
+/// What the service answers when the store cannot decide: the core's one
+/// definition, named here because `[store] failure_policy` is parsed here.
+pub use tollgate::FailurePolicy;
 
 /// Where limit state lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,8 +19,14 @@ pub enum StoreKind {
     Memory,
     /// In Redis, shared by every instance pointed at it.
     Redis {
-        /// The URL, checked for form only.
+        /// The URL (`redis://` or `rediss://`, with an ACL user and a
+        /// database number if any), checked for form only.
         url: String,
+    },
+    /// In a Redis Cluster, reached through these seed nodes.
+    RedisCluster {
+        /// The seed nodes' URLs (all `redis://` or all `rediss://`).
+        seeds: Vec<String>,
     },
 }
 
@@ -63,6 +44,12 @@ pub struct StoreConfig {
     pub prefix: String,
     /// How long one store call may take before the failure policy answers, in ms.
     pub timeout_ms: u64,
+    /// The shared store's circuit breaker (`breaker_failures`,
+    /// `breaker_probe_interval`).
+    pub breaker: BreakerConfig,
+    /// A PEM file of the certificate authority to trust for `rediss://`
+    /// (instead of the system's roots).
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// The default Redis key prefix.
@@ -80,18 +67,41 @@ impl StoreConfig {
             max_clients: DEFAULT_MAX_CLIENTS,
             prefix: DEFAULT_PREFIX.to_owned(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            breaker: BreakerConfig::default(),
+            tls_ca: None,
         }
+    }
+
+    /// Where the Redis store connects, or `None` for the memory store. The
+    /// CA file, if any, is read now.
+    ///
+    /// # Errors
+    /// [`Error::Redis`] (never showing a password) when the target cannot
+    /// work: see [`RedisTarget::validate`].
+    pub fn redis_target(&self) -> Result<Option<RedisTarget>, Error> {
+        let target = match &self.kind {
+            StoreKind::Memory => return Ok(None),
+            StoreKind::Redis { url } => RedisTarget::single(url.clone()),
+            StoreKind::RedisCluster { seeds } => RedisTarget::cluster(seeds.iter().cloned()),
+        };
+        let refused = |target: &RedisTarget, e: tollgate_redis::RedisStoreError| Error::Redis {
+            url: target.redacted(),
+            reason: e.to_string(),
+        };
+        let target = match &self.tls_ca {
+            None => target,
+            Some(path) => target
+                .clone()
+                .with_ca_file(path)
+                .map_err(|e| refused(&target, e))?,
+        };
+        target.validate().map_err(|e| refused(&target, e))?;
+        Ok(Some(target))
     }
 }
 
 pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<StoreConfig, Error> {
-    let kind = match &section.url {
-        None => StoreKind::Memory,
-        Some(url) if url.get_ref() == "memory" => StoreKind::Memory,
-        Some(url) => StoreKind::Redis {
-            url: check_redis_url(url.get_ref()).map_err(|e| at(url.span(), e.to_string()))?,
-        },
-    };
+    let kind = build_kind(section, at)?;
     let failure_policy = match &section.failure_policy {
         None => FailurePolicy::FailOpen,
         Some(name) => FailurePolicy::from_name(name.get_ref()).ok_or_else(|| {
@@ -132,13 +142,79 @@ pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<S
         }
         Some(t) => t.get_ref().0,
     };
-    Ok(StoreConfig {
+    let store = StoreConfig {
         kind,
         failure_policy,
         max_clients,
         prefix,
         timeout_ms,
+        breaker: build_breaker(section, at)?,
+        tls_ca: section.tls_ca.as_ref().map(|p| PathBuf::from(p.get_ref())),
+    };
+    // Everything the Redis client can check without connecting (schemes,
+    // the CA file, a cluster's database), shown where the key is.
+    if let Err(e) = store.redis_target() {
+        let span = match (&section.tls_ca, &section.cluster, &section.url) {
+            (Some(ca), _, _) if e.to_string().contains("CA") => ca.span(),
+            (_, Some(cluster), _) => cluster.span(),
+            (_, _, Some(url)) => url.span(),
+            (Some(ca), _, _) => ca.span(),
+            _ => 0..0,
+        };
+        return Err(at(span, e.to_string()));
+    }
+    Ok(store)
+}
+
+/// Memory, one Redis node or a cluster: `url` and `cluster` exclude each other.
+fn build_kind(section: &file::StoreSection, at: &At<'_>) -> Result<StoreKind, Error> {
+    Ok(match (&section.url, &section.cluster) {
+        (Some(url), Some(_)) => {
+            return Err(at(
+                url.span(),
+                "give either url (one Redis node) or cluster (seed nodes), not both".to_owned(),
+            ))
+        }
+        (None, Some(seeds)) => {
+            for seed in seeds.get_ref() {
+                check_redis_url(seed).map_err(|e| at(seeds.span(), e.to_string()))?;
+            }
+            StoreKind::RedisCluster {
+                seeds: seeds.get_ref().clone(),
+            }
+        }
+        (None, None) => StoreKind::Memory,
+        (Some(url), None) if url.get_ref() == "memory" => StoreKind::Memory,
+        (Some(url), None) => StoreKind::Redis {
+            url: check_redis_url(url.get_ref()).map_err(|e| at(url.span(), e.to_string()))?,
+        },
     })
+}
+
+fn build_breaker(section: &file::StoreSection, at: &At<'_>) -> Result<BreakerConfig, Error> {
+    let mut breaker = BreakerConfig::default();
+    if let Some(n) = &section.breaker_failures {
+        breaker.failures = u32::try_from(*n.get_ref()).map_err(|_| {
+            at(
+                n.span(),
+                format!(
+                    "breaker_failures must be at most {} (got {})",
+                    u32::MAX,
+                    n.get_ref()
+                ),
+            )
+        })?;
+    }
+    if let Some(t) = &section.breaker_probe_interval {
+        if t.get_ref().0 == 0 {
+            return Err(at(
+                t.span(),
+                "breaker_probe_interval must be at least 1ms".to_owned(),
+            ));
+        }
+        breaker.probe_interval_ms = t.get_ref().0;
+    }
+    Ok(breaker)
 }
 
 /// Checks the form of a Redis URL (`redis://[user:pass@]host[:port][/db]`,

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use tollgate::Policy;
 
-use super::{format_duration, ClientIdSource, Config, EnvoyOnStoreError, StoreKind};
+use super::{format_duration, ClientIdSource, Config, FailurePolicy, StoreKind};
 
 impl Config {
     /// A human summary of the plans in force, one line per plan.
@@ -40,7 +40,12 @@ impl Config {
     pub fn summary(&self) -> String {
         let store = match &self.store.kind {
             StoreKind::Memory => format!("memory (at most {} clients)", self.store.max_clients),
-            StoreKind::Redis { url } => format!("redis {url}"),
+            StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => {
+                match self.store.redis_target() {
+                    Ok(Some(target)) => format!("redis {}", target.redacted()),
+                    _ => "redis (unusable target)".to_owned(),
+                }
+            }
         };
         let listen: Vec<String> = self.listen.iter().map(ToString::to_string).collect();
         let grpc = self
@@ -61,9 +66,9 @@ impl Config {
             listen.join(", "),
             grpc,
             self.envoy.rules.len(),
-            match self.envoy.on_store_error {
-                EnvoyOnStoreError::FailurePolicy => self.store.failure_policy.as_str(),
-                EnvoyOnStoreError::Unavailable => "gRPC UNAVAILABLE",
+            match self.envoy.on_store_error.unwrap_or(self.store.failure_policy) {
+                FailurePolicy::Unavailable => "gRPC UNAVAILABLE",
+                policy => policy.as_str(),
             },
             self.max_cost,
         )

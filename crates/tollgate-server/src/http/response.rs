@@ -39,14 +39,21 @@ impl Rejection {
 
 /// A decision that could not be taken, in HTTP terms: the caller's
 /// mistakes (an unknown plan, a cost over the maximum) are a 400; a store
-/// that fails in a way no failure policy answers is a 500.
+/// error handed back by the failure policy `unavailable` is a 503 that
+/// does not show the error (a Redis error names the script's SHA and Lua
+/// line: the guarded store logs it instead).
 impl From<Error> for Rejection {
     fn from(error: Error) -> Self {
-        let status = match &error {
-            Error::UnknownPlan { .. } | Error::CostOverMaximum { .. } => StatusCode::BAD_REQUEST,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        Self::new(status, error.to_string())
+        match &error {
+            Error::UnknownPlan { .. } | Error::CostOverMaximum { .. } => {
+                Self::bad_request(error.to_string())
+            }
+            Error::Store(_) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the rate limit store is unavailable",
+            ),
+            _ => Self::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        }
     }
 }
 

@@ -1,6 +1,7 @@
-//! The memory store's numbers, read when `/metrics` is scraped rather than
-//! counted on the hot path: how many clients it tracks, its cap, and how
-//! many it dropped and why.
+//! The stores' numbers, read when `/metrics` is scraped rather than
+//! counted on the hot path: how many clients the memory store tracks, its
+//! cap, and how many it dropped and why; the guarded store's errors by kind
+//! and its circuit breaker.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -20,6 +21,30 @@ pub struct Gauges {
     pub reclaimed: u64,
     /// Clients dropped by the periodic sweep.
     pub swept: u64,
+    /// Store errors counted by the guarded stores: transient (timeouts
+    /// included) and permanent. Only a shared store fails.
+    pub store_errors: StoreErrors,
+    /// The shared store's circuit breaker (closed, nothing short-circuited,
+    /// for the memory store).
+    pub circuit: Circuit,
+}
+
+/// Store errors by kind, as the guarded stores counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreErrors {
+    /// Errors that may go away by themselves, and timeouts.
+    pub transient: u64,
+    /// Errors that retrying cannot fix.
+    pub permanent: u64,
+}
+
+/// The state of a guarded store's circuit breaker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Circuit {
+    /// Whether the circuit is open now.
+    pub open: bool,
+    /// Calls answered without calling the store so far.
+    pub short_circuited: u64,
 }
 
 impl Gauges {
@@ -48,7 +73,36 @@ impl Gauges {
         ] {
             dropped.get_or_create(&[("reason", reason)]).inc_by(count);
         }
+        self.register_store(&mut registry);
         registry.register("clients_dropped", "Clients dropped from memory: evicted (least recently seen, at the cap), reclaimed (at the cap, state no longer mattered) or swept (idle, by the periodic sweep)", dropped);
         registry
+    }
+
+    /// The guarded store's errors and circuit breaker.
+    fn register_store(self, registry: &mut Registry) {
+        let errors = Family::<[(&'static str, &'static str); 1], Counter>::default();
+        for (kind, count) in [
+            ("transient", self.store_errors.transient),
+            ("permanent", self.store_errors.permanent),
+        ] {
+            errors.get_or_create(&[("kind", kind)]).inc_by(count);
+        }
+        registry.register(
+            "store_errors",
+            "Store errors, by whether retrying may help",
+            errors,
+        );
+        registry.register(
+            "store_circuit_open",
+            "1 while the shared store's circuit is open (the failure policy answers without calling it)",
+            ConstGauge::new(i64::from(self.circuit.open)),
+        );
+        let short_circuited = Counter::<u64>::default();
+        short_circuited.inc_by(self.circuit.short_circuited);
+        registry.register(
+            "store_short_circuited",
+            "Calls answered by the failure policy without calling the store, its circuit being open",
+            short_circuited,
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! The gRPC rate limit service's decisions in `/metrics`: a
 //! [`DecisionObserver`] that counts them as [`super::Server::decide`] counts
-//! HTTP decisions (per plan and limit, who decided, store errors, latency).
+//! HTTP decisions (per plan and limit, who decided, latency).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,26 +56,15 @@ impl DecisionObserver for GrpcMetrics {
         if let Some(observed) = &self.observed {
             observed.decided(observed.now_ms(), None, plan.name(), cost, decision);
         }
-        let errors =
-            self.metrics
-                .record_decision(counters(&active, plan), cost, decision, Frontend::Grpc);
-        if let Some(errors) = errors.filter(|n| n.is_power_of_two()) {
-            tracing::warn!(
-                errors,
-                plan = plan.name(),
-                decided_by = decision.decided_by.as_str(),
-                "the store failed or timed out; the failure policy decided (gRPC)"
-            );
-        }
+        self.metrics
+            .record_decision(counters(&active, plan), cost, decision, Frontend::Grpc);
     }
 
-    fn store_failed(&self, plan: &Plan, error: &StoreError) {
-        let errors = self.metrics.record_store_error(error.transient);
+    // Store failures are counted and logged (rate-limited) by the guarded
+    // store that handed them back; the dashboard counts them per second.
+    fn store_failed(&self, _plan: &Plan, _error: &StoreError) {
         if let Some(observed) = &self.observed {
             observed.stats.record_store_error(observed.now_ms());
-        }
-        if errors.is_power_of_two() {
-            tracing::error!(%error, transient = error.transient, errors, plan = plan.name(), "the store cannot decide this request; answering gRPC UNAVAILABLE");
         }
     }
 

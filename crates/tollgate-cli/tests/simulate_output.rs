@@ -1,0 +1,226 @@
+//! `tollgate simulate`'s outputs: the `--json` schema, the text summary,
+//! the HTML report, and errors that name the file.
+
+mod simulate_common;
+
+use std::path::Path;
+
+use simulate_common::*;
+use tollgate_cli::simulate::JsonSummary;
+
+#[test]
+fn the_json_summary_has_exactly_the_documented_keys_and_round_trips() {
+    let requests = traffic(500, 100, 1);
+    let text: String = requests
+        .iter()
+        .map(|(c, ms)| format!("{{\"client\":\"{c}\",\"time\":{ms}}}\n"))
+        .collect();
+    let dir = Dir::new();
+    let log = dir.write("a.jsonl", &text);
+    let config = dir.path("plans.toml");
+    let out = tollgate(&[
+        "simulate",
+        "--json",
+        "--format",
+        "json",
+        "--config",
+        config.to_str().unwrap(),
+        &log,
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "one JSON object on one line: {text}"
+    );
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(
+        keys(&value),
+        [
+            "allowed",
+            "clients",
+            "malformed",
+            "plans",
+            "rejected",
+            "requests"
+        ]
+    );
+    assert_eq!(keys(&value["plans"]), ["free", "paid"]);
+    assert_eq!(keys(&value["plans"]["paid"]), ["1s", "burst"]);
+    assert_eq!(keys(&value["plans"]["free"]["1s"]), ["rejected"]);
+    let first = &value["clients"][0];
+    assert_eq!(
+        keys(first),
+        [
+            "client",
+            "first_rejected_ms",
+            "plan",
+            "rejected",
+            "requests"
+        ]
+    );
+    assert!(first["first_rejected_ms"].is_u64());
+    let summary: JsonSummary = serde_json::from_value(value.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&summary).unwrap(), value);
+    assert_eq!(summary, expected(&requests, 0));
+}
+
+#[test]
+fn the_text_summary_shows_plans_limits_shadows_clients_and_malformed_lines() {
+    let requests = traffic(2000, 300, 1);
+    let mut text: String = requests
+        .iter()
+        .map(|(c, ms)| format!("{ms},{c}\n"))
+        .collect();
+    text.insert_str(0, "time,client\n");
+    text.push_str(&format!("{},x\n", "9".repeat(70 * 1024)));
+    text.push_str("1764669600000,\n");
+    let dir = Dir::new();
+    let log = dir.write("a.csv", &text);
+    let config = dir.path("plans.toml");
+    let out = tollgate(&[
+        "simulate",
+        "--format",
+        "csv",
+        "--config",
+        config.to_str().unwrap(),
+        &log,
+    ]);
+    assert!(out.status.success());
+    let shown = String::from_utf8(out.stdout).unwrap();
+    let want = expected(&requests, 2);
+    assert!(
+        shown.starts_with(&format!(
+            "requests: {} from 2003 lines (2 malformed), 11 clients",
+            want.requests
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "allowed: {}, rejected: {}",
+            want.allowed, want.rejected
+        )),
+        "{shown}"
+    );
+    let free_1s = want.plans["free"]["1s"].rejected;
+    assert!(
+        shown.contains(&format!(
+            "    limit \"1s\" (sliding-window 5 per 1s): {free_1s}\n"
+        )),
+        "{shown}"
+    );
+    let burst = want.plans["paid"]["burst"].rejected;
+    assert!(shown.contains(&format!(
+        "shadow limits (decided, never reject):\n  plan \"paid\", limit \"burst\" (sliding-window 3 per 1s): {burst} would have been rejected\n"
+    )), "{shown}");
+    let top = &want.clients[0];
+    assert!(
+        shown.contains(&format!(
+            "clients that would have been rejected: {}\n",
+            want.clients.len()
+        )),
+        "{shown}"
+    );
+    let row = [
+        top.client.clone(),
+        top.plan.clone(),
+        top.requests.to_string(),
+        top.rejected.to_string(),
+    ];
+    assert!(
+        shown.lines().any(|l| l
+            .split_whitespace()
+            .take(4)
+            .eq(row.iter().map(String::as_str))),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("{log}:2002: line longer than 65536 bytes\n")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("{log}:2003: the client id is empty\n")),
+        "{shown}"
+    );
+}
+
+#[test]
+fn the_report_is_one_offline_html_file_with_the_charts_and_the_table() {
+    let requests = traffic(3000, 300, 1);
+    let text: String = requests
+        .iter()
+        .map(|(c, ms)| format!("{{\"client\":\"{c}\",\"time\":{ms}}}\n"))
+        .collect();
+    let dir = Dir::new();
+    let log = dir.write(
+        "a.jsonl",
+        &format!("{text}{{\"client\":\"https://evil\",\"time\":1}}\nnot json: http://x\n"),
+    );
+    let report = dir.path("report.html");
+    let config = dir.path("plans.toml");
+    let out = tollgate(&[
+        "simulate",
+        "--format",
+        "json",
+        "--config",
+        config.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        &log,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.starts_with("<!doctype html>"));
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "a URL in the report"
+    );
+    assert!(!html.contains("<script") && !html.contains(" src=") && !html.contains("href="));
+    // One chart per plan, one per top client (6 of the 12 clients).
+    assert_eq!(html.matches("<figure class=\"chart plan\"").count(), 2);
+    assert_eq!(html.matches("<figure class=\"chart client\"").count(), 6);
+    assert_eq!(html.matches("<svg").count(), 8);
+    assert!(
+        html.contains("<polyline") || html.contains("<path"),
+        "the charts have lines"
+    );
+    let want = expected(&requests, 1);
+    let top = &want.clients[0];
+    assert!(html.contains(&format!("data-client=\"{}\"", top.client)));
+    assert!(html.contains(&format!(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+        top.client, top.plan, top.requests, top.rejected
+    )));
+    assert!(html.contains("<table id=\"plans\">") && html.contains("<table id=\"clients\">"));
+}
+
+#[test]
+fn unreadable_inputs_are_errors_that_name_the_file() {
+    let dir = Dir::new();
+    let log = dir.write("a.csv", "when,who\n1,a\n");
+    let config = dir.path("plans.toml");
+    let config = config.to_str().unwrap();
+    let out = tollgate(&["simulate", "--format", "csv", "--config", config, &log]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "{log}: line 1: the CSV header has no column \"client\" (its columns: when, who)"
+        )),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+    let missing = Path::new(&log).with_extension("nope");
+    let out = tollgate(&["simulate", "--config", config, missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open"));
+    let out = tollgate(&["simulate", "--config", config, "--client", "agent", &log]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("http_user_agent"));
+}

@@ -1,0 +1,48 @@
+//! Limits the configured store can serve: the Redis store decides in Lua,
+//! whose numbers are doubles, so a limit whose arithmetic would leave their
+//! exact range (e.g. `window = "100000000000d"`) could never be answered
+//! there. Such a limit is refused when the config is checked (`tollgate
+//! check`, start-up, reload), at the line and column of the value to change,
+//! rather than failing every request later. The bounds themselves are
+//! `tollgate_redis::bounds::check_limit`'s.
+
+use super::{file, At, Config, StoreKind};
+use crate::Error;
+
+/// Checks every limit of `file` against the store `config` names (after
+/// the flags: `--redis` counts).
+pub(super) fn check_store_bounds(
+    config: &Config,
+    file: &file::File,
+    at: &At<'_>,
+) -> Result<(), Error> {
+    if !matches!(config.store.kind, StoreKind::Redis { .. }) {
+        return Ok(());
+    }
+    for (plan, limits) in &file.plans {
+        for limit in &limits.get_ref().0 {
+            let (policy, count, window) = (
+                limit.policy.get_ref(),
+                *limit.limit.get_ref(),
+                limit.window.get_ref().0,
+            );
+            if let Err(error) = tollgate_redis::bounds::check_limit(policy, count, window) {
+                // Point at the limit when the same window with a limit of 1
+                // would pass, else at the window.
+                let span = if tollgate_redis::bounds::check_limit(policy, 1, window).is_ok() {
+                    limit.limit.span()
+                } else {
+                    limit.window.span()
+                };
+                return Err(at(
+                    span,
+                    format!(
+                        "plan {plan:?}, limit {:?}: the redis store cannot serve it exactly: {error}",
+                        limit.name.get_ref()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! `[store]`'s ways to reach Redis: `url` (redis:// or rediss://, ACL users,
+//! a database number), `cluster` (seed nodes), `tls_ca` (a private CA), and
+//! the flags that replace them. Checked without connecting; mistakes are
+//! shown at their line and column, and the summary never shows a password.
+
+use std::path::PathBuf;
+
+use tollgate_config::{Config, Overrides, StoreKind};
+
+const LIMIT: &str =
+    "[[plans.default]]\nname = \"s\"\npolicy = \"sliding-window\"\nlimit = 1\nwindow = \"1s\"\n";
+
+/// A PEM file holding a (syntactically) real certificate block.
+fn ca_file(dir: &tempfile::TempDir) -> PathBuf {
+    let path = dir.path().join("ca.pem");
+    std::fs::write(
+        &path,
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    path
+}
+
+fn error(text: &str) -> String {
+    Config::parse(text).expect_err("refused").to_string()
+}
+
+#[test]
+fn rediss_with_an_acl_user_a_database_and_a_ca_is_read_and_summarised_without_the_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = ca_file(&dir);
+    let text = format!(
+        "{LIMIT}[store]\nurl = \"rediss://alice:s3cret@10.0.0.5:6380/2\"\ntls_ca = {:?}\n",
+        ca.display().to_string()
+    );
+    let config = Config::parse(&text).unwrap();
+    assert_eq!(config.store.tls_ca.as_deref(), Some(ca.as_path()));
+    let summary = config.summary();
+    assert!(
+        summary.contains("rediss://alice:***@10.0.0.5:6380/2 (private CA)"),
+        "{summary}"
+    );
+    assert!(!summary.contains("s3cret"), "{summary}");
+}
+
+#[test]
+fn a_cluster_is_given_by_its_seeds() {
+    let text = format!(
+        "{LIMIT}[store]\ncluster = [\"redis://127.0.0.1:7000\", \"redis://127.0.0.1:7001\"]\n"
+    );
+    let config = Config::parse(&text).unwrap();
+    assert_eq!(
+        config.store.kind,
+        StoreKind::RedisCluster {
+            seeds: vec![
+                "redis://127.0.0.1:7000".into(),
+                "redis://127.0.0.1:7001".into()
+            ]
+        }
+    );
+    assert!(config
+        .summary()
+        .contains("cluster [redis://127.0.0.1:7000/0"));
+}
+
+#[test]
+fn mistakes_in_the_redis_target_are_shown_at_their_line() {
+    let both = error(&format!(
+        "{LIMIT}[store]\nurl = \"redis://h:1\"\ncluster = [\"redis://h:2\"]\n"
+    ));
+    assert!(
+        both.contains("line 7") && both.contains("not both"),
+        "{both}"
+    );
+    let mixed = error(&format!(
+        "{LIMIT}[store]\ncluster = [\"redis://h:1\", \"rediss://h:2\"]\n"
+    ));
+    assert!(mixed.contains("line 7") && mixed.contains("mix"), "{mixed}");
+    let database = error(&format!("{LIMIT}[store]\ncluster = [\"redis://h:1/3\"]\n"));
+    assert!(database.contains("only database 0"), "{database}");
+    let dir = tempfile::tempdir().unwrap();
+    let ca_without_tls = error(&format!(
+        "{LIMIT}[store]\nurl = \"redis://h:1\"\ntls_ca = \"{}\"\n",
+        ca_file(&dir).display()
+    ));
+    assert!(ca_without_tls.contains("not rediss://"), "{ca_without_tls}");
+    let missing = error(&format!(
+        "{LIMIT}[store]\nurl = \"rediss://h:1\"\ntls_ca = \"/nonexistent/ca.pem\"\n"
+    ));
+    assert!(
+        missing.contains("line 8") && missing.contains("/nonexistent/ca.pem"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn the_flags_replace_the_file_and_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = ca_file(&dir);
+    let flags = Overrides {
+        redis_cluster: vec![
+            "rediss://127.0.0.1:7000".into(),
+            "rediss://127.0.0.1:7001".into(),
+        ],
+        redis_ca: Some(ca.clone()),
+        ..Overrides::default()
+    };
+    let config = Config::parse_with(LIMIT, &flags).unwrap();
+    assert!(matches!(config.store.kind, StoreKind::RedisCluster { ref seeds } if seeds.len() == 2));
+    assert_eq!(config.store.tls_ca, Some(ca));
+    let bad = Overrides {
+        redis: Some("redis://127.0.0.1:6379".into()),
+        redis_ca: Some("/nonexistent/ca.pem".into()),
+        ..Overrides::default()
+    };
+    let message = Config::parse_with(LIMIT, &bad).err().unwrap().to_string();
+    assert!(message.contains("/nonexistent/ca.pem"), "{message}");
+}

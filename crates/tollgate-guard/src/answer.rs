@@ -1,0 +1,57 @@
+//! The failure policy's answers: pure functions of the plan (and, for the
+//! local fallback, of a local limiter), so that every front end gets the
+//! same numbers for the same policy.
+
+use tollgate::{
+    check_plan, DecidedBy, Decision, FailurePolicy, LimitDecision, MemoryBackend, Plan,
+    PlanDecision, Policy,
+};
+
+/// Fail-open: the answer for a client with no history (every limit at its
+/// full quota). A cost over a limit is still rejected, with no retry.
+pub(crate) fn fail_open(plan: &Plan, now_ms: u64, cost: u32) -> PlanDecision {
+    let mut decision = check_plan(plan, &mut Vec::new(), now_ms, cost);
+    decision.decided_by = DecidedBy::Failure(FailurePolicy::FailOpen);
+    decision
+}
+
+/// Fail-closed: every limit rejects, nothing remains, retry after the hint.
+pub(crate) fn fail_closed(plan: &Plan, retry_after_ms: u64) -> PlanDecision {
+    let limits = plan
+        .limits()
+        .iter()
+        .map(|limit| LimitDecision {
+            name: limit.name().into(),
+            policy: limit.policy().name(),
+            window_ms: limit.policy().window_ms(),
+            shadow: limit.is_shadow(),
+            decision: Decision {
+                allowed: false,
+                limit: limit.policy().limit(),
+                remaining: 0,
+                retry_after_ms: Some(retry_after_ms),
+                reset_after_ms: retry_after_ms,
+            },
+        })
+        .collect();
+    PlanDecision {
+        allowed: false,
+        retry_after_ms: Some(retry_after_ms),
+        limits,
+        decided_by: DecidedBy::Failure(FailurePolicy::FailClosed),
+    }
+}
+
+/// Local fallback: the local in-memory limiter decides (and keeps its
+/// state for the rest of the outage and the next one).
+pub(crate) fn local_fallback(
+    fallback: &MemoryBackend,
+    plan: &Plan,
+    client: &str,
+    now_ms: u64,
+    cost: u32,
+) -> PlanDecision {
+    let mut decision = fallback.limiter().check(plan, client, now_ms, cost);
+    decision.decided_by = DecidedBy::Failure(FailurePolicy::LocalFallback);
+    decision
+}

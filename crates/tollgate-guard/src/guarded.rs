@@ -1,0 +1,297 @@
+//! [`GuardedStore`]: a per-call timeout and one [`FailurePolicy`] for every
+//! store error, around any [`Store`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::{
+    Clock, FailurePolicy, MemoryBackend, Plan, PlanDecision, Store, StoreError, StoreFuture,
+    SystemClock,
+};
+
+use crate::answer;
+use crate::breaker::{Admission, Breaker, BreakerConfig, Outcome, ProbeGuard};
+use crate::log::{ErrorKind, ErrorLog};
+
+/// How long fail-closed asks rejected clients to wait, in ms, unless set
+/// with [`GuardedStore::with_fail_closed_retry_after`]: the store may be
+/// back by then.
+pub const DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS: u64 = 1_000;
+
+/// How many calls each path answered, since the guard was built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FailureCounts {
+    /// Decided by the store.
+    pub store: u64,
+    /// Answered by fail-open.
+    pub fail_open: u64,
+    /// Answered by fail-closed.
+    pub fail_closed: u64,
+    /// Answered by the local in-memory limiter.
+    pub local_fallback: u64,
+    /// Handed back as an error ([`FailurePolicy::Unavailable`]).
+    pub unavailable: u64,
+    /// Calls that hit the timeout (each also counted in one answer path).
+    pub timeouts: u64,
+    /// Calls that failed with a transient error (each also counted in one
+    /// answer path).
+    pub transient_errors: u64,
+    /// Calls that failed with a permanent error (each also counted in one
+    /// answer path).
+    pub permanent_errors: u64,
+    /// Calls answered without calling the store because its circuit was
+    /// open (each also counted in one answer path). Shared by sibling guards.
+    pub short_circuited: u64,
+    /// Whether the circuit is open now (a probe in flight included).
+    pub circuit_open: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    store: AtomicU64,
+    fail_open: AtomicU64,
+    fail_closed: AtomicU64,
+    local_fallback: AtomicU64,
+    unavailable: AtomicU64,
+    timeouts: AtomicU64,
+    transient_errors: AtomicU64,
+    permanent_errors: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A store behind a per-call timeout and a [`FailurePolicy`] that answers
+/// every failure: a timeout, a transient error and a permanent one alike.
+pub struct GuardedStore<S> {
+    inner: S,
+    timeout: Duration,
+    policy: FailurePolicy,
+    fail_closed_retry_after_ms: u64,
+    fallback: Arc<MemoryBackend>,
+    clock: Arc<dyn Clock>,
+    breaker: Arc<Breaker>,
+    log: Arc<ErrorLog>,
+    counters: Counters,
+}
+
+impl<S: Store> GuardedStore<S> {
+    /// Wraps `inner`: each call waits at most `timeout`, every failure is
+    /// answered by `policy`, and the circuit breaker has its defaults
+    /// ([`BreakerConfig::default`]: opens after 5 consecutive transient
+    /// failures, probes every 500 ms).
+    pub fn new(inner: S, timeout: Duration, policy: FailurePolicy) -> Self {
+        Self {
+            inner,
+            timeout,
+            policy,
+            fail_closed_retry_after_ms: DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS,
+            fallback: Arc::new(MemoryBackend::new()),
+            clock: Arc::new(SystemClock),
+            breaker: Arc::new(Breaker::new(BreakerConfig::default())),
+            log: Arc::new(ErrorLog::default()),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The same guard with `fallback` as the local in-memory limiter of
+    /// [`FailurePolicy::LocalFallback`] (e.g. one capped on tracked clients).
+    #[must_use]
+    pub fn with_fallback(mut self, fallback: MemoryBackend) -> Self {
+        self.fallback = Arc::new(fallback);
+        self
+    }
+
+    /// The same guard with a circuit breaker configured by `config`.
+    #[must_use]
+    pub fn with_breaker(mut self, config: BreakerConfig) -> Self {
+        self.breaker = Arc::new(Breaker::new(config));
+        self
+    }
+
+    /// A second guard over the same store (a clone of `inner`: the same
+    /// connection) with `policy` instead: the same timeout, clock, circuit
+    /// breaker, log and local fallback, counted apart. For a front end that
+    /// answers failures differently (e.g. gRPC `UNAVAILABLE` for Envoy)
+    /// while sharing one view of the store's health.
+    pub fn sibling(&self, policy: FailurePolicy) -> Self
+    where
+        S: Clone,
+    {
+        Self {
+            inner: self.inner.clone(),
+            timeout: self.timeout,
+            policy,
+            fail_closed_retry_after_ms: self.fail_closed_retry_after_ms,
+            fallback: self.fallback.clone(),
+            clock: self.clock.clone(),
+            breaker: self.breaker.clone(),
+            log: self.log.clone(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The same guard asking clients rejected by fail-closed to retry after
+    /// `retry_after_ms` (default [`DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS`]).
+    #[must_use]
+    pub fn with_fail_closed_retry_after(mut self, retry_after_ms: u64) -> Self {
+        self.fail_closed_retry_after_ms = retry_after_ms;
+        self
+    }
+
+    /// The same guard reading its own time (the circuit breaker's probe
+    /// interval, and the rate limit of its log lines) from `clock` instead
+    /// of the system clock. Decisions keep the caller's `now_ms`.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The local in-memory limiter of [`FailurePolicy::LocalFallback`] (its
+    /// owner sweeps idle clients from it).
+    pub fn fallback(&self) -> &MemoryBackend {
+        &self.fallback
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The failure policy in force.
+    pub fn policy(&self) -> FailurePolicy {
+        self.policy
+    }
+
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// A snapshot of the counters (for metrics).
+    pub fn counts(&self) -> FailureCounts {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        FailureCounts {
+            store: get(&c.store),
+            fail_open: get(&c.fail_open),
+            fail_closed: get(&c.fail_closed),
+            local_fallback: get(&c.local_fallback),
+            unavailable: get(&c.unavailable),
+            timeouts: get(&c.timeouts),
+            transient_errors: get(&c.transient_errors),
+            permanent_errors: get(&c.permanent_errors),
+            short_circuited: self.breaker.short_circuited(),
+            circuit_open: self.breaker.is_open(),
+        }
+    }
+
+    /// The inner store's answer within the timeout; a timeout is a
+    /// transient error. Failures are counted by kind.
+    async fn timed_check(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+    ) -> Result<PlanDecision, (ErrorKind, StoreError)> {
+        let call = self.inner.check(plan, client, now_ms, cost);
+        let answer = match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(decision)) => Ok(decision),
+            Ok(Err(error)) => Err((ErrorKind::of(&error), error)),
+            Err(_) => Err((
+                ErrorKind::Timeout,
+                StoreError::transient(format!(
+                    "the store did not answer within {:?}",
+                    self.timeout
+                )),
+            )),
+        };
+        bump(match &answer {
+            Ok(_) => &self.counters.store,
+            Err((ErrorKind::Timeout, _)) => &self.counters.timeouts,
+            Err((ErrorKind::Transient, _)) => &self.counters.transient_errors,
+            Err((ErrorKind::Permanent, _)) => &self.counters.permanent_errors,
+        });
+        answer
+    }
+
+    async fn guarded_check(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+    ) -> Result<PlanDecision, StoreError> {
+        let admission = self.breaker.admit(self.clock.now_ms());
+        if admission == Admission::ShortCircuit {
+            let error = StoreError::transient(
+                "the store failed repeatedly and was not called (circuit open)",
+            );
+            return self.answer_failure(plan, client, now_ms, cost, error);
+        }
+        let probe = ProbeGuard::new(&self.breaker, &*self.clock, admission);
+        let answer = self.timed_check(plan, client, now_ms, cost).await;
+        let outcome = match &answer {
+            Ok(_) | Err((ErrorKind::Permanent, _)) => Outcome::Reached,
+            Err(_) => Outcome::Unreached,
+        };
+        let now = self.clock.now_ms();
+        self.breaker.record(admission, outcome, now);
+        probe.done();
+        let (kind, error) = match answer {
+            Ok(decision) => return Ok(decision),
+            Err(failure) => failure,
+        };
+        self.log
+            .log(kind, now, &error.message, self.policy.as_str());
+        self.answer_failure(plan, client, now_ms, cost, error)
+    }
+
+    /// The failure policy's answer (or the error, for
+    /// [`FailurePolicy::Unavailable`]), counted.
+    fn answer_failure(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+        error: StoreError,
+    ) -> Result<PlanDecision, StoreError> {
+        let c = &self.counters;
+        match self.policy {
+            FailurePolicy::FailOpen => {
+                bump(&c.fail_open);
+                Ok(answer::fail_open(plan, now_ms, cost))
+            }
+            FailurePolicy::FailClosed => {
+                bump(&c.fail_closed);
+                Ok(answer::fail_closed(plan, self.fail_closed_retry_after_ms))
+            }
+            FailurePolicy::LocalFallback => {
+                bump(&c.local_fallback);
+                let fallback = &self.fallback;
+                Ok(answer::local_fallback(fallback, plan, client, now_ms, cost))
+            }
+            FailurePolicy::Unavailable => {
+                bump(&c.unavailable);
+                Err(error)
+            }
+        }
+    }
+}
+
+impl<S: Store> Store for GuardedStore<S> {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        Box::pin(self.guarded_check(plan, client, now_ms, cost))
+    }
+}

@@ -1,0 +1,245 @@
+//! The circuit breaker with a stand-in store and a hand-moved clock: it
+//! opens after K consecutive transient failures, answers without calling
+//! the store while open, lets one probe through at a time after the probe
+//! interval, and closes on success. No sleeps: the clock is a ManualClock.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tollgate::{
+    AnyPolicy, DecidedBy, FailurePolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision,
+    Store, StoreError, StoreFuture,
+};
+use tollgate_guard::{BreakerConfig, GuardedStore};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Up,
+    Down,
+    Broken,
+    Hang,
+}
+
+/// A store switched by hand between up, down (transient errors), broken
+/// (permanent errors) and hanging, counting the calls that reach it.
+struct Switch {
+    mode: Mutex<Mode>,
+    calls: AtomicU64,
+    memory: MemoryBackend,
+}
+
+impl Switch {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            mode: Mutex::new(Mode::Up),
+            calls: AtomicU64::new(0),
+            memory: MemoryBackend::new(),
+        })
+    }
+
+    fn set(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
+    }
+
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+impl Store for Switch {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mode = *self.mode.lock().unwrap();
+        match mode {
+            Mode::Up => self.memory.check(plan, client, now_ms, cost),
+            Mode::Down => Box::pin(std::future::ready(Err(StoreError::transient("refused")))),
+            Mode::Broken => Box::pin(std::future::ready(Err(StoreError::permanent("OOM")))),
+            Mode::Hang => Box::pin(std::future::pending()),
+        }
+    }
+}
+
+fn plan() -> Plan {
+    let policy = AnyPolicy::from_name("token-bucket", 100, 100_000).unwrap();
+    Plan::new("p", vec![Limit::new("l", policy, false)]).unwrap()
+}
+
+struct Setup {
+    store: Arc<Switch>,
+    clock: Arc<ManualClock>,
+    guard: GuardedStore<Arc<Switch>>,
+}
+
+fn setup(policy: FailurePolicy) -> Setup {
+    let store = Switch::new();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let guard = GuardedStore::new(store.clone(), Duration::from_secs(60), policy)
+        .with_clock(clock.clone())
+        .with_breaker(BreakerConfig {
+            failures: 3,
+            probe_interval_ms: 500,
+        });
+    Setup {
+        store,
+        clock,
+        guard,
+    }
+}
+
+async fn ask(guard: &GuardedStore<Arc<Switch>>) -> DecidedBy {
+    guard.check(&plan(), "c", 0, 1).await.unwrap().decided_by
+}
+
+const CLOSED: DecidedBy = DecidedBy::Failure(FailurePolicy::FailClosed);
+
+#[tokio::test]
+async fn opens_after_k_consecutive_transient_failures_and_stops_calling() {
+    let s = setup(FailurePolicy::FailClosed);
+    assert_eq!(ask(&s.guard).await, DecidedBy::Store);
+    s.store.set(Mode::Down);
+    for _ in 0..3 {
+        assert_eq!(ask(&s.guard).await, CLOSED);
+    }
+    assert_eq!(s.store.calls(), 4);
+    assert!(s.guard.counts().circuit_open);
+    for _ in 0..10 {
+        assert_eq!(ask(&s.guard).await, CLOSED);
+    }
+    assert_eq!(s.store.calls(), 4, "an open circuit calls nothing");
+    let counts = s.guard.counts();
+    assert_eq!((counts.short_circuited, counts.fail_closed), (10, 13));
+    assert_eq!(counts.transient_errors, 3);
+}
+
+#[tokio::test]
+async fn successes_and_permanent_errors_break_the_run_of_failures() {
+    let s = setup(FailurePolicy::FailOpen);
+    for mode in [Mode::Down, Mode::Down, Mode::Up, Mode::Down, Mode::Down] {
+        s.store.set(mode);
+        ask(&s.guard).await;
+    }
+    s.store.set(Mode::Broken);
+    for _ in 0..5 {
+        ask(&s.guard).await;
+    }
+    s.store.set(Mode::Down);
+    ask(&s.guard).await;
+    ask(&s.guard).await;
+    assert!(!s.guard.counts().circuit_open);
+    assert_eq!(s.store.calls(), 12);
+    ask(&s.guard).await;
+    assert!(s.guard.counts().circuit_open, "the third in a row opens it");
+}
+
+#[tokio::test]
+async fn after_the_probe_interval_one_probe_closes_or_reopens() {
+    let s = setup(FailurePolicy::FailClosed);
+    s.store.set(Mode::Down);
+    for _ in 0..3 {
+        ask(&s.guard).await;
+    }
+    s.clock.advance(499);
+    assert_eq!(ask(&s.guard).await, CLOSED);
+    assert_eq!(s.store.calls(), 3);
+    // Due: one probe, which fails and opens the circuit for another interval.
+    s.clock.advance(1);
+    assert_eq!(ask(&s.guard).await, CLOSED);
+    assert_eq!(s.store.calls(), 4);
+    s.clock.advance(499);
+    assert_eq!(ask(&s.guard).await, CLOSED);
+    assert_eq!(s.store.calls(), 4);
+    // The store is back: the next probe succeeds and closes the circuit.
+    s.store.set(Mode::Up);
+    s.clock.advance(1);
+    assert_eq!(ask(&s.guard).await, DecidedBy::Store);
+    assert!(!s.guard.counts().circuit_open);
+    for _ in 0..5 {
+        assert_eq!(ask(&s.guard).await, DecidedBy::Store);
+    }
+    assert_eq!(s.store.calls(), 10);
+}
+
+fn poll_once<F: Future + ?Sized + Unpin>(future: &mut F) -> Poll<F::Output> {
+    std::pin::Pin::new(future).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[tokio::test]
+async fn only_one_probe_at_a_time_and_an_abandoned_probe_frees_the_next() {
+    let s = setup(FailurePolicy::FailClosed);
+    s.store.set(Mode::Down);
+    for _ in 0..3 {
+        ask(&s.guard).await;
+    }
+    s.clock.advance(500);
+    s.store.set(Mode::Hang);
+    let plan = plan();
+    let mut probe = s.guard.check(&plan, "c", 0, 1);
+    assert!(poll_once(&mut probe).is_pending(), "the probe is in flight");
+    assert_eq!(s.store.calls(), 4);
+    for _ in 0..5 {
+        assert_eq!(ask(&s.guard).await, CLOSED);
+    }
+    assert_eq!(s.store.calls(), 4, "no second probe while one is in flight");
+    // The caller gives up on the probe: the next call probes at once.
+    drop(probe);
+    s.store.set(Mode::Up);
+    assert_eq!(ask(&s.guard).await, DecidedBy::Store);
+    assert_eq!(s.store.calls(), 5);
+    assert!(!s.guard.counts().circuit_open);
+}
+
+#[tokio::test]
+async fn a_clock_stepped_back_lets_a_probe_through() {
+    let s = setup(FailurePolicy::FailOpen);
+    s.store.set(Mode::Down);
+    for _ in 0..3 {
+        ask(&s.guard).await;
+    }
+    s.store.set(Mode::Up);
+    s.clock.set(1_000);
+    assert_eq!(ask(&s.guard).await, DecidedBy::Store);
+    assert!(!s.guard.counts().circuit_open);
+}
+
+#[tokio::test]
+async fn an_open_circuit_under_unavailable_hands_back_an_error_at_once() {
+    let s = setup(FailurePolicy::Unavailable);
+    s.store.set(Mode::Down);
+    for _ in 0..3 {
+        assert!(s.guard.check(&plan(), "c", 0, 1).await.is_err());
+    }
+    let error = s.guard.check(&plan(), "c", 0, 1).await.unwrap_err();
+    assert!(
+        error.transient && error.message.contains("circuit open"),
+        "{error}"
+    );
+    assert_eq!(s.store.calls(), 3);
+}
+
+#[tokio::test]
+async fn siblings_share_one_breaker() {
+    let s = setup(FailurePolicy::FailOpen);
+    let sibling = s.guard.sibling(FailurePolicy::Unavailable);
+    s.store.set(Mode::Down);
+    for _ in 0..3 {
+        ask(&s.guard).await;
+    }
+    assert!(sibling.check(&plan(), "c", 0, 1).await.is_err());
+    assert_eq!(s.store.calls(), 3, "the sibling saw the open circuit");
+    assert_eq!(sibling.counts().unavailable, 1);
+}
+
+#[test]
+fn the_default_breaker_opens_after_5_and_probes_every_500_ms() {
+    let config = BreakerConfig::default();
+    assert_eq!((config.failures, config.probe_interval_ms), (5, 500));
+}

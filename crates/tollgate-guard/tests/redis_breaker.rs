@@ -1,0 +1,110 @@
+//! The circuit breaker on a real, private `redis-server` that is killed and
+//! restarted: while the circuit is open no call reaches Redis (even once it
+//! is back, until the probe interval has passed), and one probe interval
+//! after Redis is back, a probe closes the circuit. The breaker's time is a
+//! ManualClock; the only real waits are bounded polls for Redis itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::{
+    AnyPolicy, DecidedBy, FailurePolicy, Limit, ManualClock, Plan, PlanDecision, Store,
+};
+use tollgate_guard::{BreakerConfig, GuardedStore};
+use tollgate_redis::testing::RedisServer;
+use tollgate_redis::{RedisStore, RedisStoreConfig};
+
+const PROBE_MS: u64 = 500;
+
+fn plan() -> Plan {
+    let policy = AnyPolicy::from_name("sliding-window", 1_000, 60_000).expect("policy");
+    Plan::new("breaker", vec![Limit::new("l", policy, false)]).expect("plan")
+}
+
+async fn ask(guard: &GuardedStore<RedisStore>, plan: &Plan) -> PlanDecision {
+    guard
+        .check(plan, "c", 1_000, 1)
+        .await
+        .expect("fail-closed answers")
+}
+
+fn evalsha_calls(server: &RedisServer) -> u64 {
+    let stats = server.cli(&["INFO", "commandstats"]);
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_killed_redis_is_short_circuited_and_one_probe_brings_it_back() {
+    let Some(mut server) =
+        RedisServer::spawn("a_killed_redis_is_short_circuited_and_one_probe_brings_it_back")
+    else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let redis = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let guard = GuardedStore::new(redis, Duration::from_millis(300), FailurePolicy::FailClosed)
+            .with_clock(clock.clone())
+            .with_breaker(BreakerConfig {
+                failures: 3,
+                probe_interval_ms: PROBE_MS,
+            });
+        let plan = plan();
+        assert_eq!(ask(&guard, &plan).await.decided_by, DecidedBy::Store);
+
+        server.kill();
+        let closed = DecidedBy::Failure(FailurePolicy::FailClosed);
+        for _ in 0..3 {
+            assert_eq!(ask(&guard, &plan).await.decided_by, closed);
+        }
+        let counts = guard.counts();
+        assert_eq!(counts.transient_errors + counts.timeouts, 3);
+        assert!(counts.circuit_open);
+        for _ in 0..50 {
+            assert_eq!(ask(&guard, &plan).await.decided_by, closed);
+        }
+        let counts = guard.counts();
+        assert_eq!(
+            counts.transient_errors + counts.timeouts,
+            3,
+            "no call tried Redis"
+        );
+        assert_eq!(counts.short_circuited, 50);
+
+        // Redis is back, but within the probe interval nothing calls it.
+        server.restart();
+        clock.advance(PROBE_MS - 1);
+        assert_eq!(ask(&guard, &plan).await.decided_by, closed);
+        assert_eq!(evalsha_calls(&server), 0, "the open circuit called Redis");
+
+        // One interval after the opening: one probe, and the store decides.
+        // (The connection may need a moment to come back: poll, bounded.)
+        clock.advance(1);
+        let mut failed_probes = 0;
+        while ask(&guard, &plan).await.decided_by != DecidedBy::Store {
+            failed_probes += 1;
+            assert!(failed_probes < 20, "Redis never answered a probe");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            clock.advance(PROBE_MS);
+        }
+        println!("failed probes before recovery: {failed_probes}");
+        assert!(!guard.counts().circuit_open);
+        let before = evalsha_calls(&server);
+        for _ in 0..5 {
+            assert_eq!(ask(&guard, &plan).await.decided_by, DecidedBy::Store);
+        }
+        assert_eq!(evalsha_calls(&server), before + 5);
+    });
+}

@@ -1,0 +1,320 @@
+//! Every Redis error the store can meet, produced by a real `redis-server`,
+//! and classified as the crate README's table says: transient (the failure
+//! policy answers) or permanent. Messages never carry Redis's script hash.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tollgate::{AnyPolicy, DecidedBy, Limit, Plan, Store};
+use tollgate_redis::testing::{raw_command, redis_cli, wait_for, RedisCluster, RedisServer};
+use tollgate_redis::{FailurePolicy, GuardedStore, RedisStore, RedisStoreConfig, RedisStoreError};
+
+fn plan() -> Plan {
+    let limits = ["sliding-window", "token-bucket", "gcra"]
+        .iter()
+        .map(|name| {
+            let policy = AnyPolicy::from_name(name, 10, 1_000_000).expect("policy");
+            Limit::new(*name, policy, false)
+        })
+        .collect();
+    Plan::new("errors", limits).expect("plan")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A store with a timeout long enough for the slow cases below.
+fn config() -> RedisStoreConfig {
+    RedisStoreConfig {
+        timeout: Duration::from_secs(5),
+        ..RedisStoreConfig::default()
+    }
+}
+
+/// `error` is Redis's `code`, classified `transient`, fit to log.
+fn assert_classified(error: &RedisStoreError, code: &str, transient: bool) {
+    let RedisStoreError::Redis(redis_error) = error else {
+        panic!("{code}: not a Redis error: {error}");
+    };
+    assert_eq!(redis_error.code(), Some(code), "{error}");
+    assert_eq!(error.is_transient(), transient, "{code}: {error}");
+    let text = error.to_string();
+    assert!(text.contains(code), "{text}");
+    assert!(
+        !text.contains("script:") && !text.contains("user_script"),
+        "{text}"
+    );
+    let store_error: tollgate::StoreError = RedisStoreError::Redis(redis_error.clone()).into();
+    assert_eq!(store_error.transient, transient);
+    let plan_sha = redis::Script::new(tollgate_redis::scripts::PLAN)
+        .get_hash()
+        .to_owned();
+    assert!(!store_error.message.contains(&plan_sha), "{store_error}");
+}
+
+/// Runs `redis-cli -p <port> <args>` in the background (it blocks).
+fn background_cli(port: u16, args: &[&str]) -> Child {
+    Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run redis-cli")
+}
+
+/// Waits (bounded) until PING answers with an error starting with `code`.
+fn until_ping_says(port: u16, code: &str) {
+    let prefix = format!("-{code}");
+    assert!(
+        wait_for(250, || raw_command(port, "PING")
+            .is_some_and(|r| r.starts_with(&prefix))),
+        "Redis never answered {code}"
+    );
+}
+
+#[test]
+fn out_of_memory_is_transient_and_answered_by_the_failure_policy() {
+    let Some(server) = RedisServer::spawn("out_of_memory_is_transient") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), config())
+            .await
+            .expect("connect");
+        assert_eq!(
+            server
+                .cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"])
+                .trim(),
+            "OK"
+        );
+        assert_eq!(
+            server.cli(&["CONFIG", "SET", "maxmemory", "1"]).trim(),
+            "OK"
+        );
+        let error = store.decide(&plan(), "c", 0, 1).await.expect_err("OOM");
+        assert_classified(&error, "OOM", true);
+        assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "nothing written");
+        let guard = GuardedStore::new(
+            store,
+            Duration::from_secs(5),
+            FailurePolicy::FailClosed {
+                retry_after_ms: 1_000,
+            },
+        );
+        let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
+        assert_eq!(answer.decided_by, DecidedBy::FailClosed);
+    });
+}
+
+#[test]
+fn a_busy_script_is_transient() {
+    let Some(server) = RedisServer::spawn_with(
+        "a_busy_script_is_transient",
+        &["--busy-reply-threshold", "20"],
+    ) else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), config())
+            .await
+            .expect("connect");
+        let mut busy = background_cli(server.port(), &["EVAL", "while true do end", "0"]);
+        until_ping_says(server.port(), "BUSY");
+        let error = store.decide(&plan(), "c", 0, 1).await.expect_err("BUSY");
+        assert_classified(&error, "BUSY", true);
+        assert!(raw_command(server.port(), "SCRIPT KILL").is_some_and(|r| r.starts_with("+OK")));
+        let _ = busy.wait();
+        assert!(
+            store
+                .decide(&plan(), "c", 0, 1)
+                .await
+                .expect("back")
+                .allowed
+        );
+    });
+}
+
+#[test]
+fn loading_is_transient() {
+    let Some(server) =
+        RedisServer::spawn_with("loading_is_transient", &["--enable-debug-command", "yes"])
+    else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), config())
+            .await
+            .expect("connect");
+        assert_eq!(server.cli(&["DEBUG", "POPULATE", "20000"]).trim(), "OK");
+        for (key, value) in [
+            ("key-load-delay", "50"),
+            ("loading-process-events-interval-bytes", "1024"),
+        ] {
+            assert_eq!(
+                server.cli(&["CONFIG", "SET", key, value]).trim(),
+                "OK",
+                "{key}"
+            );
+        }
+        let mut reload = background_cli(server.port(), &["DEBUG", "RELOAD"]);
+        until_ping_says(server.port(), "LOADING");
+        let error = store.decide(&plan(), "c", 0, 1).await.expect_err("LOADING");
+        assert_classified(&error, "LOADING", true);
+        let _ = reload.wait();
+    });
+}
+
+#[test]
+fn a_replica_answers_readonly_then_masterdown_both_transient() {
+    let Some(mut master) = RedisServer::spawn("readonly_then_masterdown") else {
+        return;
+    };
+    let port = master.port().to_string();
+    let replica = RedisServer::spawn_with(
+        "readonly_then_masterdown",
+        &["--replicaof", "127.0.0.1", &port],
+    )
+    .expect("replica");
+    assert!(
+        wait_for(250, || replica
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:up")),
+        "the replica never synced"
+    );
+    runtime().block_on(async {
+        let store = RedisStore::connect(&replica.url(), config())
+            .await
+            .expect("connect");
+        let error = store
+            .decide(&plan(), "c", 0, 1)
+            .await
+            .expect_err("READONLY");
+        assert_classified(&error, "READONLY", true);
+
+        master.kill();
+        assert_eq!(
+            replica
+                .cli(&["CONFIG", "SET", "replica-serve-stale-data", "no"])
+                .trim(),
+            "OK"
+        );
+        assert!(wait_for(250, || replica
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:down")));
+        let error = store
+            .decide(&plan(), "c", 0, 1)
+            .await
+            .expect_err("MASTERDOWN");
+        assert_classified(&error, "MASTERDOWN", true);
+    });
+}
+
+#[test]
+fn a_cluster_node_without_the_slot_answers_clusterdown_transient() {
+    let Some(server) = RedisServer::spawn_with("clusterdown", &["--cluster-enabled", "yes"]) else {
+        return;
+    };
+    runtime().block_on(async {
+        // A cluster node with no slots assigned: its cluster is down.
+        let store = RedisStore::connect(&server.url(), config())
+            .await
+            .expect("connect");
+        let error = store
+            .decide(&plan(), "c", 0, 1)
+            .await
+            .expect_err("CLUSTERDOWN");
+        assert_classified(&error, "CLUSTERDOWN", true);
+    });
+}
+
+#[test]
+fn cross_slot_is_permanent_and_trying_again_transient() {
+    let Some(cluster) = RedisCluster::spawn("cross_slot_and_try_again") else {
+        return;
+    };
+    let nodes = cluster.nodes();
+    runtime().block_on(async {
+        // CROSSSLOT: a multi-key call across slots, sent to a node directly.
+        let client = redis::Client::open(nodes[0].url()).expect("client");
+        let mut connection = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connection");
+        let reply: Result<(), _> = redis::cmd("MSET")
+            .arg("a")
+            .arg(1)
+            .arg("b")
+            .arg(2)
+            .query_async(&mut connection)
+            .await;
+        assert_classified(
+            &RedisStoreError::from(reply.expect_err("CROSSSLOT")),
+            "CROSSSLOT",
+            false,
+        );
+
+        // TRYAGAIN: the client's slot is migrating and one of its keys has
+        // already moved.
+        let urls = cluster.urls();
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let store = RedisStore::connect_cluster(&urls, config())
+            .await
+            .expect("connect");
+        let plan = plan();
+        let client_id = (0..)
+            .map(|i| format!("c{i}"))
+            .find(|c| slot_of(nodes[0].port(), &store.keys().seen_key(c)) < 5_461)
+            .expect("a client on the first node");
+        assert!(
+            store
+                .decide(&plan, &client_id, 0, 1)
+                .await
+                .expect("call")
+                .allowed
+        );
+        let seen = store.keys().seen_key(&client_id);
+        let slot = slot_of(nodes[0].port(), &seen).to_string();
+        let (from, to) = (&nodes[0], &nodes[1]);
+        let from_id = from.cli(&["CLUSTER", "MYID"]).trim().to_owned();
+        let to_id = to.cli(&["CLUSTER", "MYID"]).trim().to_owned();
+        assert_eq!(
+            to.cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id])
+                .trim(),
+            "OK"
+        );
+        assert_eq!(
+            from.cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id])
+                .trim(),
+            "OK"
+        );
+        let port = to.port().to_string();
+        let moved = from.cli(&[
+            "MIGRATE",
+            "127.0.0.1",
+            &port,
+            "",
+            "0",
+            "5000",
+            "KEYS",
+            &seen,
+        ]);
+        assert_eq!(moved.trim(), "OK");
+        let error = store
+            .decide(&plan, &client_id, 10, 1)
+            .await
+            .expect_err("TRYAGAIN");
+        assert_classified(&error, "TRYAGAIN", true);
+    });
+}
+
+fn slot_of(port: u16, key: &str) -> u32 {
+    redis_cli(port, &["CLUSTER", "KEYSLOT", key])
+        .trim()
+        .parse()
+        .expect("a slot")
+}
