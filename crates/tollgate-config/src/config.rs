@@ -74,6 +74,9 @@ pub struct Config {
     pub sweep_interval_ms: u64,
     /// The gRPC rate limit service for Envoy.
     pub envoy: EnvoyConfig,
+    /// `[dashboard] enabled`: the page at `GET /` and the counters behind
+    /// `/v1/stats` and `/v1/top` (default true; changing it needs a restart).
+    pub dashboard_enabled: bool,
 }
 
 /// The embedded default: one plan of 100 requests per second per client on a
@@ -129,6 +132,7 @@ impl Config {
             max_cost: DEFAULT_MAX_COST,
             sweep_interval_ms: DEFAULT_SWEEP_INTERVAL_MS,
             envoy: EnvoyConfig::default(),
+            dashboard_enabled: true,
         }
     }
 
@@ -193,6 +197,7 @@ impl Config {
             max_cost,
             sweep_interval_ms,
             envoy,
+            dashboard_enabled: file.dashboard.enabled.unwrap_or(true),
         };
         overrides.apply(&mut config)?;
         redis_bounds::check_store_bounds(&config, &file, &at)?;

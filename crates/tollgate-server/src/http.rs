@@ -29,7 +29,7 @@ pub use request::{
     check_client, check_cost, decode_check, CheckRequest, PlanQuery, MAX_BODY_BYTES,
     MAX_CLIENT_BYTES,
 };
-pub use response::{decision_response, rate_limit_headers, Rejection};
+pub use response::{decision_response, json, rate_limit_headers, Rejection};
 
 /// The routes, ready for `axum::serve`.
 pub fn router(server: Server) -> Router {
@@ -39,6 +39,8 @@ pub fn router(server: Server) -> Router {
         .route("/v1/auth", get(auth))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .merge(crate::inspect::routes())
+        .merge(crate::dashboard::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -46,7 +48,7 @@ pub fn router(server: Server) -> Router {
 }
 
 /// Counts a refusal and turns it into its response.
-fn refuse(server: &Server, rejection: Rejection) -> Response {
+pub(crate) fn refuse(server: &Server, rejection: Rejection) -> Response {
     let kind = if rejection.status == StatusCode::PAYLOAD_TOO_LARGE {
         BadRequest::TooLarge
     } else {
@@ -120,7 +122,8 @@ async fn remaining(
     }
 }
 
-fn plan_query(
+/// The `?plan=NAME` of a query string, refusing an empty or unknown parameter.
+pub(crate) fn plan_query(
     query: Result<Query<PlanQuery>, QueryRejection>,
 ) -> Result<Option<String>, Rejection> {
     match query {
@@ -220,7 +223,7 @@ async fn not_found(method: Method, uri: Uri) -> Response {
     Rejection::new(
         StatusCode::NOT_FOUND,
         format!(
-            "no such endpoint: {method} {}; the API is POST /v1/check, GET /v1/remaining/{{client}}, GET /v1/auth, GET /healthz, GET /metrics",
+            "no such endpoint: {method} {}; the API is POST /v1/check, GET /v1/remaining/{{client}}, GET /v1/auth, GET /v1/clients/{{client}}, GET /v1/top, GET /v1/stats, GET /v1/config, GET /healthz, GET /metrics",
             uri.path()
         ),
     )

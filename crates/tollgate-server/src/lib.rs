@@ -21,11 +21,15 @@
 //! [`tollgate::ManualClock`], bind port 0 and call [`run`].
 
 pub mod clock;
+pub mod dashboard;
 mod error;
 pub mod http;
+pub mod inspect;
 pub mod metrics;
 mod server;
+pub mod stats;
 pub mod tasks;
+pub mod top;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -38,7 +42,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use error::Error;
-pub use server::{Decided, ReloadReport, Server};
+pub use server::{Decided, Observed, ReloadReport, Server, StoreHealth};
 /// The config crate, re-exported: [`Server::new`] takes its [`Config`] and
 /// [`StoreHandle`].
 pub use tollgate_config as config;

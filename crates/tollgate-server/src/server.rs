@@ -19,6 +19,9 @@ use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics};
 use crate::Error;
 
 mod grpc_metrics;
+mod observe;
+
+pub use observe::{Observed, StoreHealth};
 
 /// The config in force, with the counters of each of its plans.
 struct Active {
@@ -48,6 +51,8 @@ struct Inner {
     config_file: OnceLock<ConfigFile>,
     reload_lock: Mutex<()>,
     swept: AtomicU64,
+    /// The dashboard's counters (`/v1/stats`, `/v1/top`), unless `[dashboard]` is off.
+    observed: Option<Arc<Observed>>,
 }
 
 /// Where reloads read the config from: the file, and the flags that
@@ -147,6 +152,9 @@ impl Server {
         };
         let rules = config.envoy.rules.clone();
         let metrics = Arc::new(Metrics::new());
+        let observed = config
+            .dashboard_enabled
+            .then(|| Arc::new(Observed::new(clock.clone())));
         let active = Arc::new(ArcSwap::from_pointee(Self::activate(&metrics, config)));
         // Only errors the failure policy hands back reach the service: they
         // are gRPC UNAVAILABLE.
@@ -154,6 +162,7 @@ impl Server {
             Arc::new(grpc_metrics::GrpcMetrics::new(
                 active.clone(),
                 metrics.clone(),
+                observed.clone(),
             )),
         );
         Self {
@@ -169,6 +178,7 @@ impl Server {
                 config_file: OnceLock::new(),
                 reload_lock: Mutex::new(()),
                 swept: AtomicU64::new(0),
+                observed,
             }),
         }
     }
@@ -266,6 +276,9 @@ impl Server {
             // Only the policy `unavailable` hands errors back; the guard
             // counted and logged this one.
             Err(error) => {
+                if let Some(observed) = &self.inner.observed {
+                    observed.stats.record_store_error(now);
+                }
                 return Err(Error::Store(error));
             }
         };
@@ -277,6 +290,10 @@ impl Server {
             Frontend::Http,
         );
         metrics.record_latency(stopwatch.elapsed());
+        if let Some(observed) = &self.inner.observed {
+            observed.decided(now, Some(client), plan.name(), cost, &decision);
+            observed.timed(now, cost, stopwatch.elapsed());
+        }
         tracing::debug!(
             client,
             plan = plan.name(),
@@ -352,6 +369,9 @@ impl Server {
         }
         if config.sweep_interval_ms != old.sweep_interval_ms {
             needs_restart.push("sweep_interval");
+        }
+        if config.dashboard_enabled != old.dashboard_enabled {
+            needs_restart.push("dashboard.enabled");
         }
         let report = ReloadReport {
             kept,

@@ -18,6 +18,9 @@ pub mod conformance;
 pub mod models;
 pub mod reference;
 
+#[cfg(feature = "browser")]
+pub mod browser;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -29,6 +29,9 @@ pub struct File {
     /// The gRPC rate limit service for Envoy.
     #[serde(default)]
     pub envoy: EnvoySection,
+    /// The dashboard at `GET /`.
+    #[serde(default)]
+    pub dashboard: DashboardSection,
     /// Client id to plan name.
     #[serde(default)]
     pub clients: BTreeMap<String, Spanned<String>>,
@@ -113,6 +116,14 @@ pub struct EnvoySection {
     /// `[[envoy.rules]]`: descriptors to plans.
     #[serde(default)]
     pub rules: Vec<Spanned<tollgate_envoy::RuleConfig>>,
+}
+
+/// `[dashboard]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DashboardSection {
+    /// Serve the dashboard and keep its counters (default true).
+    pub enabled: Option<bool>,
 }
 
 /// `[auth]`.

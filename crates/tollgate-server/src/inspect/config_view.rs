@@ -1,0 +1,148 @@
+//! `GET /v1/config`: the config in force, as the dashboard shows it: plans
+//! and limits, the store (a Redis URL without its password) and failure
+//! policy, where serve listens. Public like every other endpoint: it holds
+//! nothing secret.
+
+use serde::Serialize;
+use tollgate::Policy;
+
+use crate::config::{ClientIdSource, Config, StoreKind};
+
+/// One limit.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct LimitView {
+    /// The limit's name.
+    pub name: String,
+    /// Its policy.
+    pub policy: &'static str,
+    /// Requests per window, or the bucket's capacity.
+    pub limit: u32,
+    /// The window, in ms.
+    pub window_ms: u64,
+    /// Whether the limit only observes.
+    pub shadow: bool,
+}
+
+/// One plan.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PlanView {
+    /// The plan's name.
+    pub name: String,
+    /// Whether clients not listed in `[clients]` get it.
+    pub default: bool,
+    /// Clients listed in `[clients]` with this plan.
+    pub clients: usize,
+    /// Its limits, in order.
+    pub limits: Vec<LimitView>,
+}
+
+/// The store section.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct StoreView {
+    /// `"memory"` or `"redis"`.
+    pub kind: &'static str,
+    /// The Redis URL with any password replaced by `***`.
+    pub url: Option<String>,
+    /// What answers when the store fails.
+    pub failure_policy: &'static str,
+    /// Per-call timeout (shared stores), in ms.
+    pub timeout_ms: u64,
+    /// Cap on clients tracked in memory.
+    pub max_clients: usize,
+}
+
+/// `GET /v1/config`'s answer.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ConfigView {
+    /// Every plan, by name.
+    pub plans: Vec<PlanView>,
+    /// The store.
+    pub store: StoreView,
+    /// HTTP listen addresses.
+    pub listen: Vec<String>,
+    /// The gRPC (Envoy rate limit service) address (`null`: no gRPC port).
+    pub grpc_listen: Option<String>,
+    /// Where `/v1/auth` finds the client id.
+    pub client_id: String,
+    /// The largest cost of one request.
+    pub max_cost: u32,
+    /// Whether the dashboard and its counters are on.
+    pub dashboard: bool,
+}
+
+/// `url` with the password (or the whole user info) hidden.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
+impl ConfigView {
+    /// The view of `config`.
+    pub fn of(config: &Config) -> Self {
+        let default = config.default_plan().name();
+        let plans = config
+            .plans()
+            .iter()
+            .map(|plan| PlanView {
+                name: plan.name().to_owned(),
+                default: plan.name() == default,
+                clients: config
+                    .client_plans()
+                    .filter(|(_, p)| p.name() == plan.name())
+                    .count(),
+                limits: plan
+                    .limits()
+                    .iter()
+                    .map(|l| LimitView {
+                        name: l.name().to_owned(),
+                        policy: l.policy().name(),
+                        limit: l.policy().limit(),
+                        window_ms: l.policy().window_ms(),
+                        shadow: l.is_shadow(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let (kind, url) = match &config.store.kind {
+            StoreKind::Memory => ("memory", None),
+            StoreKind::Redis { url } => ("redis", Some(redact(url))),
+        };
+        Self {
+            plans,
+            store: StoreView {
+                kind,
+                url,
+                failure_policy: config.store.failure_policy.as_str(),
+                timeout_ms: config.store.timeout_ms,
+                max_clients: config.store.max_clients,
+            },
+            listen: config.listen.iter().map(ToString::to_string).collect(),
+            grpc_listen: config.envoy.grpc_listen.map(|a| a.to_string()),
+            client_id: match &config.client_id {
+                ClientIdSource::Header(name) => format!("header {name}"),
+                ClientIdSource::ApiKey => "API key".to_owned(),
+            },
+            max_cost: config.max_cost,
+            dashboard: config.dashboard_enabled,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_hidden() {
+        assert_eq!(redact("redis://:pw@host:6379/0"), "redis://***@host:6379/0");
+        assert_eq!(redact("redis://u:p@h"), "redis://***@h");
+        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
+        assert_eq!(redact("unix:///tmp/r.sock"), "unix:///tmp/r.sock");
+    }
+}

@@ -1,0 +1,182 @@
+//! What the dashboard and the inspection endpoints read from the running
+//! server: its counters ([`Observed`]), its clock, the state of a client
+//! in the memory store, the store's health. Nothing here decides or
+//! consumes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tollgate::{Clock, Plan, PlanDecision, PlanStates, Store, StoreError};
+
+use super::Server;
+use crate::config::StoreKind;
+use crate::stats::Stats;
+use crate::top::TopClients;
+
+/// The dashboard's counters: decisions per second ([`Stats`]) and the
+/// heaviest clients of the last minute ([`TopClients`]), timed by the
+/// server's clock.
+pub struct Observed {
+    clock: Arc<dyn Clock>,
+    /// Per-second counters for `/v1/stats`.
+    pub stats: Stats,
+    /// Heavy hitters for `/v1/top`.
+    pub top: TopClients,
+}
+
+impl Observed {
+    /// Empty counters reading time from `clock`.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            stats: Stats::new(),
+            top: TopClients::default(),
+        }
+    }
+
+    /// The clock's time.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Counts a decision of `cost` (looks, of cost 0, are not counted);
+    /// `client` is `None` when the front end does not know it (gRPC).
+    pub fn decided(
+        &self,
+        now_ms: u64,
+        client: Option<&str>,
+        plan: &str,
+        cost: u32,
+        decision: &PlanDecision,
+    ) {
+        if cost == 0 {
+            return;
+        }
+        self.stats.record_decision(now_ms, plan, decision);
+        if let Some(client) = client {
+            self.top.record(now_ms, client, plan, !decision.allowed);
+        }
+    }
+
+    /// Counts the latency of a decision of `cost` (looks are not counted).
+    pub fn timed(&self, now_ms: u64, cost: u32, elapsed: Duration) {
+        if cost > 0 {
+            self.stats.record_latency(now_ms, elapsed);
+        }
+    }
+}
+
+/// The store's health as the dashboard shows it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct StoreHealth {
+    /// `"memory"` or `"redis"`.
+    pub kind: &'static str,
+    /// `"ok"`, or `"failing"` when the store failed in the last 10 seconds.
+    pub status: &'static str,
+    /// Store failures in the last 10 seconds (answered by the failure
+    /// policy or not); `null` when the dashboard's counters are off.
+    pub errors_last_10s: Option<u64>,
+    /// Clients tracked in memory (memory store only).
+    pub tracked_clients: Option<usize>,
+    /// Since start (shared stores only): calls the store decided, calls the
+    /// failure policy answered, timeouts and errors.
+    pub calls: Option<StoreCalls>,
+}
+
+/// A shared store's call counts since start.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct StoreCalls {
+    /// Decided by the store.
+    pub store: u64,
+    /// Answered by fail-open.
+    pub fail_open: u64,
+    /// Answered by fail-closed.
+    pub fail_closed: u64,
+    /// Answered by the local in-memory limiter.
+    pub local_fallback: u64,
+    /// Calls that timed out.
+    pub timeouts: u64,
+    /// Calls that failed with a transient error.
+    pub transient_errors: u64,
+    /// Calls that failed with a permanent error.
+    pub permanent_errors: u64,
+}
+
+/// The window over which [`StoreHealth::status`] looks.
+const HEALTH_SECONDS: u64 = 10;
+
+impl Server {
+    /// The dashboard's counters, unless `[dashboard] enabled = false`.
+    pub fn observed(&self) -> Option<&Observed> {
+        self.inner.observed.as_deref()
+    }
+
+    /// The time of the server's clock.
+    pub fn now_ms(&self) -> u64 {
+        self.inner.clock.now_ms()
+    }
+
+    /// Whether limit state is kept in this process (then
+    /// [`Server::memory_state`] can read it).
+    pub fn has_memory_store(&self) -> bool {
+        self.inner.memory.is_some()
+    }
+
+    /// A copy of `client`'s limit states in the memory store, with the
+    /// latest time the store has seen for it (`None` for an unknown client
+    /// or a shared store). Reads only.
+    pub fn memory_state(&self, client: &str) -> Option<(u64, PlanStates)> {
+        let memory = self.inner.memory.as_ref()?;
+        let entry = memory.limiter().store().get(client)?;
+        Some((entry.last_seen, entry.state))
+    }
+
+    /// Asks the store, without using anything (a check of cost 0, as
+    /// `GET /v1/remaining` does), and without counting the look.
+    ///
+    /// # Errors
+    /// The store's error when no failure policy answered.
+    pub async fn look(&self, plan: &Plan, client: &str) -> Result<PlanDecision, StoreError> {
+        let now = self.now_ms();
+        self.inner.store.check(plan, client, now, 0).await
+    }
+
+    /// The store's kind, recent failures and call counts.
+    pub fn store_health(&self) -> StoreHealth {
+        let kind = match self.config().store.kind {
+            StoreKind::Memory => "memory",
+            StoreKind::Redis { .. } => "redis",
+        };
+        let errors = self
+            .observed()
+            .map(|o| o.stats.recent_store_errors(self.now_ms(), HEALTH_SECONDS));
+        let calls = self.inner.guarded.as_ref().map(|g| {
+            let c = g.counts();
+            StoreCalls {
+                store: c.store,
+                fail_open: c.fail_open,
+                fail_closed: c.fail_closed,
+                local_fallback: c.local_fallback,
+                timeouts: c.timeouts,
+                transient_errors: c.transient_errors,
+                permanent_errors: c.permanent_errors,
+            }
+        });
+        StoreHealth {
+            kind,
+            status: if errors.unwrap_or(0) > 0 {
+                "failing"
+            } else {
+                "ok"
+            },
+            errors_last_10s: errors,
+            tracked_clients: self
+                .inner
+                .memory
+                .as_ref()
+                .map(|m| m.limiter().store().len()),
+            calls,
+        }
+    }
+}

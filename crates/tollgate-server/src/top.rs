@@ -1,0 +1,202 @@
+//! The clients with the most requests or rejections in the last minute, for
+//! `GET /v1/top` and the dashboard, in bounded memory whatever the number of
+//! clients.
+//!
+//! The minute is [`SLOTS`] slots of [`SLOT_MS`] (the current slot and the
+//! five before it: between 50 and 60 seconds), each with two
+//! [`SpaceSaving`] summaries of [`COUNTERS`] counters (requests and
+//! rejections). A query merges the slots still in the minute. Each server
+//! instance counts only the decisions it made itself.
+
+mod space_saving;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+pub use space_saving::{Counter, SpaceSaving};
+
+/// The length of one slot.
+pub const SLOT_MS: u64 = 10_000;
+
+/// Slots in the window.
+pub const SLOTS: usize = 6;
+
+/// Counters per summary: per slot, clients above `1/COUNTERS` of the
+/// slot's requests are always listed.
+pub const COUNTERS: usize = 256;
+
+/// What to rank clients by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RankBy {
+    /// Rejected requests.
+    #[default]
+    Rejected,
+    /// All requests (cost above 0).
+    Requests,
+}
+
+struct Slot {
+    /// The slot's number (time / SLOT_MS), plus one (0: never used).
+    epoch: u64,
+    requests: SpaceSaving,
+    rejected: SpaceSaving,
+}
+
+/// The rotating summaries.
+pub struct TopClients {
+    capacity: usize,
+    slots: Mutex<Vec<Slot>>,
+}
+
+impl Default for TopClients {
+    fn default() -> Self {
+        Self::new(COUNTERS)
+    }
+}
+
+/// One ranked client.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct TopClient {
+    /// The client id.
+    pub client: String,
+    /// The plan of its latest counted request.
+    pub plan: String,
+    /// Estimated count: never below the true count.
+    pub count: u64,
+    /// A lower bound of the true count.
+    pub at_least: u64,
+}
+
+/// `GET /v1/top`'s answer.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Ranking {
+    /// What the clients are ranked by.
+    pub by: RankBy,
+    /// Start of the window counted, in clock milliseconds (inclusive).
+    pub from_ms: u64,
+    /// The clock's time of the answer.
+    pub now_ms: u64,
+    /// Units counted in the window, all clients.
+    pub total: u64,
+    /// The most any `count` can be over the truth: the sum over the window's
+    /// slots of (units in the slot / counters per slot).
+    pub error_bound: u64,
+    /// The clients, by count (highest first), then id.
+    pub clients: Vec<TopClient>,
+}
+
+impl TopClients {
+    /// Rotating summaries of `capacity` counters each.
+    pub fn new(capacity: usize) -> Self {
+        let slots = (0..SLOTS)
+            .map(|_| Slot {
+                epoch: 0,
+                requests: SpaceSaving::new(capacity),
+                rejected: SpaceSaving::new(capacity),
+            })
+            .collect();
+        Self {
+            capacity,
+            slots: Mutex::new(slots),
+        }
+    }
+
+    /// Counts one request of `client` on `plan` at `now_ms`.
+    pub fn record(&self, now_ms: u64, client: &str, plan: &str, rejected: bool) {
+        let epoch = now_ms / SLOT_MS + 1;
+        let mut slots = self.slots.lock();
+        let slot = &mut slots[(epoch % SLOTS as u64) as usize];
+        if slot.epoch > epoch {
+            // The clock went back over a minute: not counted rather than
+            // wiping a later slot.
+            return;
+        }
+        if slot.epoch < epoch {
+            slot.epoch = epoch;
+            slot.requests = SpaceSaving::new(self.capacity);
+            slot.rejected = SpaceSaving::new(self.capacity);
+        }
+        slot.requests.add(client, plan, 1);
+        if rejected {
+            slot.rejected.add(client, plan, 1);
+        }
+    }
+
+    /// Counters held now, all slots and summaries: at most
+    /// `2 * SLOTS * capacity` whatever the number of clients.
+    pub fn counters_held(&self) -> usize {
+        let slots = self.slots.lock();
+        slots
+            .iter()
+            .map(|s| s.requests.len() + s.rejected.len())
+            .sum()
+    }
+
+    /// The `limit` clients with the highest counts in the window ending at `now_ms`.
+    pub fn top(&self, now_ms: u64, by: RankBy, limit: usize) -> Ranking {
+        let now_epoch = now_ms / SLOT_MS + 1;
+        let oldest = now_epoch.saturating_sub(SLOTS as u64 - 1).max(1);
+        let slots = self.slots.lock();
+        let live: Vec<&SpaceSaving> = slots
+            .iter()
+            .filter(|s| (oldest..=now_epoch).contains(&s.epoch))
+            .map(|s| match by {
+                RankBy::Requests => &s.requests,
+                RankBy::Rejected => &s.rejected,
+            })
+            .collect();
+        let total = live.iter().map(|s| s.total()).sum();
+        let error_bound = live.iter().map(|s| s.total() / s.capacity() as u64).sum();
+        // A client missing from a full slot may have had up to its floor there.
+        let floors: u64 = live.iter().map(|s| s.floor()).sum();
+        let mut merged: HashMap<&str, TopClient> = HashMap::new();
+        for summary in &live {
+            for c in summary.counters() {
+                let entry = merged.entry(&c.key).or_insert_with(|| TopClient {
+                    client: c.key.to_string(),
+                    plan: c.tag.to_string(),
+                    count: floors,
+                    at_least: 0,
+                });
+                entry.count = entry.count - summary.floor() + c.count;
+                entry.at_least += c.count - c.error;
+            }
+        }
+        let mut clients: Vec<TopClient> = merged.into_values().collect();
+        drop(live);
+        drop(slots);
+        clients.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.client.cmp(&b.client)));
+        clients.truncate(limit);
+        Ranking {
+            by,
+            from_ms: (oldest - 1) * SLOT_MS,
+            now_ms,
+            total,
+            error_bound,
+            clients,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minute_of_slots_then_old_slots_drop_out() {
+        let top = TopClients::new(8);
+        let plan = "free";
+        top.record(0, "early", plan, true);
+        top.record(59_999, "late", plan, true);
+        let ranking = top.top(59_999, RankBy::Rejected, 10);
+        let names: Vec<&str> = ranking.clients.iter().map(|c| c.client.as_str()).collect();
+        assert_eq!(names, ["early", "late"]);
+        // At 60 s the slot of 0..10 s has left the window.
+        let ranking = top.top(60_000, RankBy::Rejected, 10);
+        let names: Vec<&str> = ranking.clients.iter().map(|c| c.client.as_str()).collect();
+        assert_eq!(names, ["late"]);
+        assert_eq!(ranking.from_ms, 10_000);
+    }
+}

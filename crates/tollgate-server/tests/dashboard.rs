@@ -1,0 +1,211 @@
+//! The dashboard in a real headless Chromium: serve runs in-process on port
+//! 0 with a hand-moved clock and traffic in which one client is limited;
+//! the page must chart the traffic, list that client among the top limited
+//! ones, and show its gauges at remaining = 0 when searched for. The
+//! screenshot is kept in target/test-artefacts/ and docs/dashboard.png.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::TestServer;
+use reqwest::StatusCode;
+use tollgate_testkit::browser::fantoccini::Locator;
+use tollgate_testkit::browser::Browser;
+
+/// Free: 5 per minute (sliding window) and 1000 per day; pro: 50 per second.
+const CONFIG: &str = r#"
+default_plan = "free"
+
+[clients]
+acme = "pro"
+globex = "pro"
+
+[[plans.free]]
+name = "1m"
+policy = "sliding-window"
+limit = 5
+window = "1m"
+
+[[plans.free]]
+name = "1d"
+policy = "token-bucket"
+limit = 1000
+window = "1d"
+
+[[plans.pro]]
+name = "1s"
+policy = "gcra"
+limit = 50
+window = "1s"
+"#;
+
+/// Five minutes of traffic, one second at a time: a steady pro load with a
+/// swell, free clients now and then, and `mallory` far over its 5 per minute.
+async fn traffic(t: &TestServer) {
+    for second in 0..300u32 {
+        t.clock.advance(1_000);
+        let swell = 20.0 + (f64::from(second) / 18.0).sin().abs() * 40.0;
+        for i in 0..swell as u32 {
+            let client = if i % 2 == 0 { "acme" } else { "globex" };
+            t.server.decide(client, None, 1).await.expect("decided");
+        }
+        for i in 0..(second % 7) {
+            let client = format!("user-{}", (second * 7 + i) % 40);
+            t.server.decide(&client, None, 1).await.expect("decided");
+        }
+        for _ in 0..4 {
+            t.server.decide("mallory", None, 1).await.expect("decided");
+        }
+        if second % 3 == 0 {
+            t.server.decide("bob", None, 1).await.expect("decided");
+        }
+    }
+}
+
+fn artefacts() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    vec![
+        root.join("target/test-artefacts/dashboard.png"),
+        root.join("docs/dashboard.png"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_traffic_top_clients_and_gauges_in_a_real_browser() {
+    let Some(browser) = Browser::start("dashboard", 1400, 1400).await else {
+        return;
+    };
+    let t = TestServer::start(CONFIG).await;
+    traffic(&t).await;
+    // mallory is limited right now, through the HTTP API too.
+    let answer = t.check("mallory", 1).await;
+    assert_eq!(answer.json()["allowed"], false, "{}", answer.body);
+
+    let page = t.get("/").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("/assets/uPlot.iife.min.js"));
+    assert!(!page.body.contains("https://"), "no network in the page");
+
+    let b = browser.client();
+    b.goto(&format!("{}/", t.base))
+        .await
+        .expect("the page opens");
+    let wait = Duration::from_secs(15);
+    let charted = browser
+        .wait_until(
+            "return Number(document.getElementById('chart-allowed').dataset.points) > 250 \
+             && Number(document.getElementById('chart-rejected').dataset.points) > 250 \
+             && document.querySelectorAll('#chart-allowed canvas').length > 0",
+            wait,
+        )
+        .await;
+    assert!(charted, "the charts have points");
+    let listed = browser
+        .wait_until(
+            "const first = document.querySelector('#top tbody tr'); \
+             return !!first && first.dataset.client === 'mallory';",
+            wait,
+        )
+        .await;
+    assert!(listed, "mallory heads the top limited clients");
+    let row = b
+        .find(Locator::Css("#top tbody tr[data-client='mallory']"))
+        .await
+        .expect("mallory's row");
+    assert!(row.text().await.expect("row text").contains("free"));
+
+    let search = b.find(Locator::Id("client-id")).await.expect("search box");
+    search.send_keys("mallory").await.expect("typed");
+    b.find(Locator::Css("#search button"))
+        .await
+        .expect("button")
+        .click()
+        .await
+        .expect("clicked");
+    let gauged = browser
+        .wait_until(
+            "const g = document.querySelector('#client .gauge[data-limit=\"1m\"]'); \
+             return !!g && g.dataset.remaining === '0';",
+            wait,
+        )
+        .await;
+    assert!(gauged, "mallory's 1m gauge shows remaining = 0");
+    let text = b
+        .find(Locator::Id("client"))
+        .await
+        .expect("client panel")
+        .text()
+        .await
+        .expect("text");
+    assert!(text.contains("0 / 5"), "{text}");
+    assert!(text.contains("limited"), "{text}");
+    // The config and the store's health are shown.
+    let config = b
+        .find(Locator::Id("config"))
+        .await
+        .expect("config")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        config.contains("pro") && config.contains("sliding-window"),
+        "{config}"
+    );
+    let store = b
+        .find(Locator::Id("store"))
+        .await
+        .expect("store")
+        .text()
+        .await
+        .expect("text");
+    assert!(store.contains("memory") && store.contains("ok"), "{store}");
+
+    let paths = artefacts();
+    let refs: Vec<&std::path::Path> = paths.iter().map(PathBuf::as_path).collect();
+    let png = browser.screenshot(&refs).await;
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    browser.finish().await;
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn the_dashboard_is_off_when_disabled() {
+    let t = TestServer::start(&format!("{CONFIG}\n[dashboard]\nenabled = false\n")).await;
+    for path in ["/", "/assets/dashboard.js"] {
+        let a = t.get(path).await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{path}");
+        assert!(a.error().contains("dashboard is off"), "{}", a.body);
+    }
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browser_harness_renders_a_local_html_file() {
+    let Some(browser) = Browser::start("local_html_file", 800, 600).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a directory");
+    let page = dir.path().join("report.html");
+    std::fs::write(
+        &page,
+        "<!doctype html><title>report</title><svg width=300 height=100><rect id=bar width=240 height=40 fill=teal /></svg>",
+    )
+    .expect("written");
+    browser.open_file(&page).await;
+    let width = browser
+        .client()
+        .execute(
+            "return document.getElementById('bar').getBBox().width;",
+            vec![],
+        )
+        .await
+        .expect("script runs");
+    assert_eq!(width.as_f64(), Some(240.0));
+    assert_eq!(browser.client().title().await.expect("title"), "report");
+    let shot = dir.path().join("shot.png");
+    let png = browser.screenshot(&[&shot]).await;
+    assert!(png.starts_with(b"\x89PNG") && std::fs::metadata(&shot).expect("saved").len() > 0);
+    browser.finish().await;
+}

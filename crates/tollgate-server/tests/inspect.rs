@@ -1,0 +1,365 @@
+//! The inspection endpoints: `/v1/clients/{client}`, `/v1/top`,
+//! `/v1/stats` and `/v1/config`, on a hand-moved clock.
+
+mod common;
+
+use common::{TestServer, CONFIG, START_MS};
+use reqwest::StatusCode;
+use tollgate_redis::testing::{free_port, RedisServer};
+use tollgate_server::top::{COUNTERS, SLOTS};
+use tollgate_server::{Config, StoreHandle};
+
+#[tokio::test]
+async fn a_client_shows_its_plan_limits_and_sliding_log() {
+    let t = TestServer::start(CONFIG).await;
+    t.check("dave", 1).await;
+    t.clock.advance(300);
+    t.check("dave", 1).await;
+    t.check("dave", 1).await; // rejected: 2 per second
+    t.clock.advance(100);
+    let a = t.get("/v1/clients/dave").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let body = a.json();
+    assert_eq!(body["plan"], "free");
+    assert_eq!(body["source"], "memory-state");
+    assert_eq!(body["now_ms"], START_MS + 400);
+    assert_eq!(body["allowed"], false);
+    // The request at START leaves the 1 s window at START + 1000.
+    assert_eq!(body["retry_after_ms"], 600);
+    let second = &body["limits"][0];
+    assert_eq!(second["name"], "1s");
+    assert_eq!(second["policy"], "sliding-window");
+    assert_eq!(second["remaining"], 0);
+    assert_eq!(second["retry_after_ms"], 600);
+    assert_eq!(second["reset_ms"], 900);
+    let entries: Vec<(u64, u64)> = second["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["at_ms"].as_u64().unwrap(), e["units"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(entries, [(START_MS, 1), (START_MS + 300, 1)]);
+    let day = &body["limits"][1];
+    assert_eq!(day["policy"], "token-bucket");
+    assert_eq!(day["remaining"], 3);
+    assert_eq!(day["retry_after_ms"], 0);
+    assert!(day["entries"].is_null());
+    // The named plan and a client listed in [clients].
+    let body = t.get("/v1/clients/dave?plan=paid").await.json();
+    assert_eq!(body["plan"], "paid");
+    assert_eq!(body["limits"][0]["remaining"], 10);
+    assert_eq!(t.get("/v1/clients/acme").await.json()["plan"], "paid");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn looking_at_a_client_consumes_nothing_and_counts_nothing() {
+    let t = TestServer::start(CONFIG).await;
+    t.check("erin", 1).await;
+    let before = t.server.memory_state("erin").expect("erin is known");
+    let metrics_before = t.get("/metrics").await.body;
+    for _ in 0..20 {
+        let a = t.get("/v1/clients/erin").await;
+        assert_eq!(a.status, StatusCode::OK);
+        assert_eq!(a.json()["limits"][0]["remaining"], 1);
+        // An unknown client is not even stored (no token-bucket anchor).
+        assert_eq!(t.get("/v1/clients/nobody").await.status, StatusCode::OK);
+    }
+    assert_eq!(t.server.memory_state("erin"), Some(before));
+    assert_eq!(t.server.memory_state("nobody"), None);
+    let metrics_after = t.get("/metrics").await.body;
+    let counted = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| {
+                l.starts_with("tollgate_requests_total") || l.starts_with("tollgate_decisions")
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    assert!(!counted(&metrics_before).is_empty());
+    assert_eq!(counted(&metrics_before), counted(&metrics_after));
+    let stats = t.get("/v1/stats").await.json();
+    assert_eq!(
+        stats["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.as_u64())
+            .sum::<u64>(),
+        1
+    );
+    // Still one request left this second.
+    assert_eq!(t.check("erin", 1).await.json()["allowed"], true);
+    assert_eq!(t.check("erin", 1).await.json()["allowed"], false);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn bad_inspection_requests_get_clear_errors() {
+    let t = TestServer::start(CONFIG).await;
+    let a = t.get("/v1/clients/dave?plan=gold").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("unknown plan \"gold\""), "{}", a.body);
+    let long = "x".repeat(300);
+    let a = t.get(&format!("/v1/clients/{long}")).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    let a = t.get("/v1/top?by=cost").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("by=rejected|requests"), "{}", a.body);
+    let a = t.get("/v1/top?limit=0").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("limit must be from 1"), "{}", a.body);
+    let a = t.get("/v1/top?limit=5&extra=1").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert_eq!(t.server.memory_state("dave"), None);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn top_ranks_the_limited_client_and_forgets_after_a_minute() {
+    let t = TestServer::start(CONFIG).await;
+    for _ in 0..5 {
+        t.check("mallory", 1).await; // 2 allowed, 3 rejected
+    }
+    t.check("alice", 1).await;
+    t.check("acme", 1).await;
+    let body = t.get("/v1/top?by=rejected&limit=5").await.json();
+    assert_eq!(body["by"], "rejected");
+    let clients = body["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 1, "{body}");
+    assert_eq!(clients[0]["client"], "mallory");
+    assert_eq!(clients[0]["plan"], "free");
+    assert_eq!(clients[0]["count"], 3);
+    assert_eq!(clients[0]["at_least"], 3);
+    assert_eq!(body["error_bound"], 0);
+    let body = t.get("/v1/top?by=requests&limit=2").await.json();
+    let ranked: Vec<(&str, u64)> = body["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["client"].as_str().unwrap(), c["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(ranked, [("mallory", 5), ("acme", 1)]);
+    assert_eq!(body["total"], 7);
+    t.clock.advance(61_000);
+    let body = t.get("/v1/top").await.json();
+    assert_eq!(body["clients"].as_array().unwrap().len(), 0, "{body}");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn top_stays_bounded_under_many_clients_and_keeps_the_heavy_one() {
+    let t = TestServer::start(CONFIG).await;
+    let clients = 40_000u64;
+    for i in 0..clients {
+        let client = format!("c{i}");
+        t.server.decide(&client, None, 1).await.expect("decided");
+        if i % 50 == 0 {
+            t.server.decide("hammer", None, 1).await.expect("decided");
+        }
+        if i % 10_000 == 9_999 {
+            t.clock.advance(1_000);
+        }
+    }
+    let observed = t.server.observed().expect("dashboard on");
+    assert!(
+        observed.top.counters_held() <= 2 * SLOTS * COUNTERS,
+        "{} counters",
+        observed.top.counters_held()
+    );
+    let body = t.get("/v1/top?by=rejected&limit=3").await.json();
+    // hammer: 800 requests, of which the free plan's 5 per day are allowed.
+    assert_eq!(body["clients"][0]["client"], "hammer", "{body}");
+    let count = body["clients"][0]["count"].as_u64().unwrap();
+    let at_least = body["clients"][0]["at_least"].as_u64().unwrap();
+    let rejected = 800 - 5;
+    assert!(at_least <= rejected && rejected <= count, "{body}");
+    assert!(count - rejected <= body["error_bound"].as_u64().unwrap());
+    let body = t.get("/v1/top?by=requests&limit=1").await.json();
+    assert_eq!(body["clients"][0]["client"], "hammer", "{body}");
+    assert_eq!(body["total"], clients + 800);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn stats_count_each_second_per_plan() {
+    let t = TestServer::start(CONFIG).await;
+    for _ in 0..3 {
+        t.check("dave", 1).await; // 2 allowed, 1 rejected on free
+    }
+    t.check("acme", 1).await; // paid
+    t.clock.advance(2_000);
+    t.check("erin", 1).await;
+    t.check("erin", 0).await; // a look: not counted
+    let body = t.get("/v1/stats").await.json();
+    let times = body["time_ms"].as_array().unwrap();
+    assert_eq!(times.len(), 300);
+    let now_second = (START_MS + 2_000) / 1000 * 1000;
+    assert_eq!(times[299], now_second);
+    assert_eq!(body["now_ms"], START_MS + 2_000);
+    let column = |name: &str| -> Vec<u64> {
+        body[name]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    };
+    let decisions = column("decisions");
+    assert_eq!(&decisions[297..], [4, 0, 1]);
+    assert_eq!(&column("rejected")[297..], [1, 0, 0]);
+    let plan = |name: &str| {
+        body["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["plan"] == name)
+            .unwrap_or_else(|| panic!("plan {name} in {body}"))
+            .clone()
+    };
+    let tail = |v: &serde_json::Value| -> Vec<u64> {
+        v.as_array().unwrap()[297..]
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(tail(&plan("free")["allowed"]), [2, 0, 1]);
+    assert_eq!(tail(&plan("free")["rejected"]), [1, 0, 0]);
+    assert_eq!(tail(&plan("paid")["allowed"]), [1, 0, 0]);
+    assert_eq!(tail(&body["decided_by"]["store"]), [4, 0, 1]);
+    assert_eq!(tail(&body["store_errors"]), [0, 0, 0]);
+    let p50 = tail(&body["latency_us"]["p50"]);
+    let max = tail(&body["latency_us"]["max"]);
+    assert!(p50[0] <= max[0] && max[1] == 0, "{p50:?} {max:?}");
+    assert_eq!(body["store"]["kind"], "memory");
+    assert_eq!(body["store"]["status"], "ok");
+    assert_eq!(body["store"]["tracked_clients"], 3);
+    // Five minutes later the old seconds are gone.
+    t.clock.advance(300_000);
+    let body = t.get("/v1/stats").await.json();
+    assert!(
+        body["decisions"].as_array().unwrap().iter().all(|n| n == 0),
+        "{body}"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn store_failures_show_in_stats_and_health() {
+    let text = format!(
+        r#"
+[store]
+url = "redis://127.0.0.1:{}"
+failure_policy = "fail-open"
+timeout = "200ms"
+
+[[plans.shared]]
+name = "1s"
+policy = "sliding-window"
+limit = 5
+window = "1s"
+"#,
+        free_port()
+    );
+    let config = Config::parse(&text).unwrap();
+    let store = StoreHandle::for_config(&config).unwrap();
+    let t = TestServer::start_with(&text, config, store).await;
+    for _ in 0..2 {
+        assert_eq!(t.check("tenant", 1).await.json()["decided_by"], "fail-open");
+    }
+    let body = t.get("/v1/stats").await.json();
+    assert_eq!(body["store_errors"][299], 2, "{}", body["store"]);
+    assert_eq!(body["decided_by"]["fail-open"][299], 2);
+    assert_eq!(body["decided_by"]["store"][299], 0);
+    assert_eq!(body["store"]["kind"], "redis");
+    assert_eq!(body["store"]["status"], "failing");
+    assert_eq!(body["store"]["calls"]["fail_open"], 2);
+    // Ten quiet seconds later the store is no longer reported failing.
+    t.clock.advance(10_000);
+    assert_eq!(t.get("/v1/stats").await.json()["store"]["status"], "ok");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_on_redis_is_read_with_a_look_that_uses_nothing() {
+    let Some(redis) = RedisServer::spawn("a_client_on_redis_is_read_with_a_look") else {
+        return;
+    };
+    let text = format!(
+        r#"
+[store]
+url = "{}"
+failure_policy = "fail-closed"
+prefix = "inspect-test"
+
+[[plans.shared]]
+name = "1d"
+policy = "sliding-window"
+limit = 3
+window = "1d"
+"#,
+        redis.url()
+    );
+    let config = Config::parse(&text).unwrap();
+    let store = StoreHandle::for_config(&config).unwrap();
+    let t = TestServer::start_with(&text, config, store).await;
+    t.check("tenant", 1).await;
+    t.check("tenant", 1).await;
+    for _ in 0..10 {
+        let body = t.get("/v1/clients/tenant").await.json();
+        assert_eq!(body["source"], "store-check", "{body}");
+        assert_eq!(body["decided_by"], "store");
+        assert_eq!(body["limits"][0]["remaining"], 1);
+        assert_eq!(body["limits"][0]["retry_after_ms"], 0);
+        assert!(body["limits"][0]["entries"].is_null());
+    }
+    assert_eq!(t.check("tenant", 1).await.json()["allowed"], true);
+    let body = t.get("/v1/clients/tenant").await.json();
+    assert_eq!(body["allowed"], false);
+    assert!(body["retry_after_ms"].is_null(), "unknown on Redis: {body}");
+    assert_eq!(t.check("tenant", 1).await.json()["allowed"], false);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn the_config_in_force_is_public_without_secrets() {
+    let t = TestServer::start(CONFIG).await;
+    let body = t.get("/v1/config").await.json();
+    let plans = body["plans"].as_array().unwrap();
+    let names: Vec<&str> = plans.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["dark", "free", "paid"]);
+    let free = &plans[1];
+    assert_eq!(free["default"], true);
+    assert_eq!(free["limits"][1]["policy"], "token-bucket");
+    assert_eq!(free["limits"][1]["window_ms"], 86_400_000);
+    assert_eq!(plans[2]["clients"], 1);
+    assert_eq!(body["store"]["kind"], "memory");
+    assert_eq!(body["dashboard"], true);
+    t.stop().await;
+
+    let text = "[store]\nurl = \"redis://user:hunter2@127.0.0.1:1/0\"\n[[plans.p]]\nname = \"a\"\npolicy = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n";
+    let config = Config::parse(text).unwrap();
+    let store = StoreHandle::for_config(&config).unwrap();
+    let t = TestServer::start_with(text, config, store).await;
+    let a = t.get("/v1/config").await;
+    assert!(!a.body.contains("hunter2"), "{}", a.body);
+    assert_eq!(a.json()["store"]["url"], "redis://***@127.0.0.1:1/0");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn with_the_dashboard_off_its_counters_are_off() {
+    let text = format!("{CONFIG}\n[dashboard]\nenabled = false\n");
+    let t = TestServer::start(&text).await;
+    t.check("dave", 1).await;
+    assert!(t.server.observed().is_none());
+    for path in ["/v1/stats", "/v1/top"] {
+        let a = t.get(path).await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{path}");
+        assert!(a.error().contains("[dashboard] enabled"), "{}", a.body);
+    }
+    // Looking at a client and the config still work.
+    assert_eq!(t.get("/v1/clients/dave").await.status, StatusCode::OK);
+    assert_eq!(t.get("/v1/config").await.json()["dashboard"], false);
+    t.stop().await;
+}
