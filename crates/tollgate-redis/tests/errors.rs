@@ -5,9 +5,11 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use tollgate::FailurePolicy;
 use tollgate::{AnyPolicy, DecidedBy, Limit, Plan, Store};
+use tollgate_guard::GuardedStore;
 use tollgate_redis::testing::{raw_command, redis_cli, wait_for, RedisCluster, RedisServer};
-use tollgate_redis::{FailurePolicy, GuardedStore, RedisStore, RedisStoreConfig, RedisStoreError};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 fn plan() -> Plan {
     let limits = ["sliding-window", "token-bucket", "gcra"]
@@ -99,15 +101,12 @@ fn out_of_memory_is_transient_and_answered_by_the_failure_policy() {
         let error = store.decide(&plan(), "c", 0, 1).await.expect_err("OOM");
         assert_classified(&error, "OOM", true);
         assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "nothing written");
-        let guard = GuardedStore::new(
-            store,
-            Duration::from_secs(5),
-            FailurePolicy::FailClosed {
-                retry_after_ms: 1_000,
-            },
-        );
+        let guard = GuardedStore::new(store, Duration::from_secs(5), FailurePolicy::FailClosed);
         let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
-        assert_eq!(answer.decided_by, DecidedBy::FailClosed);
+        assert_eq!(
+            answer.decided_by,
+            DecidedBy::Failure(FailurePolicy::FailClosed)
+        );
     });
 }
 

@@ -210,7 +210,7 @@ fn a_lazy_cluster_store_answers_by_the_failure_policy_until_it_connects() {
             .expect("lazy: nothing is connected yet");
         let store = GuardedStore::new(redis, Duration::from_secs(3), FailurePolicy::FailOpen);
         let down = store.check(&plan, "c", 1_000, 1).await.expect("answered");
-        assert_eq!(down.decided_by, DecidedBy::FailOpen);
+        assert_eq!(down.decided_by, DecidedBy::Failure(FailurePolicy::FailOpen));
         // The real cluster, lazily: the first call connects and decides.
         let real = RedisTarget::cluster(cluster.urls());
         let redis = RedisStore::connect_lazy_to(&real, RedisStoreConfig::default()).expect("lazy");

@@ -16,7 +16,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::Serialize;
-use tollgate::{DecidedBy, PlanDecision};
+use tollgate::{DecidedBy, FailurePolicy, PlanDecision};
 
 /// Seconds kept: five minutes.
 pub const SECONDS: usize = 300;
@@ -34,9 +34,9 @@ const LATENCY_BUCKETS: usize = 96;
 
 /// Who decided, as counted: the store is every decision minus the others.
 const STAND_INS: [DecidedBy; 3] = [
-    DecidedBy::FailOpen,
-    DecidedBy::FailClosed,
-    DecidedBy::LocalFallback,
+    DecidedBy::Failure(FailurePolicy::FailOpen),
+    DecidedBy::Failure(FailurePolicy::FailClosed),
+    DecidedBy::Failure(FailurePolicy::LocalFallback),
 ];
 
 fn counters<const N: usize>() -> [AtomicU64; N] {

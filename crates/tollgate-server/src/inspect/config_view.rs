@@ -112,6 +112,16 @@ impl ConfigView {
         let (kind, url) = match &config.store.kind {
             StoreKind::Memory => ("memory", None),
             StoreKind::Redis { url } => ("redis", Some(redact(url))),
+            StoreKind::RedisCluster { seeds } => (
+                "redis-cluster",
+                Some(
+                    seeds
+                        .iter()
+                        .map(|s| redact(s))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+            ),
         };
         Self {
             plans,

@@ -147,6 +147,7 @@ impl Server {
         let kind = match self.config().store.kind {
             StoreKind::Memory => "memory",
             StoreKind::Redis { .. } => "redis",
+            StoreKind::RedisCluster { .. } => "redis-cluster",
         };
         let errors = self
             .observed()
