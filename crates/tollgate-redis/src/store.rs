@@ -124,7 +124,7 @@ impl RedisStore {
     /// Like [`RedisStore::connect_to`], without waiting for the first
     /// connection (one node or a cluster): a service can start while Redis
     /// is down (its calls fail as transient errors, so a
-    /// [`crate::GuardedStore`] answers them) and uses Redis as soon as it is
+    /// `tollgate_guard::GuardedStore` answers them) and uses Redis as soon as it is
     /// up. Must be called inside a Tokio runtime.
     ///
     /// # Errors
