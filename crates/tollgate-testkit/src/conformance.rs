@@ -14,7 +14,9 @@
 //! (`examples/*.replay` with their `.expected` output), the edge cases of the
 //! core issue, random sessions of one-limit plans, random plans with several
 //! limits, costs, shadows and backwards times, the largest numbers a store
-//! must take, and sliding windows counting up to `u32::MAX` units.
+//! must take, sliding windows counting up to `u32::MAX` units, and
+//! [`Store::inspect`](tollgate::Store::inspect) after a sequence of
+//! decisions (the state written down by hand; inspecting changes nothing).
 //!
 //! Two ways to run it: [`run_all`] in one test, or [`conformance_tests!`](crate::conformance_tests)
 //! (`tollgate_testkit::conformance_tests!`), which generates one `#[test]` per
@@ -40,9 +42,11 @@ use tollgate::{Plan, PlanDecision, Store};
 
 use crate::reference::NaiveStore;
 
+mod inspection;
 mod random;
 mod sessions;
 
+pub use inspection::inspection;
 pub use random::{extremes, huge_costs, plans, random_sessions, Rng, EXACT_RANGE};
 pub use sessions::{edge_cases, run_session, worked_sessions, EDGE_CASES};
 
@@ -80,6 +84,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("plans", plans),
     ("extremes", extremes),
     ("huge_costs", huge_costs),
+    ("inspection", inspection),
 ];
 
 /// Runs every case against stores from `make_store`, in order.
@@ -142,7 +147,7 @@ pub async fn same_as_naive(
 macro_rules! conformance_tests {
     ($make_store:expr) => {
         $crate::conformance_tests!(@cases $make_store;
-            worked_sessions, edge_cases, random_sessions, plans, extremes, huge_costs);
+            worked_sessions, edge_cases, random_sessions, plans, extremes, huge_costs, inspection);
     };
     (@cases $make_store:expr; $($case:ident),+) => {
         $(

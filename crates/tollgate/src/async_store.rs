@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::inspect::Inspection;
 use crate::plan::{Plan, PlanDecision, PlanLimiter};
 
 /// A boxed future returned by [`Store`] methods.
@@ -61,6 +62,30 @@ pub trait Store: Send + Sync {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision>;
+
+    /// `client`'s state under every limit of `plan` at `now_ms` (or at the
+    /// client's latest seen time, when later), using nothing and writing
+    /// nothing: not an unknown client, not a token bucket's anchor, not the
+    /// latest seen time. Every store reads its raw states and computes the
+    /// numbers with [`crate::inspect_plan`], so that they are the policies'
+    /// own.
+    ///
+    /// The default answers an error: a store that cannot read its states
+    /// without changing them says so rather than answer something else.
+    ///
+    /// # Errors
+    /// A [`StoreError`] when the store could not be read.
+    fn inspect<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        let _ = (plan, client, now_ms);
+        Box::pin(std::future::ready(Err(StoreError::permanent(
+            "this store cannot inspect a client's state",
+        ))))
+    }
 }
 
 /// The in-memory store behind the async boundary: decisions are immediate.
@@ -100,6 +125,16 @@ impl Store for MemoryBackend {
         let decision = self.limiter.check(plan, client, now_ms, cost);
         Box::pin(std::future::ready(Ok(decision)))
     }
+
+    fn inspect<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        let inspection = self.limiter.inspect(plan, client, now_ms);
+        Box::pin(std::future::ready(Ok(inspection)))
+    }
 }
 
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
@@ -111,5 +146,14 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
         (**self).check(plan, client, now_ms, cost)
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        (**self).inspect(plan, client, now_ms)
     }
 }

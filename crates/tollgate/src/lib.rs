@@ -38,7 +38,8 @@
 //! [`MemoryStore`] keeps every client's state in a sharded map; a [`Limiter`]
 //! puts the two together ([`RateLimiter`] with the policy chosen by name);
 //! a [`Plan`] checks several limits at once, all or nothing; [`Store`] is the
-//! async boundary that the Redis store and the services share.
+//! async boundary that the Redis store and the services share, and
+//! [`inspect_plan`] reads a client's state under a plan for every store.
 
 mod async_store;
 mod clock;
@@ -47,6 +48,7 @@ mod error;
 mod eviction;
 mod failure;
 pub mod headers;
+pub mod inspect;
 mod limiter;
 mod plan;
 pub mod policy;
@@ -60,6 +62,7 @@ pub use decision::Decision;
 pub use error::Error;
 pub use failure::{FailurePolicy, UnknownFailurePolicy};
 pub use headers::RateLimitHeaders;
+pub use inspect::{inspect_plan, Inspection, LimitState, LogRun};
 pub use limiter::{Limiter, RateLimiter};
 pub use plan::{
     check_plan, DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanLimiter, PlanStates,

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use crate::eviction::KnownLimits;
+use crate::inspect::{inspect_plan, Inspection};
 use crate::policy::{AnyPolicy, AnyState, Policy};
 use crate::store::MemoryStore;
 use crate::{Decision, Error, FailurePolicy};
@@ -259,6 +260,17 @@ impl PlanLimiter {
     /// The numbers for `client` under `plan` without using anything.
     pub fn peek(&self, plan: &Plan, client: &str, now_ms: u64) -> PlanDecision {
         self.check(plan, client, now_ms, 0)
+    }
+
+    /// `client`'s state under every limit of `plan` at `now_ms` (or at the
+    /// client's latest seen time, when later), read from a copy: nothing is
+    /// stored, not even an unknown client or a token bucket's anchor, and
+    /// the latest seen time stays as it was. See [`crate::inspect_plan`].
+    pub fn inspect(&self, plan: &Plan, client: &str, now_ms: u64) -> Inspection {
+        match self.store.get(client) {
+            Some(entry) => inspect_plan(plan, &entry.state, now_ms.max(entry.last_seen)),
+            None => inspect_plan(plan, &Vec::new(), now_ms),
+        }
     }
 
     /// Drops limit states that no longer matter (see [`crate::Limiter::sweep`]),

@@ -2,7 +2,7 @@
 //! policy, a timeout, a front end's answer to an outage) without a real
 //! outage. Behind the `testing` feature: enable it in `[dev-dependencies]`.
 
-use crate::{Plan, PlanDecision, Store, StoreError, StoreFuture};
+use crate::{Inspection, Plan, PlanDecision, Store, StoreError, StoreFuture};
 
 /// A store that fails every call with the same error, at once: a store
 /// that is down (transient) or misconfigured (permanent).
@@ -34,6 +34,15 @@ impl Store for FailingStore {
     ) -> StoreFuture<'a, PlanDecision> {
         Box::pin(std::future::ready(Err(self.error.clone())))
     }
+
+    fn inspect<'a>(
+        &'a self,
+        _plan: &'a Plan,
+        _client: &'a str,
+        _now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        Box::pin(std::future::ready(Err(self.error.clone())))
+    }
 }
 
 /// A store that never answers, as a paused or unreachable server: for
@@ -49,6 +58,15 @@ impl Store for HangingStore {
         _now_ms: u64,
         _cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
+        Box::pin(std::future::pending())
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        _plan: &'a Plan,
+        _client: &'a str,
+        _now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
         Box::pin(std::future::pending())
     }
 }

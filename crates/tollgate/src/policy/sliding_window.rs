@@ -72,6 +72,22 @@ impl SlidingLog {
         })
     }
 
+    /// A log holding `runs`, `(time, units)` oldest first, as another store
+    /// keeps them (the Redis store reads its log back into one for
+    /// [`crate::inspect_plan`]). Runs with no units are left out and a run at
+    /// the time of the one before joins it, so the log is one the policy
+    /// could have written when the times never decrease and the units of
+    /// every window add up to at most the limit (the caller checks that).
+    pub fn from_runs(runs: impl IntoIterator<Item = (u64, u32)>) -> Self {
+        let mut log = Self::default();
+        for (time, units) in runs {
+            if units > 0 {
+                log.push(time, units);
+            }
+        }
+        log
+    }
+
     /// Heap bytes held by the log.
     pub fn heap_bytes(&self) -> usize {
         self.buf.capacity() * std::mem::size_of::<Entry>()
