@@ -10,6 +10,11 @@
 //!   (sliding-window log, token bucket anchored at the first call, GCRA) and
 //!   the same rule for times that go backwards (answered as at the latest
 //!   time seen for the client).
+//! - Inspection ([`RedisStore::inspect`], [`tollgate::Store::inspect`]): one
+//!   read-only script ([`scripts::INSPECT`]) returns a client's stored
+//!   states, decoded into the core's and answered by
+//!   [`tollgate::inspect_plan`]: the same numbers as the memory store's,
+//!   nothing written.
 //! - Keys ([`keys`]): `<prefix>:{c:<escaped client>}:<limit id>[:v<format>]`, one hash
 //!   tag per client (never CROSSSLOT on Redis Cluster), client ids of any
 //!   bytes escaped, every key with an expiry.
@@ -100,6 +105,7 @@ pub mod bounds;
 mod connection;
 pub mod deadline;
 mod error;
+mod inspect;
 pub mod keys;
 mod lazy_cluster;
 pub mod policies;

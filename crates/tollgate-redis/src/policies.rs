@@ -67,7 +67,7 @@ pub struct RedisPolicy {
 }
 
 /// Declares the policies the Redis store serves, one line each, and builds
-/// [`POLICIES`] and the plan script from them.
+/// [`POLICIES`], the plan script and the inspection script from them.
 macro_rules! redis_policies {
     ($($name:literal => { code: $code:literal, format: $format:literal, lua: $lua:expr, bound: $bound:expr $(,)? }),+ $(,)?) => {
         /// Every policy the Redis store serves.
@@ -85,6 +85,14 @@ macro_rules! redis_policies {
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/common.lua")),
             $("policies['", $code, "'] = (function()\n", $lua, "end)()\n",)+
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/plan.lua")),
+        );
+
+        /// The inspection script: `common.lua`, each policy's file
+        /// registered under its code, then `inspect.lua`.
+        pub(crate) const INSPECT: &str = concat!(
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/common.lua")),
+            $("policies['", $code, "'] = (function()\n", $lua, "end)()\n",)+
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/inspect.lua")),
         );
     };
 }
@@ -148,8 +156,14 @@ mod tests {
                 policy.code, policy.lua
             ));
         }
+        let registered = expected.clone();
         expected.push_str(include_str!("scripts/plan.lua"));
         assert_eq!(PLAN, expected);
+        assert_eq!(
+            INSPECT,
+            registered + include_str!("scripts/inspect.lua"),
+            "the inspection script shares the helpers and the policy files"
+        );
         assert!(!include_str!("scripts/plan.lua").contains("local policies"));
     }
 }

@@ -4,7 +4,8 @@
 //! `write` on its own state key (the key layout and value format are
 //! described at the top of each file), listed once in [`crate::policies`];
 //! [`PLAN`] composes them with the shared helpers and the plan driver into
-//! the one script that every decision runs. Its KEYS and ARGV:
+//! the one script that every decision runs ([`INSPECT`], the same with the
+//! read-only inspection driver, the one every inspection runs). Its KEYS and ARGV:
 //!
 //! ```text
 //! KEYS[1]        <prefix>:{c:<client>}:seen   latest time seen for the client
@@ -41,6 +42,24 @@ pub const COMMON: &str = include_str!("scripts/common.lua");
 /// The plan driver: decides all limits, then consumes from all or none.
 pub const PLAN_DRIVER: &str = include_str!("scripts/plan.lua");
 
+/// The read-only driver of [`INSPECT`]: reads a client's raw state under
+/// every limit of a plan, writing nothing.
+pub const INSPECT_DRIVER: &str = include_str!("scripts/inspect.lua");
+
+/// The script run for every inspection ([`crate::RedisStore::inspect`]):
+/// [`COMMON`], each policy's file as in [`PLAN`], then [`INSPECT_DRIVER`].
+/// Its KEYS and ARGV:
+///
+/// ```text
+/// KEYS[1]        <prefix>:{c:<client>}:seen   latest time seen for the client
+/// KEYS[1 + i]    <prefix>:{c:<client>}:<id>[:v<format>]   state of limit i, i = 1..n
+/// ARGV[1]        now_ms (decimal), or "redis" to use Redis's TIME
+/// ARGV[3i-1..3i+1] limit i: policy code (crate::policies), limit, window_ms
+/// reply          { now_used, then per limit: m, then the m integers of its
+///                  stored state (m = 0: none), as the policy's raw() gives it }
+/// ```
+pub const INSPECT: &str = policies::INSPECT;
+
 /// The whole script run for every decision: [`COMMON`], each policy's file
 /// registered under its code (one line each, from [`crate::policies::POLICIES`]),
 /// then [`PLAN_DRIVER`].
@@ -54,6 +73,17 @@ mod tests {
     fn the_plan_script_starts_with_the_helpers_and_ends_with_the_driver() {
         assert!(PLAN.starts_with(COMMON));
         assert!(PLAN.ends_with(PLAN_DRIVER));
+        assert!(INSPECT.starts_with(COMMON) && INSPECT.ends_with(INSPECT_DRIVER));
+        for write in [
+            "'SET'",
+            "'DEL'",
+            "'RPUSH'",
+            "'LSET'",
+            "'LTRIM'",
+            "'PEXPIRE'",
+        ] {
+            assert!(!INSPECT_DRIVER.contains(write), "inspect.lua calls {write}");
+        }
         assert_eq!(state_format("s"), 2);
         assert_eq!(state_format("g"), 1);
     }

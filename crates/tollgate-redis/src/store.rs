@@ -4,11 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
-use tollgate::{Decision, LimitDecision, Plan, PlanDecision, Policy, Store, StoreFuture};
+use tollgate::{
+    Decision, Inspection, LimitDecision, Plan, PlanDecision, Policy, Store, StoreFuture,
+};
 
 use crate::bounds;
 use crate::connection::Connection;
 use crate::deadline::{self, RedisClock};
+use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
 use crate::{policies, scripts, RedisStoreError, RedisTarget};
 
@@ -72,6 +75,7 @@ impl Default for RedisStoreConfig {
 pub struct RedisStore {
     connection: Connection,
     script: Arc<Script>,
+    inspect_script: Arc<Script>,
     clock: Arc<RedisClock>,
     keys: KeyLayout,
     config: RedisStoreConfig,
@@ -158,6 +162,7 @@ impl RedisStore {
         Self {
             connection,
             script: Arc::new(Script::new(scripts::PLAN)),
+            inspect_script: Arc::new(Script::new(scripts::INSPECT)),
             clock: Arc::new(RedisClock::new()),
             keys,
             config,
@@ -173,6 +178,7 @@ impl RedisStore {
         Ok(Self {
             connection: self.connection.clone(),
             script: self.script.clone(),
+            inspect_script: self.inspect_script.clone(),
             clock: self.clock.clone(),
             keys: KeyLayout::new(config.prefix.clone())?,
             config,
@@ -253,6 +259,55 @@ impl RedisStore {
         read_reply(plan, reply)
     }
 
+    /// `client`'s state under every limit of `plan` at `now_ms` (ignored
+    /// with [`TimeSource::Redis`]; the client's later last-seen time when
+    /// there is one), in one round trip of [`scripts::INSPECT`], which reads
+    /// the stored states and writes nothing. The numbers are computed from
+    /// those states by [`tollgate::inspect_plan`], as for the memory store.
+    ///
+    /// # Errors
+    /// As [`RedisStore::decide`], except that there is no deadline to pass:
+    /// a read that Redis runs late changes nothing.
+    pub async fn inspect(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+    ) -> Result<Inspection, RedisStoreError> {
+        let caller_time = self.config.time_source == TimeSource::Caller;
+        bounds::check(
+            plan,
+            caller_time.then_some(now_ms),
+            self.config.expiry_margin_ms,
+        )?;
+        let mut invocation = self.inspect_script.prepare_invoke();
+        let base = self.keys.client_base(client);
+        invocation.key(KeyLayout::seen_key_from_base(&base));
+        if caller_time {
+            invocation.arg(now_ms);
+        } else {
+            invocation.arg("redis");
+        }
+        for limit in plan.limits() {
+            let descriptor = descriptor_of(limit.policy())?;
+            invocation.key(KeyLayout::limit_key_from_base(
+                &base,
+                limit.id(),
+                descriptor.format,
+            ));
+            invocation
+                .arg(descriptor.code)
+                .arg(limit.policy().limit())
+                .arg(limit.policy().window_ms());
+        }
+        let reply = self
+            .connection
+            .invoke(&invocation)
+            .await
+            .map_err(script_error)?;
+        read_inspection(plan, &reply)
+    }
+
     /// Measures the offset between the monotonic clock and Redis's `TIME`
     /// with one round trip, and returns the offset now in force.
     async fn measure_offset(&self) -> Result<i64, RedisStoreError> {
@@ -285,8 +340,7 @@ impl RedisStore {
             .arg(deadline_us);
         for limit in plan.limits() {
             let policy = limit.policy();
-            let descriptor = policies::by_name(policy.name())
-                .ok_or_else(|| RedisStoreError::UnsupportedPolicy(policy.name().to_owned()))?;
+            let descriptor = descriptor_of(policy)?;
             invocation.key(KeyLayout::limit_key_from_base(
                 &base,
                 limit.id(),
@@ -300,6 +354,14 @@ impl RedisStore {
         }
         Ok(())
     }
+}
+
+/// How the store serves `policy`, or [`RedisStoreError::UnsupportedPolicy`].
+fn descriptor_of(
+    policy: &tollgate::AnyPolicy,
+) -> Result<&'static policies::RedisPolicy, RedisStoreError> {
+    policies::by_name(policy.name())
+        .ok_or_else(|| RedisStoreError::UnsupportedPolicy(policy.name().to_owned()))
 }
 
 /// A Redis error of the script call as the store's error: the script's own
@@ -371,6 +433,19 @@ impl Store for RedisStore {
     ) -> StoreFuture<'a, PlanDecision> {
         Box::pin(async move {
             self.decide(plan, client, now_ms, cost)
+                .await
+                .map_err(Into::into)
+        })
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        Box::pin(async move {
+            RedisStore::inspect(self, plan, client, now_ms)
                 .await
                 .map_err(Into::into)
         })

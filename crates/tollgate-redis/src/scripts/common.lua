@@ -1,6 +1,7 @@
 -- common.lua: helpers shared by every policy. Prepended to the plan script.
 --
--- KEYS and ARGV: none of its own (see plan.lua).
+-- KEYS and ARGV: none of its own (see plan.lua and inspect.lua, the two
+-- drivers that follow it and the policy chunks).
 --
 -- Lua numbers are doubles: every integer here stays below 2^53, where
 -- doubles are exact. Arguments are checked against MAX_EXACT before the
@@ -74,3 +75,58 @@ end
 -- The policies by Redis code. src/policies.rs appends one line per policy
 -- after this file: policies['<code>'] = (function() <policy file> end)().
 local policies = {}
+
+-- Limit i's policy, limit and window from its arguments (policy code,
+-- limit, window_ms), checked: a known policy, limit and window at least 1,
+-- and what the policy itself asks of them.
+local function read_limit(i, code, limit_arg, window_arg)
+  local policy = policies[code]
+  if not policy then
+    fail('unknown policy code ' .. tostring(code) .. ' for limit ' .. i)
+  end
+  local limit = parse_int(limit_arg, 'limit', MAX_U32)
+  local window = parse_int(window_arg, 'window_ms', MAX_EXACT)
+  if limit < 1 then
+    fail('limit must be at least 1 (limit ' .. i .. ')')
+  end
+  if window < 1 then
+    fail('window must be at least 1 ms (limit ' .. i .. ')')
+  end
+  policy.check_args(limit, window)
+  return policy, limit, window
+end
+
+-- The time of a call: `arg` (now_ms as a decimal), or Redis's TIME in ms
+-- when `arg` is "redis" (`redis_us`, read once by the caller).
+local function call_time(arg, redis_us)
+  if arg == 'redis' then
+    return math.floor(redis_us / 1000)
+  end
+  return parse_int(arg, 'now_ms', MAX_EXACT)
+end
+
+-- The backwards-time rule: the call's time brought up to the client's
+-- latest seen time (stored at `seen_key`), then checked against every
+-- limit's bound. Returns that time and the stored latest time (nil when
+-- none is stored).
+local function time_after_seen(seen_key, now, limits)
+  local seen_raw = redis.call('GET', seen_key)
+  local seen = nil
+  if seen_raw then
+    seen = parse_int(seen_raw, 'stored last-seen time', MAX_EXACT)
+    if seen > now then
+      now = seen
+    end
+  end
+  if now > MAX_EXACT then
+    fail('time ' .. fmt(now) .. ' exceeds 2^53 - 1')
+  end
+  for i = 1, #limits do
+    local l = limits[i]
+    if not l.policy.bound_ok(now, l.limit, l.window) then
+      fail('time ' .. fmt(now) .. ' with window_ms ' .. fmt(l.window) .. ' and limit ' .. fmt(l.limit)
+        .. ' exceeds the exact range of Redis numbers (2^53 - 1) for limit ' .. i)
+    end
+  end
+  return now, seen
+end

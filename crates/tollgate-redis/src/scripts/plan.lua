@@ -37,34 +37,17 @@ if redis_us > parse_int(ARGV[4], 'deadline', MAX_EXACT) then
   return { redis_us, -1 }
 end
 
-local now
-if ARGV[1] == 'redis' then
-  now = math.floor(redis_us / 1000)
-else
-  now = parse_int(ARGV[1], 'now_ms', MAX_EXACT)
-end
+local now = call_time(ARGV[1], redis_us)
 local cost = parse_int(ARGV[2], 'cost', MAX_U32)
 local margin = parse_int(ARGV[3], 'expiry margin', MAX_EXACT)
 
 local limits = {}
 for i = 1, n do
   local at = 1 + 4 * i
-  local policy = policies[ARGV[at]]
-  if not policy then
-    fail('unknown policy code ' .. tostring(ARGV[at]) .. ' for limit ' .. i)
-  end
-  local limit = parse_int(ARGV[at + 1], 'limit', MAX_U32)
-  local window = parse_int(ARGV[at + 2], 'window_ms', MAX_EXACT)
-  if limit < 1 then
-    fail('limit must be at least 1 (limit ' .. i .. ')')
-  end
-  if window < 1 then
-    fail('window must be at least 1 ms (limit ' .. i .. ')')
-  end
+  local policy, limit, window = read_limit(i, ARGV[at], ARGV[at + 1], ARGV[at + 2])
   if window + margin > MAX_EXACT then
     fail('window_ms + expiry margin exceeds 2^53 - 1 (limit ' .. i .. ')')
   end
-  policy.check_args(limit, window)
   local shadow = ARGV[at + 3]
   if shadow ~= '0' and shadow ~= '1' then
     fail('shadow must be 0 or 1 (limit ' .. i .. ')')
@@ -73,24 +56,8 @@ for i = 1, n do
 end
 
 -- The backwards-time rule.
-local seen_raw = redis.call('GET', KEYS[1])
-local seen = nil
-if seen_raw then
-  seen = parse_int(seen_raw, 'stored last-seen time', MAX_EXACT)
-  if seen > now then
-    now = seen
-  end
-end
-if now > MAX_EXACT then
-  fail('time ' .. fmt(now) .. ' exceeds 2^53 - 1')
-end
-for i = 1, n do
-  local l = limits[i]
-  if not l.policy.bound_ok(now, l.limit, l.window) then
-    fail('time ' .. fmt(now) .. ' with window_ms ' .. fmt(l.window) .. ' and limit ' .. fmt(l.limit)
-      .. ' exceeds the exact range of Redis numbers (2^53 - 1) for limit ' .. i)
-  end
-end
+local seen
+now, seen = time_after_seen(KEYS[1], now, limits)
 
 -- Decide every limit on the states as they are.
 local allowed = true

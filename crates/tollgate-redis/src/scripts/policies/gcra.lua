@@ -20,8 +20,11 @@
 -- returns a table of: check_args(limit, window), bound_ok(now, limit,
 -- window), load(key, now, limit, window) -> state or nil,
 -- decide(state, now, cost, limit, window) -> decision,
--- write(key, state, now, cost, limit, window, margin) -> ttl, and anchors
--- (whether a first call that used nothing still stores a state).
+-- write(key, state, now, cost, limit, window, margin) -> ttl, anchors
+-- (whether a first call that used nothing still stores a state), and
+-- raw(state) -> the loaded state as a list of integers for inspect.lua
+-- (empty for no state), which the Redis store decodes into the core
+-- policy's state (src/inspect.rs).
 
 local gcra = {}
 
@@ -82,5 +85,13 @@ function gcra.write(key, state, now, cost, limit, window, margin)
 end
 
 gcra.anchors = false
+
+-- The state for inspect.lua: { tat_scaled }.
+function gcra.raw(state)
+  if not state then
+    return {}
+  end
+  return { state.tat }
+end
 
 return gcra

@@ -31,8 +31,11 @@
 -- returns a table of: check_args(limit, window), bound_ok(now, limit,
 -- window), load(key, now, limit, window) -> state or nil,
 -- decide(state, now, cost, limit, window) -> decision,
--- write(key, state, now, cost, limit, window, margin) -> ttl, and anchors
--- (whether a first call that used nothing still stores a state).
+-- write(key, state, now, cost, limit, window, margin) -> ttl, anchors
+-- (whether a first call that used nothing still stores a state), and
+-- raw(state) -> the loaded state as a list of integers for inspect.lua
+-- (empty for no state), which the Redis store decodes into the core
+-- policy's state (src/inspect.rs).
 
 local sliding = {}
 
@@ -47,9 +50,9 @@ local function wrapped_diff(a, b)
   return d
 end
 
--- Element `index` of the log: its time, count and end, each checked.
-local function log_entry(key, index)
-  local value = redis.call('LINDEX', key, index)
+-- The time, count and end of `value`, element `index` of the log at `key`,
+-- each checked.
+local function parse_element(key, value, index)
   local t, c, e
   if type(value) == 'string' then
     t, c, e = string.match(value, '^(%d+):(%d+):(%d+)$')
@@ -65,6 +68,11 @@ local function log_entry(key, index)
     fail('stored log ' .. key .. ' has an element of no units at ' .. index)
   end
   return time, count, stop
+end
+
+-- Element `index` of the log: its time, count and end, each checked.
+local function log_entry(key, index)
+  return parse_element(key, redis.call('LINDEX', key, index), index)
 end
 
 function sliding.check_args(limit, window)
@@ -190,5 +198,21 @@ end
 -- Only allowed requests change the log; a first call that used nothing
 -- stores nothing.
 sliding.anchors = false
+
+-- The state for inspect.lua: the elements still inside the window, oldest
+-- first, as { time_1, count_1, time_2, count_2, ... } (one LRANGE).
+function sliding.raw(state)
+  local out = {}
+  if not state or state.first >= state.n then
+    return out
+  end
+  local values = redis.call('LRANGE', state.key, state.first, -1)
+  for j = 1, #values do
+    local time, count = parse_element(state.key, values[j], state.first + j - 1)
+    out[#out + 1] = time
+    out[#out + 1] = count
+  end
+  return out
+end
 
 return sliding

@@ -25,8 +25,11 @@
 -- returns a table of: check_args(limit, window), bound_ok(now, limit,
 -- window), load(key, now, limit, window) -> state or nil,
 -- decide(state, now, cost, limit, window) -> decision,
--- write(key, state, now, cost, limit, window, margin) -> ttl, and anchors
--- (whether a first call that used nothing still stores a state).
+-- write(key, state, now, cost, limit, window, margin) -> ttl, anchors
+-- (whether a first call that used nothing still stores a state), and
+-- raw(state) -> the loaded state as a list of integers for inspect.lua
+-- (empty for no state), which the Redis store decodes into the core
+-- policy's state (src/inspect.rs).
 
 local bucket = {}
 
@@ -116,5 +119,13 @@ end
 
 -- The first call anchors the drips, even one that used nothing.
 bucket.anchors = true
+
+-- The state for inspect.lua: { anchor, full_at }.
+function bucket.raw(state)
+  if not state then
+    return {}
+  end
+  return { state.anchor, state.full_at }
+end
 
 return bucket
