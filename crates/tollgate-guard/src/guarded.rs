@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::{
-    Clock, FailurePolicy, MemoryBackend, Plan, PlanDecision, Store, StoreError, StoreFuture,
-    SystemClock,
+    Clock, FailurePolicy, Inspection, MemoryBackend, Plan, PlanDecision, Store, StoreError,
+    StoreFuture, SystemClock,
 };
 
 use crate::answer;
@@ -251,6 +251,34 @@ impl<S: Store> GuardedStore<S> {
         self.answer_failure(plan, client, now_ms, cost, error)
     }
 
+    /// The inner store's inspection within the timeout. Never answered by
+    /// the failure policy (an invented state would be a lie about the
+    /// client): a failure, a timeout or an open circuit is an error. Not
+    /// counted and not seen by the circuit breaker, which judge decisions;
+    /// an open circuit fails at once rather than wait for a store known
+    /// to be down.
+    async fn guarded_inspect(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+    ) -> Result<Inspection, StoreError> {
+        if self.breaker.is_open() {
+            return Err(StoreError::transient(
+                "the store failed repeatedly and was not called (circuit open)",
+            ));
+        }
+        let call = self.inner.inspect(plan, client, now_ms);
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreError::transient(format!(
+                    "the store did not answer within {:?}",
+                    self.timeout
+                )))
+            })
+    }
+
     /// The failure policy's answer (or the error, for
     /// [`FailurePolicy::Unavailable`]), counted.
     fn answer_failure(
@@ -293,5 +321,14 @@ impl<S: Store> Store for GuardedStore<S> {
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
         Box::pin(self.guarded_check(plan, client, now_ms, cost))
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        Box::pin(self.guarded_inspect(plan, client, now_ms))
     }
 }

@@ -124,3 +124,35 @@ async fn a_working_store_decides() {
     }
     assert_eq!(store.counts().store, 3);
 }
+
+#[tokio::test]
+async fn an_inspection_passes_through_and_a_failure_is_an_error_whatever_the_policy() {
+    let plan = plan();
+    let memory = GuardedStore::new(
+        tollgate::MemoryBackend::new(),
+        Duration::from_secs(1),
+        FailurePolicy::FailOpen,
+    );
+    memory.check(&plan, "c", 100, 1).await.unwrap();
+    let seen = memory.inspect(&plan, "c", 200).await.unwrap();
+    assert_eq!(seen, memory.inner().inspect(&plan, "c", 200).await.unwrap());
+    assert_eq!(seen.limits[0].remaining, 1);
+    for policy in [
+        FailurePolicy::FailOpen,
+        FailurePolicy::FailClosed,
+        FailurePolicy::LocalFallback,
+    ] {
+        let store = failing(StoreError::transient("connection refused"), policy);
+        let error = store.inspect(&plan, "c", 0).await.unwrap_err();
+        assert_eq!(error.message, "connection refused", "{policy:?}");
+        // Not a decision: neither answered by the policy nor counted.
+        assert_eq!(store.counts(), tollgate_guard::FailureCounts::default());
+    }
+    let hanging = GuardedStore::new(
+        HangingStore,
+        Duration::from_millis(20),
+        FailurePolicy::FailOpen,
+    );
+    let error = hanging.inspect(&plan, "c", 0).await.unwrap_err();
+    assert!(error.transient && error.message.contains("did not answer"), "{error}");
+}
