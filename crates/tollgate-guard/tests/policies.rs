@@ -154,5 +154,8 @@ async fn an_inspection_passes_through_and_a_failure_is_an_error_whatever_the_pol
         FailurePolicy::FailOpen,
     );
     let error = hanging.inspect(&plan, "c", 0).await.unwrap_err();
-    assert!(error.transient && error.message.contains("did not answer"), "{error}");
+    assert!(
+        error.transient && error.message.contains("did not answer"),
+        "{error}"
+    );
 }

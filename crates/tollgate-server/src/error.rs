@@ -9,7 +9,8 @@ use std::net::SocketAddr;
 /// anything is decided. The decision itself ([`crate::Server::decide`])
 /// answers in domain terms ([`Error::UnknownPlan`],
 /// [`Error::CostOverMaximum`], [`Error::Store`]); each front end maps those
-/// to its own protocol (the HTTP API: 400, 400 and 500).
+/// to its own protocol (the HTTP API: 400, 400 and 503);
+/// [`crate::Server::inspect`] fails with [`Error::Inspect`] (503).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -36,6 +37,10 @@ pub enum Error {
     /// error back; nothing was decided.
     #[error("the store cannot decide this request: {}", .0.message)]
     Store(tollgate::StoreError),
+    /// The store could not be read to inspect a client (down, timed out,
+    /// its circuit open); no failure policy stands in for an inspection.
+    #[error("the store cannot be read to inspect this client: {}", .0.message)]
+    Inspect(tollgate::StoreError),
     /// A listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -100,26 +100,27 @@ async fn remaining(
     client: Result<Path<String>, PathRejection>,
     query: Result<Query<PlanQuery>, QueryRejection>,
 ) -> Response {
-    let client = match client {
-        Ok(Path(client)) => client,
-        Err(e) => {
-            return refuse(
-                &server,
-                Rejection::bad_request(format!("invalid client id in the path: {e}")),
-            )
-        }
-    };
-    let plan = match plan_query(query) {
-        Ok(plan) => plan,
+    let (client, plan) = match client_and_plan(client, query) {
+        Ok(asked) => asked,
         Err(rejection) => return refuse(&server, rejection),
     };
-    if let Err(rejection) = check_client(&client) {
-        return refuse(&server, rejection);
-    }
     match server.decide(&client, plan.as_deref(), 0).await {
         Ok(decided) => decision_response(StatusCode::OK, &client, 0, &decided),
         Err(error) => refuse(&server, error.into()),
     }
+}
+
+/// The client id of a `.../{client}` path and the optional `?plan=NAME`
+/// of `GET /v1/remaining/{client}` and `GET /v1/clients/{client}`, checked.
+pub(crate) fn client_and_plan(
+    client: Result<Path<String>, PathRejection>,
+    query: Result<Query<PlanQuery>, QueryRejection>,
+) -> Result<(String, Option<String>), Rejection> {
+    let Path(client) = client
+        .map_err(|e| Rejection::bad_request(format!("invalid client id in the path: {e}")))?;
+    let plan = plan_query(query)?;
+    check_client(&client)?;
+    Ok((client, plan))
 }
 
 /// The `?plan=NAME` of a query string, refusing an empty or unknown parameter.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
-use tollgate::{Clock, MemoryBackend, Plan, PlanDecision, Store};
+use tollgate::{Clock, Inspection, MemoryBackend, Plan, PlanDecision, Store};
 use tollgate_config::store::guard;
 use tollgate_config::{Config, Overrides, StoreHandle};
 use tollgate_guard::GuardedStore;
@@ -115,6 +115,20 @@ impl fmt::Display for ReloadReport {
         }
         Ok(())
     }
+}
+
+/// The index in `config` of the plan named `plan`, or of `client`'s plan.
+fn plan_index(config: &Config, client: &str, plan: Option<&str>) -> Result<usize, Error> {
+    let Some(name) = plan else {
+        return Ok(config.plan_index_for(client));
+    };
+    config.plan_index(name).ok_or_else(|| {
+        let known: Vec<&str> = config.plans().iter().map(Plan::name).collect();
+        Error::UnknownPlan {
+            name: name.to_owned(),
+            known: known.join(", "),
+        }
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -251,16 +265,7 @@ impl Server {
     ) -> Result<Decided, Error> {
         let active = self.inner.active.load_full();
         let config = &active.config;
-        let index = match plan {
-            Some(name) => config.plan_index(name).ok_or_else(|| {
-                let known: Vec<&str> = config.plans().iter().map(Plan::name).collect();
-                Error::UnknownPlan {
-                    name: name.to_owned(),
-                    known: known.join(", "),
-                }
-            })?,
-            None => config.plan_index_for(client),
-        };
+        let index = plan_index(config, client, plan)?;
         if cost > config.max_cost {
             return Err(Error::CostOverMaximum {
                 cost,
@@ -308,6 +313,33 @@ impl Server {
             plan: index,
             decision,
         })
+    }
+
+    /// `client`'s state under every limit of its plan (or of the plan named
+    /// `plan`) at the clock's time, read from the store
+    /// ([`tollgate::Store::inspect`]): nothing is used or written, on memory
+    /// and Redis alike, and nothing is counted. Returns the plan's name with
+    /// the inspection.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPlan`]; [`Error::Inspect`] when the store cannot be
+    /// read (whatever the failure policy: it decides requests, it does not
+    /// make up a client's state).
+    pub async fn inspect(
+        &self,
+        client: &str,
+        plan: Option<&str>,
+    ) -> Result<(String, Inspection), Error> {
+        let config = self.config();
+        let plan = &config.plans()[plan_index(&config, client, plan)?];
+        let now = self.inner.clock.now_ms();
+        match self.inner.store.inspect(plan, client, now).await {
+            Ok(inspection) => Ok((plan.name().to_owned(), inspection)),
+            Err(error) => {
+                tracing::warn!(client, plan = plan.name(), %error, "inspection failed");
+                Err(Error::Inspect(error))
+            }
+        }
     }
 
     /// Re-reads the config file and, if it is valid, puts it in force.

@@ -21,7 +21,6 @@ async fn a_client_shows_its_plan_limits_and_sliding_log() {
     assert_eq!(a.status, StatusCode::OK, "{}", a.body);
     let body = a.json();
     assert_eq!(body["plan"], "free");
-    assert_eq!(body["source"], "memory-state");
     assert_eq!(body["now_ms"], START_MS + 400);
     assert_eq!(body["allowed"], false);
     // The request at START leaves the 1 s window at START + 1000.
@@ -280,45 +279,84 @@ window = "1s"
     t.stop().await;
 }
 
+/// The same traffic on `t`: several clients, plans and times.
+async fn traffic(t: &TestServer) {
+    for _ in 0..3 {
+        t.check("dave", 1).await; // the third rejected: 2 per second
+    }
+    t.check("acme", 4).await; // paid
+    t.clock.advance(300);
+    t.check("dave", 1).await;
+    let dark = r#"{"client":"erin","plan":"dark","cost":1}"#;
+    for _ in 0..2 {
+        t.post_check(dark).await;
+    }
+    t.clock.advance(450);
+}
+
+/// `/v1/clients` answers for clients seen and unseen, on several plans.
+async fn inspections(t: &TestServer) -> Vec<serde_json::Value> {
+    let mut answers = Vec::new();
+    for path in [
+        "/v1/clients/dave",
+        "/v1/clients/acme",
+        "/v1/clients/erin?plan=dark",
+        "/v1/clients/nobody",
+        "/v1/clients/dave?plan=paid",
+    ] {
+        let a = t.get(path).await;
+        assert_eq!(a.status, StatusCode::OK, "{path}: {}", a.body);
+        answers.push(a.json());
+    }
+    answers
+}
+
 #[tokio::test]
-async fn a_client_on_redis_is_read_with_a_look_that_uses_nothing() {
-    let Some(redis) = RedisServer::spawn("a_client_on_redis_is_read_with_a_look") else {
+async fn a_client_on_redis_is_answered_as_on_memory_and_a_stopped_redis_is_a_503() {
+    let Some(mut redis) = RedisServer::spawn("a_client_on_redis_is_answered_as_on_memory") else {
         return;
     };
+    let memory = TestServer::start(CONFIG).await;
     let text = format!(
-        r#"
-[store]
-url = "{}"
-failure_policy = "fail-closed"
-prefix = "inspect-test"
-
-[[plans.shared]]
-name = "1d"
-policy = "sliding-window"
-limit = 3
-window = "1d"
-"#,
+        "{CONFIG}\n[store]\nurl = \"{}\"\nfailure_policy = \"fail-open\"\nprefix = \"inspect-eq\"\n",
         redis.url()
     );
     let config = Config::parse(&text).unwrap();
     let store = StoreHandle::for_config(&config).unwrap();
-    let t = TestServer::start_with(&text, config, store).await;
-    t.check("tenant", 1).await;
-    t.check("tenant", 1).await;
-    for _ in 0..10 {
-        let body = t.get("/v1/clients/tenant").await.json();
-        assert_eq!(body["source"], "store-check", "{body}");
-        assert_eq!(body["decided_by"], "store");
-        assert_eq!(body["limits"][0]["remaining"], 1);
-        assert_eq!(body["limits"][0]["retry_after_ms"], 0);
-        assert!(body["limits"][0]["entries"].is_null());
+    let shared = TestServer::start_with(&text, config, store).await;
+    traffic(&memory).await;
+    traffic(&shared).await;
+    let on_memory = inspections(&memory).await;
+    assert_eq!(on_memory[0]["limits"][0]["entries"][0]["at_ms"], START_MS);
+    assert_eq!(on_memory[0]["allowed"], false, "{}", on_memory[0]);
+    // Asked twice: the answers stay the same, so nothing was used.
+    for _ in 0..2 {
+        assert_eq!(inspections(&shared).await, on_memory);
     }
-    assert_eq!(t.check("tenant", 1).await.json()["allowed"], true);
-    let body = t.get("/v1/clients/tenant").await.json();
-    assert_eq!(body["allowed"], false);
-    assert!(body["retry_after_ms"].is_null(), "unknown on Redis: {body}");
-    assert_eq!(t.check("tenant", 1).await.json()["allowed"], false);
-    t.stop().await;
+    // Nothing written for the unknown client (no token-bucket anchor, no
+    // last-seen time), and the next decisions are the same on both.
+    assert_eq!(redis.cli(&["KEYS", "inspect-eq:{c:nobody}*"]).trim(), "");
+    for client in ["dave", "nobody", "acme"] {
+        let want = memory.check(client, 1).await.json();
+        assert_eq!(shared.check(client, 1).await.json(), want, "{client}");
+    }
+    // A failed store: a clear 503, not the failure policy's invented state.
+    redis.kill();
+    let a = shared.get("/v1/clients/dave").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.body);
+    assert!(
+        a.error()
+            .starts_with("the store cannot be read to inspect this client: "),
+        "{}",
+        a.body
+    );
+    // Decisions meanwhile are the failure policy's.
+    assert_eq!(
+        shared.check("dave", 1).await.json()["decided_by"],
+        "fail-open"
+    );
+    memory.stop().await;
+    shared.stop().await;
 }
 
 #[tokio::test]

@@ -52,6 +52,7 @@ impl From<Error> for Rejection {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the rate limit store is unavailable",
             ),
+            Error::Inspect(_) => Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string()),
             _ => Self::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         }
     }

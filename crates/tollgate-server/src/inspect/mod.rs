@@ -1,7 +1,9 @@
 //! The inspection endpoints (JSON), read by the dashboard and by anyone:
 //!
 //! - `GET /v1/clients/{client}[?plan=NAME]`: the client's plan and the state
-//!   of each of its limits ([`client`]); uses nothing.
+//!   of each of its limits ([`client`], from [`tollgate::Store::inspect`]
+//!   through [`Server::inspect`]); uses nothing, on every store; 503 when
+//!   the store cannot be read.
 //! - `GET /v1/top?by=rejected|requests&limit=N`: the heaviest clients of
 //!   the last minute on this instance ([`crate::top`]).
 //! - `GET /v1/stats`: the last five minutes, per second ([`crate::stats`]),
@@ -17,12 +19,12 @@ pub mod config_view;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
-use crate::http::{check_client, json, plan_query, refuse, PlanQuery, Rejection};
+use crate::http::{client_and_plan, json, refuse, PlanQuery, Rejection};
 use crate::server::{Observed, Server, StoreHealth};
 use crate::stats::Snapshot;
 use crate::top::RankBy;
@@ -57,49 +59,13 @@ async fn client_state(
     client: Result<Path<String>, PathRejection>,
     query: Result<Query<PlanQuery>, QueryRejection>,
 ) -> Response {
-    let client = match client {
-        Ok(Path(client)) => client,
-        Err(e) => {
-            let message = format!("invalid client id in the path: {e}");
-            return refuse(&server, Rejection::bad_request(message));
-        }
-    };
-    let plan = match plan_query(query).and_then(|plan| check_client(&client).map(|()| plan)) {
-        Ok(plan) => plan,
+    let (client, plan) = match client_and_plan(client, query) {
+        Ok(asked) => asked,
         Err(rejection) => return refuse(&server, rejection),
     };
-    let config = server.config();
-    let index = match plan.as_deref() {
-        Some(name) => match config.plan_index(name) {
-            Some(index) => index,
-            None => {
-                let known: Vec<&str> = config.plans().iter().map(|p| p.name()).collect();
-                let message = format!(
-                    "unknown plan {name:?}: known plans are {}",
-                    known.join(", ")
-                );
-                return refuse(&server, Rejection::bad_request(message));
-            }
-        },
-        None => config.plan_index_for(&client),
-    };
-    let plan = &config.plans()[index];
-    if server.has_memory_store() {
-        let now = server.now_ms();
-        // The store answers a call earlier than the client's latest at that latest time.
-        let (now, states) = match server.memory_state(&client) {
-            Some((seen, states)) => (now.max(seen), states),
-            None => (now, Vec::new()),
-        };
-        return ok(&client::from_memory(&client, plan, &states, now));
-    }
-    match server.look(plan, &client).await {
-        Ok(look) => ok(&client::from_look(&client, plan, &look, server.now_ms())),
-        Err(error) => Rejection::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the store cannot answer: {error}"),
-        )
-        .into_response(),
+    match server.inspect(&client, plan.as_deref()).await {
+        Ok((plan, inspection)) => ok(&client::ClientState::of(&client, &plan, &inspection)),
+        Err(error) => refuse(&server, error.into()),
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use tollgate::{Clock, Plan, PlanDecision, PlanStates, Store, StoreError};
+use tollgate::{Clock, PlanDecision, PlanStates};
 
 use super::Server;
 use crate::config::StoreKind;
@@ -117,29 +117,14 @@ impl Server {
         self.inner.clock.now_ms()
     }
 
-    /// Whether limit state is kept in this process (then
-    /// [`Server::memory_state`] can read it).
-    pub fn has_memory_store(&self) -> bool {
-        self.inner.memory.is_some()
-    }
-
     /// A copy of `client`'s limit states in the memory store, with the
     /// latest time the store has seen for it (`None` for an unknown client
-    /// or a shared store). Reads only.
+    /// or a shared store). Reads only: for tests and debugging;
+    /// [`Server::inspect`] answers for every store.
     pub fn memory_state(&self, client: &str) -> Option<(u64, PlanStates)> {
         let memory = self.inner.memory.as_ref()?;
         let entry = memory.limiter().store().get(client)?;
         Some((entry.last_seen, entry.state))
-    }
-
-    /// Asks the store, without using anything (a check of cost 0, as
-    /// `GET /v1/remaining` does), and without counting the look.
-    ///
-    /// # Errors
-    /// The store's error when no failure policy answered.
-    pub async fn look(&self, plan: &Plan, client: &str) -> Result<PlanDecision, StoreError> {
-        let now = self.now_ms();
-        self.inner.store.check(plan, client, now, 0).await
     }
 
     /// The store's kind, recent failures and call counts.
