@@ -105,6 +105,11 @@ pub fn simulate(args: &SimulateArgs, out: &mut dyn Write) -> Result<Outcome, Str
                         line.file, line.line, line.reason
                     )?;
                 }
+                let note = outcome.malformed_cap_note();
+                if !note.is_empty() {
+                    let count = outcome.malformed.count;
+                    writeln!(err, "malformed: {count} lines in all{note}")?;
+                }
                 Ok(())
             })
     } else {

@@ -224,3 +224,53 @@ fn unreadable_inputs_are_errors_that_name_the_file() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("http_user_agent"));
 }
+
+#[test]
+fn malformed_lines_are_all_counted_and_the_first_twenty_shown_with_their_numbers() {
+    let requests = traffic(100, 300, 1);
+    let mut text = String::new();
+    // A malformed line after every fourth request: 25 in all, at lines
+    // 5, 10, ..., 125.
+    for (i, (client, ms)) in requests.iter().enumerate() {
+        text.push_str(&format!("{{\"client\":\"{client}\",\"time\":{ms}}}\n"));
+        if i % 4 == 3 {
+            text.push_str("{\"client\":\"x\",\"time\":\"yesterday\"}\n");
+        }
+    }
+    let dir = Dir::new();
+    let log = dir.write("a.jsonl", &text);
+    // The line numbers listed as `FILE:LINE: why` (after "malformed: " on
+    // standard error).
+    let prefix = format!("{log}:");
+    let numbers = |listed: &str| -> Vec<u64> {
+        listed
+            .lines()
+            .map(|l| {
+                let l = l.trim();
+                l.strip_prefix("malformed: ").unwrap_or(l)
+            })
+            .filter_map(|l| l.strip_prefix(prefix.as_str()))
+            .map(|l| l.split(':').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let first_twenty: Vec<u64> = (1..=20).map(|k| 5 * k).collect();
+    let config = dir.path("plans.toml");
+    let config = config.to_str().unwrap();
+    let out = tollgate(&["simulate", "--format", "json", "--config", config, &log]);
+    assert!(out.status.success());
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        shown.contains("\nmalformed lines: 25 (the first 20 shown)\n"),
+        "{shown}"
+    );
+    assert_eq!(numbers(&shown), first_twenty, "{shown}");
+    assert!(shown.contains(&format!("{log}:5: ")), "{shown}");
+    // The decisions are those of the well-formed lines alone.
+    let (summary, stderr) = dir.simulate_json(&["--format", "json", &log]);
+    assert_eq!(summary, expected(&requests, 25));
+    assert_eq!(numbers(&stderr), first_twenty, "{stderr}");
+    assert!(
+        stderr.contains("malformed: 25 lines in all (the first 20 shown)\n"),
+        "{stderr}"
+    );
+}
