@@ -20,8 +20,8 @@ const START_MS: u64 = 1_764_669_600_000;
 
 /// Two minutes of JSON lines in time order: `hammer` (free plan, 5 per
 /// second) sends 10 a second; `c1` (paid, GCRA 8 per second, and a shadow
-/// of 3 per second) sends 4 a second; `u1` to `u6` (free) one every
-/// 3 seconds each; and two malformed lines.
+/// of 3 per second) sends 2 a second; `u1` to `u6` (free) one every
+/// 3 seconds each, in turn; and two malformed lines.
 fn log() -> String {
     let mut text = String::new();
     for tenth in 0..1_200u64 {
@@ -33,8 +33,8 @@ fn log() -> String {
         if tenth % 5 == 0 {
             line("c1");
         }
-        if tenth % 30 < 6 && tenth % 5 == 1 {
-            line(&format!("u{}", tenth % 30 / 5 + 1));
+        if tenth % 5 == 1 {
+            line(&format!("u{}", tenth / 5 % 6 + 1));
         }
         if tenth == 600 {
             text.push_str("{\"client\":\"late\"}\nnot json\n");
@@ -76,7 +76,11 @@ async fn the_report_shows_its_charts_and_the_limited_client_in_a_real_browser() 
         &log,
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("(2 malformed)"), "{stdout}");
 
     browser.open_file(&report).await;
@@ -88,7 +92,7 @@ async fn the_report_shows_its_charts_and_the_limited_client_in_a_real_browser() 
             .expect("the script runs");
         serde_json::from_value::<Vec<u64>>(got).expect("numbers")
     };
-    // Two plans and the top clients (7 clients, at most 6 charted), each
+    // Two plans and the top clients (8 clients, 6 charted), each
     // with one point per second of the two minutes.
     let plans = points("figure.chart.plan").await;
     assert_eq!(plans.len(), 2, "{plans:?}");
@@ -105,7 +109,11 @@ async fn the_report_shows_its_charts_and_the_limited_client_in_a_real_browser() 
         )
         .await
         .expect("the table is read");
-    assert_eq!(listed, serde_json::json!(["hammer"]), "the limited client, alone");
+    assert_eq!(
+        listed,
+        serde_json::json!(["hammer"]),
+        "the limited client, alone"
+    );
     let first_chart = b
         .execute(
             "return document.querySelector('figure.chart.client').dataset.client;",

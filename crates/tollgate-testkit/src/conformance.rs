@@ -15,7 +15,7 @@
 //! core issue, random sessions of one-limit plans, random plans with several
 //! limits, costs, shadows and backwards times, the largest numbers a store
 //! must take, sliding windows counting up to `u32::MAX` units, and
-//! [`Store::inspect`](tollgate::Store::inspect) after a sequence of
+//! [`Store::inspect`] after a sequence of
 //! decisions (the state written down by hand; inspecting changes nothing).
 //!
 //! Two ways to run it: [`run_all`] in one test, or [`conformance_tests!`](crate::conformance_tests)
