@@ -121,6 +121,33 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The index in `config` of the plan a request is decided on (the one
+/// named, or the client's), once its cost is known to be within bounds.
+fn plan_to_decide(
+    config: &Config,
+    client: &str,
+    plan: Option<&str>,
+    cost: u32,
+) -> Result<usize, Error> {
+    let index = match plan {
+        Some(name) => config.plan_index(name).ok_or_else(|| {
+            let known: Vec<&str> = config.plans().iter().map(Plan::name).collect();
+            Error::UnknownPlan {
+                name: name.to_owned(),
+                known: known.join(", "),
+            }
+        })?,
+        None => config.plan_index_for(client),
+    };
+    if cost > config.max_cost {
+        return Err(Error::CostOverMaximum {
+            cost,
+            max_cost: config.max_cost,
+        });
+    }
+    Ok(index)
+}
+
 impl Server {
     /// A server deciding with `store` under `config`, reading time from
     /// `clock`. A [`StoreHandle::Shared`] store is put behind a
@@ -250,27 +277,10 @@ impl Server {
         cost: u32,
     ) -> Result<Decided, Error> {
         let active = self.inner.active.load_full();
-        let config = &active.config;
-        let index = match plan {
-            Some(name) => config.plan_index(name).ok_or_else(|| {
-                let known: Vec<&str> = config.plans().iter().map(Plan::name).collect();
-                Error::UnknownPlan {
-                    name: name.to_owned(),
-                    known: known.join(", "),
-                }
-            })?,
-            None => config.plan_index_for(client),
-        };
-        if cost > config.max_cost {
-            return Err(Error::CostOverMaximum {
-                cost,
-                max_cost: config.max_cost,
-            });
-        }
-        let plan = &config.plans()[index];
+        let index = plan_to_decide(&active.config, client, plan, cost)?;
+        let plan = &active.config.plans()[index];
         let stopwatch = Stopwatch::start();
         let now = self.inner.clock.now_ms();
-        let metrics = &self.inner.metrics;
         let decision = match self.inner.store.check(plan, client, now, cost).await {
             Ok(decision) => decision,
             // Only the policy `unavailable` hands errors back; the guard
@@ -282,16 +292,37 @@ impl Server {
                 return Err(Error::Store(error));
             }
         };
+        let decided = Decided {
+            config: active.config.clone(),
+            plan: index,
+            decision,
+        };
+        self.record(&active, &decided, client, cost, now, stopwatch);
+        Ok(decided)
+    }
+
+    /// Counts, observes and traces a decision taken at `now`.
+    fn record(
+        &self,
+        active: &Active,
+        decided: &Decided,
+        client: &str,
+        cost: u32,
+        now: u64,
+        stopwatch: Stopwatch,
+    ) {
+        let (plan, decision) = (decided.plan(), &decided.decision);
+        let metrics = &self.inner.metrics;
         // Counted the same way for gRPC (see `grpc_metrics`).
         metrics.record_decision(
-            Some(&active.metrics[index]),
+            Some(&active.metrics[decided.plan]),
             cost,
-            &decision,
+            decision,
             Frontend::Http,
         );
         metrics.record_latency(stopwatch.elapsed());
         if let Some(observed) = &self.inner.observed {
-            observed.decided(now, Some(client), plan.name(), cost, &decision);
+            observed.decided(now, Some(client), plan.name(), cost, decision);
             observed.timed(now, cost, stopwatch.elapsed());
         }
         tracing::debug!(
@@ -303,11 +334,6 @@ impl Server {
             decided_by = decision.decided_by.as_str(),
             "decision"
         );
-        Ok(Decided {
-            config: active.config.clone(),
-            plan: index,
-            decision,
-        })
     }
 
     /// Re-reads the config file and, if it is valid, puts it in force.
