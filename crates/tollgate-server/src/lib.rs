@@ -8,7 +8,8 @@
 //!   an unknown plan, a cost over the maximum, a store error); it knows no
 //!   HTTP.
 //! - [`http`] translates HTTP to and from it (JSON, the IETF RateLimit
-//!   headers, statuses); the gRPC rate limit service for Envoy
+//!   headers, statuses), writing headers and reading `/v1/auth`'s client key
+//!   with `tollgate_http`, as every HTTP front end does; the gRPC rate limit service for Envoy
 //!   (`tollgate_envoy`) runs beside it on the same store and plans.
 //! - [`metrics`] counts decisions for Prometheus.
 //! - The config file, the store it names and reloading come from
