@@ -100,14 +100,9 @@ async fn remaining(
     client: Result<Path<String>, PathRejection>,
     query: Result<Query<PlanQuery>, QueryRejection>,
 ) -> Response {
-    let client = match client {
-        Ok(Path(client)) => client,
-        Err(e) => {
-            return refuse(
-                &server,
-                Rejection::bad_request(format!("invalid client id in the path: {e}")),
-            )
-        }
+    let client = match path_client(client) {
+        Ok(client) => client,
+        Err(rejection) => return refuse(&server, rejection),
     };
     let plan = match plan_query(query) {
         Ok(plan) => plan,
@@ -120,6 +115,16 @@ async fn remaining(
         Ok(decided) => decision_response(StatusCode::OK, &client, 0, &decided),
         Err(error) => refuse(&server, error.into()),
     }
+}
+
+/// The `{client}` of a path such as `/v1/remaining/{client}` (its length is
+/// checked by [`check_client`]).
+pub(crate) fn path_client(
+    client: Result<Path<String>, PathRejection>,
+) -> Result<String, Rejection> {
+    client
+        .map(|Path(client)| client)
+        .map_err(|e| Rejection::bad_request(format!("invalid client id in the path: {e}")))
 }
 
 /// The `?plan=NAME` of a query string, refusing an empty or unknown parameter.

@@ -121,24 +121,36 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The index in `config` of the plan a request is decided on (the one
-/// named, or the client's), once its cost is known to be within bounds.
+/// The index in `config` of the plan `client` is decided on: the one named
+/// `plan`, or else the client's own.
+///
+/// # Errors
+/// [`Error::UnknownPlan`], listing the plans there are.
+pub(crate) fn plan_index(
+    config: &Config,
+    client: &str,
+    plan: Option<&str>,
+) -> Result<usize, Error> {
+    let Some(name) = plan else {
+        return Ok(config.plan_index_for(client));
+    };
+    config.plan_index(name).ok_or_else(|| {
+        let known: Vec<&str> = config.plans().iter().map(Plan::name).collect();
+        Error::UnknownPlan {
+            name: name.to_owned(),
+            known: known.join(", "),
+        }
+    })
+}
+
+/// [`plan_index`], once the request's cost is known to be within bounds.
 fn plan_to_decide(
     config: &Config,
     client: &str,
     plan: Option<&str>,
     cost: u32,
 ) -> Result<usize, Error> {
-    let index = match plan {
-        Some(name) => config.plan_index(name).ok_or_else(|| {
-            let known: Vec<&str> = config.plans().iter().map(Plan::name).collect();
-            Error::UnknownPlan {
-                name: name.to_owned(),
-                known: known.join(", "),
-            }
-        })?,
-        None => config.plan_index_for(client),
-    };
+    let index = plan_index(config, client, plan)?;
     if cost > config.max_cost {
         return Err(Error::CostOverMaximum {
             cost,

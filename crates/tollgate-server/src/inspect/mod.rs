@@ -22,8 +22,8 @@ use axum::routing::get;
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
-use crate::http::{check_client, json, plan_query, refuse, PlanQuery, Rejection};
-use crate::server::{Observed, Server, StoreHealth};
+use crate::http::{check_client, json, path_client, plan_query, refuse, PlanQuery, Rejection};
+use crate::server::{plan_index, Observed, Server, StoreHealth};
 use crate::stats::Snapshot;
 use crate::top::RankBy;
 
@@ -57,31 +57,18 @@ async fn client_state(
     client: Result<Path<String>, PathRejection>,
     query: Result<Query<PlanQuery>, QueryRejection>,
 ) -> Response {
-    let client = match client {
-        Ok(Path(client)) => client,
-        Err(e) => {
-            let message = format!("invalid client id in the path: {e}");
-            return refuse(&server, Rejection::bad_request(message));
-        }
+    let client = match path_client(client) {
+        Ok(client) => client,
+        Err(rejection) => return refuse(&server, rejection),
     };
     let plan = match plan_query(query).and_then(|plan| check_client(&client).map(|()| plan)) {
         Ok(plan) => plan,
         Err(rejection) => return refuse(&server, rejection),
     };
     let config = server.config();
-    let index = match plan.as_deref() {
-        Some(name) => match config.plan_index(name) {
-            Some(index) => index,
-            None => {
-                let known: Vec<&str> = config.plans().iter().map(|p| p.name()).collect();
-                let message = format!(
-                    "unknown plan {name:?}: known plans are {}",
-                    known.join(", ")
-                );
-                return refuse(&server, Rejection::bad_request(message));
-            }
-        },
-        None => config.plan_index_for(&client),
+    let index = match plan_index(&config, &client, plan.as_deref()) {
+        Ok(index) => index,
+        Err(error) => return refuse(&server, error.into()),
     };
     let plan = &config.plans()[index];
     if server.has_memory_store() {
