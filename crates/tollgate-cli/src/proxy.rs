@@ -163,41 +163,17 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let (config, running_store) = args.config_and_store()?;
-    let addr = tokio::net::lookup_host(&args.listen)
-        .await
-        .ok()
-        .and_then(|mut addrs| addrs.next())
-        .ok_or_else(|| Error::InvalidOption {
-            option: "--listen",
-            reason: format!(
-                "{:?} is not an address to listen on, e.g. 127.0.0.1:8082",
-                args.listen
-            ),
-        })?;
+    let addr = listen_addr(&args.listen).await?;
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
     let (addr, listeners) = tollgate_proxy::bind_workers(addr, workers)?;
     let watcher = match (&args.config, running_store) {
-        (Some(path), Some(running)) => {
-            let handle = config.limits().plans_handle();
-            // Caught before the banner, so that a SIGHUP sent once the proxy
-            // says it listens is never the default action (the end).
-            let hangups = tollgate_config::signals::catch_hangups();
-            let path = path.clone();
-            Some(tokio::spawn(async move {
-                tollgate_config::reload::watch_file(
-                    &path,
-                    tollgate_config::reload::POLL_INTERVAL,
-                    hangups,
-                    std::future::pending(),
-                    || {
-                        let _ = reload_plans(&path, &handle, &running);
-                    },
-                )
-                .await;
-            }))
-        }
+        (Some(path), Some(running)) => Some(spawn_reloader(
+            path.clone(),
+            config.limits().plans_handle(),
+            running,
+        )),
         _ => None,
     };
     let limits = match &args.config {
@@ -218,6 +194,42 @@ pub async fn run(
         watcher.abort();
     }
     served
+}
+
+/// The address `--listen` names (a host name is looked up).
+async fn listen_addr(listen: &str) -> Result<std::net::SocketAddr, Error> {
+    tokio::net::lookup_host(listen)
+        .await
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| Error::InvalidOption {
+            option: "--listen",
+            reason: format!("{listen:?} is not an address to listen on, e.g. 127.0.0.1:8082"),
+        })
+}
+
+/// Reloads the plans of the config file at `path` on SIGHUP and when the
+/// file changes, until the task is aborted. Hangups are caught now, before
+/// the banner, so that a SIGHUP sent once the proxy says it listens is
+/// never the default action (the end).
+fn spawn_reloader(
+    path: PathBuf,
+    handle: PlansHandle,
+    running: StoreConfig,
+) -> tokio::task::JoinHandle<()> {
+    let hangups = tollgate_config::signals::catch_hangups();
+    tokio::spawn(async move {
+        tollgate_config::reload::watch_file(
+            &path,
+            tollgate_config::reload::POLL_INTERVAL,
+            hangups,
+            std::future::pending(),
+            || {
+                let _ = reload_plans(&path, &handle, &running);
+            },
+        )
+        .await;
+    })
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use std::time::Instant;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 use tollgate::{Plan, PlanDecision};
 use tonic::{Request, Response, Status};
 
@@ -68,6 +68,37 @@ struct Group {
     cost: u32,
 }
 
+/// A request's descriptors grouped by client.
+struct Grouped {
+    groups: Vec<Group>,
+    /// For each descriptor, the group that decides it (None: unlimited).
+    slots: Vec<Option<usize>>,
+}
+
+impl Grouped {
+    /// The index of the group of `plan` and `key`, made or grown by `cost`.
+    fn add(&mut self, plan: &Arc<Plan>, key: String, cost: u32) -> usize {
+        let same = self
+            .groups
+            .iter()
+            .position(|g| g.key == key && g.plan.name() == plan.name());
+        match same {
+            Some(i) => {
+                self.groups[i].cost = self.groups[i].cost.saturating_add(cost);
+                i
+            }
+            None => {
+                self.groups.push(Group {
+                    plan: plan.clone(),
+                    key,
+                    cost,
+                });
+                self.groups.len() - 1
+            }
+        }
+    }
+}
+
 /// What was decided for one group.
 enum Verdict {
     /// The store decided (and consumed, if allowed).
@@ -87,7 +118,8 @@ impl RlsService {
         }
     }
 
-    /// Decides one `ShouldRateLimit` request.
+    /// Decides one `ShouldRateLimit` request: validate it, group its
+    /// descriptors by client, decide the groups, answer per descriptor.
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` for an empty domain, no descriptors or more than
@@ -95,107 +127,78 @@ impl RlsService {
     /// when the store hands back an error (a guarded store's failure policy
     /// answers the failures it can: see `tollgate_guard::GuardedStore`).
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
-        if request.domain.is_empty() {
-            return Err(Status::invalid_argument(
-                "rate limit domain must not be empty",
-            ));
-        }
-        if request.descriptors.is_empty() {
-            return Err(Status::invalid_argument(
-                "rate limit descriptor list must not be empty",
-            ));
-        }
-        if request.descriptors.len() > MAX_DESCRIPTORS {
-            return Err(Status::invalid_argument(format!(
-                "{} descriptors in one request; at most {MAX_DESCRIPTORS} are accepted",
-                request.descriptors.len()
-            )));
-        }
-        let request_cost = cost(u64::from(request.hits_addend))?;
+        let request_cost = validate(request)?;
+        let grouped = self.group(request, request_cost)?;
+        let verdicts = self.decide_timed(&grouped.groups).await?;
+        Ok(respond(&grouped, &verdicts))
+    }
+
+    /// The groups of a request's descriptors: those naming the same plan and
+    /// client key are counted together, their costs added.
+    fn group(&self, request: &RateLimitRequest, request_cost: u32) -> Result<Grouped, Status> {
         let rules = self.config.rules.current();
-        let mut groups: Vec<Group> = Vec::new();
-        // For each descriptor, the group that decides it (None: unlimited).
-        let mut slots: Vec<Option<usize>> = Vec::with_capacity(request.descriptors.len());
+        let mut grouped = Grouped {
+            groups: Vec::new(),
+            slots: Vec::with_capacity(request.descriptors.len()),
+        };
         for descriptor in &request.descriptors {
             let cost = match &descriptor.hits_addend {
                 Some(addend) => cost(addend.value)?,
                 None => request_cost,
             };
-            // Negative hits return budget; tollgate never refunds, so such a
-            // descriptor is left alone.
             let entries = || {
                 descriptor
                     .entries
                     .iter()
                     .map(|e| (e.key.as_str(), e.value.as_str()))
             };
+            // Negative hits return budget; tollgate never refunds, so such a
+            // descriptor is left alone.
             let rule = match descriptor.is_negative_hits {
                 true => None,
                 false => rules.find(&request.domain, entries()),
             };
-            let Some(rule) = rule else {
-                slots.push(None);
-                continue;
-            };
-            let key = client_key(&request.domain, entries());
-            let same = groups
-                .iter()
-                .position(|g| g.key == key && g.plan.name() == rule.plan.name());
-            match same {
-                Some(i) => {
-                    groups[i].cost = groups[i].cost.saturating_add(cost);
-                    slots.push(Some(i));
-                }
-                None => {
-                    slots.push(Some(groups.len()));
-                    groups.push(Group {
-                        plan: rule.plan.clone(),
-                        key,
-                        cost,
-                    });
-                }
-            }
+            let slot = rule
+                .map(|rule| grouped.add(&rule.plan, client_key(&request.domain, entries()), cost));
+            grouped.slots.push(slot);
         }
+        Ok(grouped)
+    }
 
+    /// [`Self::decide_groups`], timed for the observer when there is one and
+    /// there was something to decide.
+    async fn decide_timed(&self, groups: &[Group]) -> Result<Vec<Verdict>, Status> {
         let observer = self
             .config
             .observer
             .as_deref()
             .filter(|_| !groups.is_empty());
         let started = observer.map(|_| Instant::now());
-        let verdicts = self.decide_groups(&groups).await;
+        let verdicts = self.decide_groups(groups).await;
         if let (Some(observer), Some(started)) = (observer, started) {
             observer.timed(started.elapsed());
         }
-        let verdicts = verdicts?;
-
-        let mut response = RateLimitResponse {
-            overall_code: Code::Ok as i32,
-            ..RateLimitResponse::default()
-        };
-        for slot in slots {
-            let status = match slot.map(|i| (&groups[i], &verdicts[i])) {
-                None => bare_status(Code::Ok),
-                Some((group, Verdict::Decided(d) | Verdict::Untouched(d))) => {
-                    descriptor_status(group.plan.name(), d)
-                }
-            };
-            if status.code == Code::OverLimit as i32 {
-                response.overall_code = Code::OverLimit as i32;
-            }
-            response.statuses.push(status);
-        }
-        let decided = groups.iter().zip(&verdicts).map(|(g, v)| match v {
-            Verdict::Decided(d) | Verdict::Untouched(d) => (g.plan.name(), d),
-        });
-        response.response_headers_to_add = response_headers(decided);
-        Ok(response)
+        verdicts
     }
 
+    /// Decides every group under the locks of their stripes.
     async fn decide_groups(&self, groups: &[Group]) -> Result<Vec<Verdict>, Status> {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
+        let guards = self.lock(groups).await;
+        let now = self.config.clock.now_ms();
+        let verdicts = match groups {
+            [group] => vec![self.check(group, now, group.cost).await?],
+            _ => self.decide_together(groups, now).await?,
+        };
+        drop(guards);
+        Ok(verdicts)
+    }
+
+    /// Locks the stripe of every group, in stripe order, so two requests
+    /// never wait on each other in a cycle.
+    async fn lock(&self, groups: &[Group]) -> Vec<MutexGuard<'_, ()>> {
         let mut stripes: Vec<usize> = groups
             .iter()
             .map(|g| {
@@ -203,44 +206,29 @@ impl RlsService {
                 usize::try_from(hash % STRIPES as u64).unwrap_or(0)
             })
             .collect();
-        // Locks are taken in stripe order, so two requests never wait on
-        // each other in a cycle.
         stripes.sort_unstable();
         stripes.dedup();
         let mut guards = Vec::with_capacity(stripes.len());
         for stripe in stripes {
             guards.push(self.locks[stripe].lock().await);
         }
-        let now = self.config.clock.now_ms();
+        guards
+    }
 
-        if let [group] = groups {
-            let verdict = self.check(group, now, group.cost).await?;
-            return Ok(vec![verdict]);
-        }
-
-        // Step 1: does every group have room for its cost?
+    /// Several groups, all or nothing (see the module docs): step 1 asks
+    /// whether every group has room for its cost, step 2 consumes from all,
+    /// or reports why not.
+    async fn decide_together(&self, groups: &[Group], now: u64) -> Result<Vec<Verdict>, Status> {
         let mut peeks = Vec::with_capacity(groups.len());
         for group in groups {
             peeks.push(self.check(group, now, 0).await?);
         }
-        let has_room = |group: &Group, verdict: &Verdict| match verdict {
-            Verdict::Decided(d) => {
-                d.allowed
-                    && d.limits
-                        .iter()
-                        .filter(|l| !l.shadow)
-                        .all(|l| l.decision.remaining >= group.cost)
-            }
-            Verdict::Untouched(_) => false,
-        };
         let rooms: Vec<bool> = groups
             .iter()
             .zip(&peeks)
             .map(|(g, v)| has_room(g, v))
             .collect();
         let all_fit = rooms.iter().all(|room| *room);
-
-        // Step 2: consume from all, or report why not.
         let mut verdicts = Vec::with_capacity(groups.len());
         for ((group, peek), room) in groups.iter().zip(peeks).zip(rooms) {
             let verdict = match peek {
@@ -253,7 +241,6 @@ impl RlsService {
             };
             verdicts.push(verdict);
         }
-        drop(guards);
         Ok(verdicts)
     }
 
@@ -278,6 +265,68 @@ impl RlsService {
             .map(Verdict::Decided)
             .map_err(|_| Status::unavailable("rate limit store unavailable"))
     }
+}
+
+/// Checks what a request must hold before anything is decided, and reads
+/// its cost.
+fn validate(request: &RateLimitRequest) -> Result<u32, Status> {
+    if request.domain.is_empty() {
+        return Err(Status::invalid_argument(
+            "rate limit domain must not be empty",
+        ));
+    }
+    if request.descriptors.is_empty() {
+        return Err(Status::invalid_argument(
+            "rate limit descriptor list must not be empty",
+        ));
+    }
+    if request.descriptors.len() > MAX_DESCRIPTORS {
+        return Err(Status::invalid_argument(format!(
+            "{} descriptors in one request; at most {MAX_DESCRIPTORS} are accepted",
+            request.descriptors.len()
+        )));
+    }
+    cost(u64::from(request.hits_addend))
+}
+
+/// Whether a group's look (cost 0) leaves room for its cost in every
+/// enforced limit.
+fn has_room(group: &Group, peek: &Verdict) -> bool {
+    match peek {
+        Verdict::Decided(d) => {
+            d.allowed
+                && d.limits
+                    .iter()
+                    .filter(|l| !l.shadow)
+                    .all(|l| l.decision.remaining >= group.cost)
+        }
+        Verdict::Untouched(_) => false,
+    }
+}
+
+/// The answer: one status per descriptor (in order), `OVER_LIMIT` overall
+/// when any is, and the RateLimit headers over every group's decision.
+fn respond(grouped: &Grouped, verdicts: &[Verdict]) -> RateLimitResponse {
+    let decision = |i: usize| match &verdicts[i] {
+        Verdict::Decided(d) | Verdict::Untouched(d) => d,
+    };
+    let mut response = RateLimitResponse {
+        overall_code: Code::Ok as i32,
+        ..RateLimitResponse::default()
+    };
+    for slot in &grouped.slots {
+        let status = match slot {
+            None => bare_status(Code::Ok),
+            Some(i) => descriptor_status(grouped.groups[*i].plan.name(), decision(*i)),
+        };
+        if status.code == Code::OverLimit as i32 {
+            response.overall_code = Code::OverLimit as i32;
+        }
+        response.statuses.push(status);
+    }
+    let decided = (grouped.groups.iter().enumerate()).map(|(i, g)| (g.plan.name(), decision(i)));
+    response.response_headers_to_add = response_headers(decided);
+    response
 }
 
 /// A `hits_addend` as a cost: 0 means 1 (as Envoy's own service reads it),

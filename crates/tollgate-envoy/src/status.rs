@@ -6,7 +6,6 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
 use envoy_types::pb::google::protobuf::Duration;
-use tollgate::headers::seconds_up;
 use tollgate::{LimitDecision, PlanDecision, RateLimitHeaders};
 
 /// The status of a descriptor decided by `decision` under the plan `plan`.
@@ -104,43 +103,19 @@ fn duration(ms: u64) -> Duration {
 
 /// The IETF RateLimit headers over every plan decision of a request (items
 /// joined in descriptor order), plus `Retry-After` (the longest wait of the
-/// rejecting ones, when waiting can help).
+/// rejecting ones, when waiting can help), as [`RateLimitHeaders::combined`]
+/// writes them for every front end.
 pub(crate) fn response_headers<'a>(
     decisions: impl Iterator<Item = (&'a str, &'a PlanDecision)>,
 ) -> Vec<HeaderValue> {
-    let mut policy = String::new();
-    let mut ratelimit = String::new();
-    let mut retry_after_ms: Option<u64> = None;
-    for (plan, decision) in decisions {
-        let values = RateLimitHeaders::new(plan, decision);
-        if !values.policy.is_empty() {
-            if !policy.is_empty() {
-                policy.push_str(", ");
-                ratelimit.push_str(", ");
-            }
-            policy.push_str(&values.policy);
-            ratelimit.push_str(&values.ratelimit);
-        }
-        if let (false, Some(ms)) = (decision.allowed, decision.retry_after_ms) {
-            retry_after_ms = Some(retry_after_ms.map_or(ms, |m| m.max(ms)));
-        }
-    }
-    let mut headers = Vec::with_capacity(3);
-    let mut push = |key: &str, value: String| {
-        headers.push(HeaderValue {
+    RateLimitHeaders::combined(decisions)
+        .fields()
+        .map(|(key, value)| HeaderValue {
             key: key.to_owned(),
-            value,
+            value: value.to_owned(),
             ..HeaderValue::default()
-        });
-    };
-    if !policy.is_empty() {
-        push("ratelimit-policy", policy);
-        push("ratelimit", ratelimit);
-    }
-    if let Some(ms) = retry_after_ms {
-        push("retry-after", seconds_up(ms).to_string());
-    }
-    headers
+        })
+        .collect()
 }
 
 #[cfg(test)]

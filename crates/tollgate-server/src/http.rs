@@ -110,14 +110,23 @@ async fn remaining(
     }
 }
 
+/// The `{client}` of a path such as `/v1/remaining/{client}` (its length is
+/// checked by [`check_client`]).
+pub(crate) fn path_client(
+    client: Result<Path<String>, PathRejection>,
+) -> Result<String, Rejection> {
+    client
+        .map(|Path(client)| client)
+        .map_err(|e| Rejection::bad_request(format!("invalid client id in the path: {e}")))
+}
+
 /// The client id of a `.../{client}` path and the optional `?plan=NAME`
 /// of `GET /v1/remaining/{client}` and `GET /v1/clients/{client}`, checked.
 pub(crate) fn client_and_plan(
     client: Result<Path<String>, PathRejection>,
     query: Result<Query<PlanQuery>, QueryRejection>,
 ) -> Result<(String, Option<String>), Rejection> {
-    let Path(client) = client
-        .map_err(|e| Rejection::bad_request(format!("invalid client id in the path: {e}")))?;
+    let client = path_client(client)?;
     let plan = plan_query(query)?;
     check_client(&client)?;
     Ok((client, plan))
@@ -139,42 +148,14 @@ pub(crate) fn plan_query(
     }
 }
 
-/// The client id of a forward-auth request.
+/// The client id of a forward-auth request, read by the one key parser
+/// every front end shares ([`tollgate_http`]).
 fn auth_client(source: &ClientIdSource, headers: &HeaderMap) -> Result<String, Rejection> {
-    let text = |value: &HeaderValue, name: &str| {
-        std::str::from_utf8(value.as_bytes())
-            .map(|s| s.trim().to_owned())
-            .map_err(|_| Rejection::bad_request(format!("the {name} header is not valid UTF-8")))
-    };
     let client = match source {
-        ClientIdSource::Header(name) => {
-            let value = headers.get(name).ok_or_else(|| {
-                Rejection::bad_request(format!("missing {name} header: it carries the client id"))
-            })?;
-            text(value, name.as_str())?
-        }
-        ClientIdSource::ApiKey => {
-            if let Some(value) = headers.get(header::AUTHORIZATION) {
-                let value = text(value, "authorization")?;
-                match value.split_once(' ') {
-                    Some((scheme, key)) if scheme.eq_ignore_ascii_case("bearer") => {
-                        key.trim().to_owned()
-                    }
-                    _ => {
-                        return Err(Rejection::bad_request(
-                            "the authorization header must be \"Bearer API_KEY\"",
-                        ))
-                    }
-                }
-            } else if let Some(value) = headers.get("x-api-key") {
-                text(value, "x-api-key")?
-            } else {
-                return Err(Rejection::bad_request(
-                    "missing API key: send \"Authorization: Bearer API_KEY\" or \"X-Api-Key: API_KEY\"",
-                ));
-            }
-        }
-    };
+        ClientIdSource::Header(name) => tollgate_http::header_key(headers, name),
+        ClientIdSource::ApiKey => tollgate_http::api_key(headers),
+    }
+    .map_err(|e| Rejection::bad_request(e.to_string()))?;
     check_client(&client)?;
     Ok(client)
 }

@@ -8,7 +8,8 @@
 //!   an unknown plan, a cost over the maximum, a store error); it knows no
 //!   HTTP.
 //! - [`http`] translates HTTP to and from it (JSON, the IETF RateLimit
-//!   headers, statuses); the gRPC rate limit service for Envoy
+//!   headers, statuses), writing headers and reading `/v1/auth`'s client key
+//!   with `tollgate_http`, as every HTTP front end does; the gRPC rate limit service for Envoy
 //!   (`tollgate_envoy`) runs beside it on the same store and plans.
 //! - [`metrics`] counts decisions for Prometheus.
 //! - The config file, the store it names and reloading come from
@@ -28,6 +29,7 @@ pub mod inspect;
 pub mod metrics;
 mod server;
 pub mod stats;
+mod stop;
 pub mod tasks;
 pub mod top;
 
@@ -43,6 +45,7 @@ use tokio::sync::watch;
 
 pub use error::Error;
 pub use server::{Decided, Observed, ReloadReport, Server, StoreHealth};
+use stop::StopSignal;
 /// The config crate, re-exported: [`Server::new`] takes its [`Config`] and
 /// [`StoreHandle`].
 pub use tollgate_config as config;
@@ -243,15 +246,33 @@ impl Prepared {
     /// # Errors
     /// As [`run_all`], or [`Error::Grpc`] when the gRPC server fails.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
-        let (stop, stopped) = watch::channel(false);
-        let stop = Arc::new(stop);
-        let until_stop = move || {
-            let mut stopped = stopped.clone();
-            async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            }
-        };
+        self.log_serving();
+        let stop = StopSignal::new();
         let sweep_every = Duration::from_millis(self.server.config().sweep_interval_ms);
+        let watcher = tokio::spawn(tasks::watch(
+            self.server.clone(),
+            tollgate_config::reload::POLL_INTERVAL,
+            self.hangups,
+            stop.stopped(),
+        ));
+        let sweeper = tokio::spawn(tasks::sweep_periodically(
+            self.server.clone(),
+            sweep_every,
+            stop.stopped(),
+        ));
+        let grpc = self
+            .grpc_listener
+            .map(|listener| spawn_grpc(listener, self.server.envoy_service(), stop.clone()));
+        let result = run_all(self.listeners, self.server, stop.on_shutdown(shutdown)).await;
+        // Also when serving failed before any shutdown was asked for.
+        stop.stop();
+        let _ = watcher.await;
+        let _ = sweeper.await;
+        result.and(grpc_outcome(grpc).await)
+    }
+
+    /// The log line saying what is served.
+    fn log_serving(&self) {
         let addrs: Vec<String> = self.addrs.iter().map(ToString::to_string).collect();
         tracing::info!(
             listen = %addrs.join(","),
@@ -259,65 +280,36 @@ impl Prepared {
             default_plan = self.server.config().default_plan().name(),
             "serving"
         );
-        let watcher = tokio::spawn(tasks::watch(
-            self.server.clone(),
-            tollgate_config::reload::POLL_INTERVAL,
-            self.hangups,
-            until_stop(),
-        ));
-        let sweeper = tokio::spawn(tasks::sweep_periodically(
-            self.server.clone(),
-            sweep_every,
-            until_stop(),
-        ));
-        let grpc = self.grpc_listener.map(|listener| {
-            spawn_grpc(
-                listener,
-                self.server.envoy_service(),
-                until_stop(),
-                stop.clone(),
-            )
-        });
-        let stop_on_shutdown = stop.clone();
-        let stopped = until_stop();
-        let result = run_all(self.listeners, self.server, async move {
-            tokio::select! {
-                () = shutdown => {}
-                () = stopped => {}
-            }
-            let _ = stop_on_shutdown.send(true);
-        })
-        .await;
-        // Also when serving failed before any shutdown was asked for.
-        let _ = stop.send(true);
-        let _ = watcher.await;
-        let _ = sweeper.await;
-        let grpc = match grpc {
-            None => Ok(()),
-            Some(grpc) => match grpc.await {
-                Ok(served) => served.map_err(Error::Grpc),
-                Err(join) => Err(Error::Grpc(tollgate_envoy::Error::Config(format!(
-                    "the gRPC task ended abnormally: {join}"
-                )))),
-            },
-        };
-        result.and(grpc)
     }
 }
 
-/// Serves Envoy's rate limit service on `listener` until `until`; a failure
-/// stops everything through `stop`.
+/// How the gRPC task ended (`Ok` when there was none).
+async fn grpc_outcome(
+    grpc: Option<tokio::task::JoinHandle<Result<(), tollgate_envoy::Error>>>,
+) -> Result<(), Error> {
+    let Some(grpc) = grpc else {
+        return Ok(());
+    };
+    match grpc.await {
+        Ok(served) => served.map_err(Error::Grpc),
+        Err(join) => Err(Error::Grpc(tollgate_envoy::Error::Config(format!(
+            "the gRPC task ended abnormally: {join}"
+        )))),
+    }
+}
+
+/// Serves Envoy's rate limit service on `listener` until `stop` is given;
+/// a failure gives it, stopping everything.
 fn spawn_grpc(
     listener: TcpListener,
     service: tollgate_envoy::ServiceConfig,
-    until: impl Future<Output = ()> + Send + 'static,
-    stop: Arc<watch::Sender<bool>>,
+    stop: StopSignal,
 ) -> tokio::task::JoinHandle<Result<(), tollgate_envoy::Error>> {
     tokio::spawn(async move {
-        let served = tollgate_envoy::run(listener, service, until).await;
+        let served = tollgate_envoy::run(listener, service, stop.stopped()).await;
         if let Err(error) = &served {
             tracing::error!(%error, "the gRPC server failed; stopping");
-            let _ = stop.send(true);
+            stop.stop();
         }
         served
     })

@@ -117,8 +117,20 @@ impl fmt::Display for ReloadReport {
     }
 }
 
-/// The index in `config` of the plan named `plan`, or of `client`'s plan.
-fn plan_index(config: &Config, client: &str, plan: Option<&str>) -> Result<usize, Error> {
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The index in `config` of the plan `client` is decided on: the one named
+/// `plan`, or else the client's own.
+///
+/// # Errors
+/// [`Error::UnknownPlan`], listing the plans there are.
+pub(crate) fn plan_index(
+    config: &Config,
+    client: &str,
+    plan: Option<&str>,
+) -> Result<usize, Error> {
     let Some(name) = plan else {
         return Ok(config.plan_index_for(client));
     };
@@ -131,8 +143,21 @@ fn plan_index(config: &Config, client: &str, plan: Option<&str>) -> Result<usize
     })
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+/// [`plan_index`], once the request's cost is known to be within bounds.
+fn plan_to_decide(
+    config: &Config,
+    client: &str,
+    plan: Option<&str>,
+    cost: u32,
+) -> Result<usize, Error> {
+    let index = plan_index(config, client, plan)?;
+    if cost > config.max_cost {
+        return Err(Error::CostOverMaximum {
+            cost,
+            max_cost: config.max_cost,
+        });
+    }
+    Ok(index)
 }
 
 impl Server {
@@ -264,18 +289,10 @@ impl Server {
         cost: u32,
     ) -> Result<Decided, Error> {
         let active = self.inner.active.load_full();
-        let config = &active.config;
-        let index = plan_index(config, client, plan)?;
-        if cost > config.max_cost {
-            return Err(Error::CostOverMaximum {
-                cost,
-                max_cost: config.max_cost,
-            });
-        }
-        let plan = &config.plans()[index];
+        let index = plan_to_decide(&active.config, client, plan, cost)?;
+        let plan = &active.config.plans()[index];
         let stopwatch = Stopwatch::start();
         let now = self.inner.clock.now_ms();
-        let metrics = &self.inner.metrics;
         let decision = match self.inner.store.check(plan, client, now, cost).await {
             Ok(decision) => decision,
             // Only the policy `unavailable` hands errors back; the guard
@@ -287,16 +304,37 @@ impl Server {
                 return Err(Error::Store(error));
             }
         };
+        let decided = Decided {
+            config: active.config.clone(),
+            plan: index,
+            decision,
+        };
+        self.record(&active, &decided, client, cost, now, stopwatch);
+        Ok(decided)
+    }
+
+    /// Counts, observes and traces a decision taken at `now`.
+    fn record(
+        &self,
+        active: &Active,
+        decided: &Decided,
+        client: &str,
+        cost: u32,
+        now: u64,
+        stopwatch: Stopwatch,
+    ) {
+        let (plan, decision) = (decided.plan(), &decided.decision);
+        let metrics = &self.inner.metrics;
         // Counted the same way for gRPC (see `grpc_metrics`).
         metrics.record_decision(
-            Some(&active.metrics[index]),
+            Some(&active.metrics[decided.plan]),
             cost,
-            &decision,
+            decision,
             Frontend::Http,
         );
         metrics.record_latency(stopwatch.elapsed());
         if let Some(observed) = &self.inner.observed {
-            observed.decided(now, Some(client), plan.name(), cost, &decision);
+            observed.decided(now, Some(client), plan.name(), cost, decision);
             observed.timed(now, cost, stopwatch.elapsed());
         }
         tracing::debug!(
@@ -308,11 +346,6 @@ impl Server {
             decided_by = decision.decided_by.as_str(),
             "decision"
         );
-        Ok(Decided {
-            config: active.config.clone(),
-            plan: index,
-            decision,
-        })
     }
 
     /// `client`'s state under every limit of its plan (or of the plan named

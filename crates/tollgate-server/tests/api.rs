@@ -214,6 +214,23 @@ async fn forward_auth_can_read_another_header_or_the_api_key() {
     t.stop().await;
 }
 
+/// Every front end reads the API key by one parser (tollgate-http): an
+/// `Authorization` of another scheme is not the key, `X-Api-Key` is.
+#[tokio::test]
+async fn forward_auth_reads_x_api_key_beside_another_authorization_scheme() {
+    let keyed = CONFIG.replace("max_cost = 1000", "max_cost = 1000\n[auth]\napi_key = true");
+    let t = TestServer::start(&keyed).await;
+    let a = t
+        .get_with(
+            "/v1/auth",
+            &[("Authorization", "Basic xyz"), ("X-Api-Key", "acme")],
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT, "{}", a.body);
+    assert_eq!(a.header("ratelimit"), Some(r#""paid-1s";r=9;t=1"#));
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn health_and_unknown_routes() {
     let t = TestServer::start(CONFIG).await;

@@ -28,6 +28,9 @@ struct Client {
     limits: HashMap<u64, AnyModel>,
 }
 
+/// One limit tried on its own: the model before, after, and the answer.
+type Tried = (AnyModel, AnyModel, tollgate::Decision);
+
 /// The plan contract over naive models, one client at a time under one lock.
 #[derive(Default)]
 pub struct NaiveStore {
@@ -52,32 +55,8 @@ impl NaiveStore {
         });
         entry.last_seen = entry.last_seen.max(now_ms);
         let now = entry.last_seen;
-        // Each limit decided on its own: the model before, after, and the answer.
-        let tried: Vec<(AnyModel, AnyModel, tollgate::Decision)> = plan
-            .limits()
-            .iter()
-            .map(|limit| {
-                let policy = limit.policy();
-                let before = entry.limits.get(&limit.id()).cloned().unwrap_or_else(|| {
-                    AnyModel::new(policy.name(), policy.limit(), policy.window_ms(), now)
-                        .unwrap_or_else(|| panic!("no naive model for {}", policy.name()))
-                });
-                let mut after = before.clone();
-                let decision = decide(&mut after, now, cost);
-                (before, after, decision)
-            })
-            .collect();
-        let rejecting: Vec<&tollgate::Decision> = plan
-            .limits()
-            .iter()
-            .zip(&tried)
-            .filter(|(limit, (_, _, d))| !limit.is_shadow() && !d.allowed)
-            .map(|(_, (_, _, d))| d)
-            .collect();
-        let allowed = rejecting.is_empty();
-        let retry_after_ms = rejecting.iter().try_fold(0, |longest: u64, d| {
-            d.retry_after_ms.map(|w| longest.max(w))
-        });
+        let tried = try_each_limit(plan, entry, now, cost);
+        let (allowed, retry_after_ms) = overall(plan, &tried);
         let mut limits = Vec::new();
         for (limit, (before, after, mut decision)) in plan.limits().iter().zip(tried) {
             let kept = if allowed && decision.allowed {
@@ -105,6 +84,43 @@ impl NaiveStore {
             decided_by: DecidedBy::Store,
         }
     }
+}
+
+/// Each limit of `plan` decided on its own: its model before, after, and
+/// its answer.
+///
+/// # Panics
+/// On a policy without a naive model.
+fn try_each_limit(plan: &Plan, client: &Client, now: u64, cost: u32) -> Vec<Tried> {
+    plan.limits()
+        .iter()
+        .map(|limit| {
+            let policy = limit.policy();
+            let before = client.limits.get(&limit.id()).cloned().unwrap_or_else(|| {
+                AnyModel::new(policy.name(), policy.limit(), policy.window_ms(), now)
+                    .unwrap_or_else(|| panic!("no naive model for {}", policy.name()))
+            });
+            let mut after = before.clone();
+            let decision = decide(&mut after, now, cost);
+            (before, after, decision)
+        })
+        .collect()
+}
+
+/// Whether the plan allows (no enforced limit rejects), and the overall
+/// wait: the longest of the rejecting limits, none when one never passes.
+fn overall(plan: &Plan, tried: &[Tried]) -> (bool, Option<u64>) {
+    let rejecting: Vec<&tollgate::Decision> = plan
+        .limits()
+        .iter()
+        .zip(tried)
+        .filter(|(limit, (_, _, d))| !limit.is_shadow() && !d.allowed)
+        .map(|(_, (_, _, d))| d)
+        .collect();
+    let retry_after_ms = rejecting.iter().try_fold(0, |longest: u64, d| {
+        d.retry_after_ms.map(|w| longest.max(w))
+    });
+    (rejecting.is_empty(), retry_after_ms)
 }
 
 impl Store for NaiveStore {

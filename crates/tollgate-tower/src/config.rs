@@ -7,17 +7,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 use tollgate::{Clock, Plan, PlanDecision, RateLimitHeaders, Store, StoreError};
+use tollgate_http::insert_headers;
+pub use tollgate_http::{RATELIMIT, RATELIMIT_POLICY};
 
 use crate::plans::{Plans, PlansHandle};
-
-/// The `RateLimit-Policy` header field name.
-pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-/// The `RateLimit` header field name.
-pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// What to do with a request whose client key cannot be found (no such
 /// header, no peer address).
@@ -195,35 +192,10 @@ impl RateLimitConfig {
             .headers_mut()
             .insert(CONTENT_TYPE, body.content_type);
         if let Refusal::RateLimited { plan, decision } = refusal {
-            insert_headers(response.headers_mut(), plan.name(), decision, true);
+            let values = RateLimitHeaders::new(plan.name(), decision);
+            insert_headers(response.headers_mut(), &values);
         }
         response
-    }
-}
-
-/// Adds the IETF rate-limit headers for `decision` (and `Retry-After` when
-/// `retry_after` is set and the decision has one) to `headers`.
-pub fn insert_headers(
-    headers: &mut HeaderMap,
-    plan: &str,
-    decision: &PlanDecision,
-    retry_after: bool,
-) {
-    let values = RateLimitHeaders::new(plan, decision);
-    // Values are printable ASCII by construction (names are sf-strings);
-    // an unrepresentable one is left out rather than failing the request.
-    if !values.policy.is_empty() {
-        if let Ok(v) = HeaderValue::from_str(&values.policy) {
-            headers.insert(RATELIMIT_POLICY, v);
-        }
-        if let Ok(v) = HeaderValue::from_str(&values.ratelimit) {
-            headers.insert(RATELIMIT, v);
-        }
-    }
-    if retry_after {
-        if let Some(Ok(v)) = values.retry_after.as_deref().map(HeaderValue::from_str) {
-            headers.insert(RETRY_AFTER, v);
-        }
     }
 }
 

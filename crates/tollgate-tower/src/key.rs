@@ -9,7 +9,6 @@
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::ConnectInfo;
-use http::header::AUTHORIZATION;
 use http::{HeaderName, Request};
 
 /// Finds the client key of a request.
@@ -110,7 +109,7 @@ impl<B> KeyExtractor<B> for PeerIp {
 }
 
 /// The value of one header (e.g. `X-Client-Id`), trimmed; absent, empty or
-/// non-ASCII values are no key.
+/// non-UTF-8 values are no key (read by [`tollgate_http::header_key`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderKey {
     name: HeaderName,
@@ -125,33 +124,18 @@ impl HeaderKey {
 
 impl<B> KeyExtractor<B> for HeaderKey {
     fn extract(&self, request: &Request<B>) -> Option<String> {
-        header_value(request, &self.name)
+        tollgate_http::header_key(request.headers(), &self.name).ok()
     }
 }
 
-fn header_value<B>(request: &Request<B>, name: &HeaderName) -> Option<String> {
-    let value = request.headers().get(name)?.to_str().ok()?.trim();
-    (!value.is_empty()).then(|| value.to_owned())
-}
-
 /// The caller's API key: the token of `Authorization: Bearer TOKEN`, or else
-/// the `X-API-Key` header.
+/// the `X-API-Key` header (read by [`tollgate_http::api_key`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ApiKey;
 
 impl<B> KeyExtractor<B> for ApiKey {
     fn extract(&self, request: &Request<B>) -> Option<String> {
-        let bearer = request
-            .headers()
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                let (scheme, token) = v.trim().split_once(' ')?;
-                let token = token.trim();
-                (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty())
-                    .then(|| token.to_owned())
-            });
-        bearer.or_else(|| header_value(request, &HeaderName::from_static("x-api-key")))
+        tollgate_http::api_key(request.headers()).ok()
     }
 }
 
@@ -224,6 +208,15 @@ mod tests {
         );
         assert_eq!(key.extract(&request(&[("x-client-id", "  ")], None)), None);
         assert_eq!(key.extract(&request(&[], None)), None);
+        // UTF-8 is a key, as in the server's forward-auth; other bytes are not.
+        let mut utf8 = request(&[], None);
+        let zoe = http::HeaderValue::from_bytes("zoë".as_bytes()).unwrap();
+        utf8.headers_mut().insert("x-client-id", zoe);
+        assert_eq!(key.extract(&utf8).as_deref(), Some("zoë"));
+        let mut bad = request(&[], None);
+        let invalid = http::HeaderValue::from_bytes(b"\xff").unwrap();
+        bad.headers_mut().insert("x-client-id", invalid);
+        assert_eq!(key.extract(&bad), None);
     }
 
     #[test]

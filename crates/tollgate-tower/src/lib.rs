@@ -35,6 +35,8 @@
 //! The crate is split like tower's own `limit::rate`: [`config`] (what to
 //! decide and how to answer), [`layer`], [`service`], and [`key`] (who the
 //! client is), [`plans`] (which plan a key is on, replaceable while serving).
+//! Headers are written and header / API keys read by `tollgate_http`, the
+//! same code as `tollgate serve`'s.
 
 pub mod config;
 pub mod key;

@@ -11,7 +11,10 @@ use http::{Request, Response};
 use http_body_util::{Either, Full};
 use tower::Service;
 
-use crate::config::{insert_headers, Cost, MissingKey, RateLimitConfig, Refusal};
+use tollgate::RateLimitHeaders;
+use tollgate_http::insert_headers;
+
+use crate::config::{Cost, MissingKey, RateLimitConfig, Refusal};
 use crate::key::KeyExtractor;
 
 /// The body of a [`RateLimit`] response: the inner service's body, or the
@@ -98,7 +101,9 @@ where
             }
             let mut response = inner.call(request).await?;
             if config.headers_on_allowed {
-                insert_headers(response.headers_mut(), plan.name(), &decision, false);
+                // An allowed decision has no `Retry-After`: only the limits go in.
+                let values = RateLimitHeaders::new(plan.name(), &decision);
+                insert_headers(response.headers_mut(), &values);
             }
             Ok(response.map(Either::Left))
         })

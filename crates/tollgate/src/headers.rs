@@ -29,38 +29,75 @@ pub struct RateLimitHeaders {
     pub retry_after: Option<String>,
 }
 
+/// The `RateLimit-Policy` header field name, as HTTP writes it (lower case).
+pub const RATELIMIT_POLICY: &str = "ratelimit-policy";
+/// The `RateLimit` header field name.
+pub const RATELIMIT: &str = "ratelimit";
+/// The `Retry-After` header field name.
+pub const RETRY_AFTER: &str = "retry-after";
+
 impl RateLimitHeaders {
     /// The header values for `decision`, taken against the plan named `plan`.
     pub fn new(plan: &str, decision: &PlanDecision) -> Self {
+        Self::combined([(plan, decision)])
+    }
+
+    /// The header values for several decisions of one request (Envoy's
+    /// descriptors, each against its own plan): every enforced limit of every
+    /// decision, in order, and `Retry-After` for the longest wait among the
+    /// rejecting decisions that waiting can cure.
+    pub fn combined<'a>(decisions: impl IntoIterator<Item = (&'a str, &'a PlanDecision)>) -> Self {
         let mut policy = String::new();
         let mut ratelimit = String::new();
-        for limit in decision.limits.iter().filter(|l| !l.shadow) {
-            let separator = if policy.is_empty() { "" } else { ", " };
-            let name = sf_string(&format!("{plan}-{}", limit.name));
-            let d = &limit.decision;
-            // Writing to a String cannot fail.
-            let _ = write!(
-                policy,
-                "{separator}{name};q={};w={}",
-                d.limit,
-                seconds_up(limit.window_ms)
-            );
-            let _ = write!(
-                ratelimit,
-                "{separator}{name};r={};t={}",
-                d.remaining,
-                seconds_up(d.reset_after_ms)
-            );
+        let mut retry_after_ms: Option<u64> = None;
+        for (plan, decision) in decisions {
+            write_items(&mut policy, &mut ratelimit, plan, decision);
+            if let (false, Some(ms)) = (decision.allowed, decision.retry_after_ms) {
+                retry_after_ms = Some(retry_after_ms.map_or(ms, |m| m.max(ms)));
+            }
         }
-        let retry_after = match (decision.allowed, decision.retry_after_ms) {
-            (false, Some(ms)) => Some(seconds_up(ms).to_string()),
-            _ => None,
-        };
         Self {
             policy,
             ratelimit,
-            retry_after,
+            retry_after: retry_after_ms.map(|ms| seconds_up(ms).to_string()),
         }
+    }
+
+    /// The fields to send, as (lower-case name, value) pairs in this order:
+    /// `RateLimit-Policy` and `RateLimit` (left out when every limit is a
+    /// shadow one, so there is nothing to say), then `Retry-After` when set.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let limits = (!self.policy.is_empty())
+            .then_some([
+                (RATELIMIT_POLICY, self.policy.as_str()),
+                (RATELIMIT, self.ratelimit.as_str()),
+            ])
+            .into_iter()
+            .flatten();
+        let retry_after = self.retry_after.as_deref().map(|v| (RETRY_AFTER, v));
+        limits.chain(retry_after)
+    }
+}
+
+/// Appends the items of `decision`'s enforced limits to both field values.
+fn write_items(policy: &mut String, ratelimit: &mut String, plan: &str, decision: &PlanDecision) {
+    for limit in decision.limits.iter().filter(|l| !l.shadow) {
+        let separator = if policy.is_empty() { "" } else { ", " };
+        let name = sf_string(&format!("{plan}-{}", limit.name));
+        let d = &limit.decision;
+        // Writing to a String cannot fail.
+        let _ = write!(
+            policy,
+            "{separator}{name};q={};w={}",
+            d.limit,
+            seconds_up(limit.window_ms)
+        );
+        let _ = write!(
+            ratelimit,
+            "{separator}{name};r={};t={}",
+            d.remaining,
+            seconds_up(d.reset_after_ms)
+        );
     }
 }
 
@@ -144,6 +181,44 @@ mod tests {
         assert_eq!(decision.retry_after_ms, Some(999));
         let headers = RateLimitHeaders::new("free", &decision);
         assert_eq!(headers.retry_after.as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn combined_joins_items_in_order_and_retries_after_the_longest_wait() {
+        let limiter = PlanLimiter::new();
+        let plan = plan();
+        let allowed = limiter.check(&plan, "a", 0, 1);
+        limiter.check(&plan, "b", 0, 2);
+        let rejected = limiter.check(&plan, "b", 500, 1);
+        assert_eq!(rejected.retry_after_ms, Some(500));
+        let one = RateLimitHeaders::new("free", &allowed);
+        let other = RateLimitHeaders::new("paid", &rejected);
+        let both = RateLimitHeaders::combined([("free", &allowed), ("paid", &rejected)]);
+        assert_eq!(both.policy, format!("{}, {}", one.policy, other.policy));
+        assert_eq!(
+            both.ratelimit,
+            format!("{}, {}", one.ratelimit, other.ratelimit)
+        );
+        assert_eq!(both.retry_after.as_deref(), Some("1"));
+        let fields: Vec<_> = both.fields().map(|(name, _)| name).collect();
+        assert_eq!(fields, ["ratelimit-policy", "ratelimit", "retry-after"]);
+    }
+
+    #[test]
+    fn only_shadow_limits_send_no_limit_fields() {
+        let shadow = Plan::new(
+            "s",
+            vec![Limit::new(
+                "1s",
+                AnyPolicy::from_name("gcra", 1, 1_000).unwrap(),
+                true,
+            )],
+        )
+        .unwrap();
+        let decision = PlanLimiter::new().check(&shadow, "a", 0, 1);
+        assert_eq!(RateLimitHeaders::new("s", &decision).fields().count(), 0);
+        let allowed = RateLimitHeaders::new("free", &PlanLimiter::new().check(&plan(), "a", 0, 1));
+        assert_eq!(allowed.fields().count(), 2);
     }
 
     #[test]

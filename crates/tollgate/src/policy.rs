@@ -112,6 +112,17 @@ pub(crate) fn wait_until(at: u128, now: u64) -> u64 {
     u64::try_from(at.saturating_sub(u128::from(now))).unwrap_or(u64::MAX)
 }
 
+/// The bounds every policy shares: a limit and a window of at least 1.
+pub(crate) fn check_limit_and_window(limit: u32, window_ms: u64) -> Result<(), Error> {
+    if limit == 0 {
+        return Err(Error::ZeroLimit);
+    }
+    if window_ms == 0 {
+        return Err(Error::ZeroWindow);
+    }
+    Ok(())
+}
+
 /// Declares every policy known by name: the [`AnyPolicy`] and [`AnyState`]
 /// enums, the name table and the dispatch. One line per policy.
 macro_rules! register_policies {

@@ -53,8 +53,19 @@ pub fn html(
     clients: &[String],
     client_timelines: &Timelines,
 ) -> Result<String, String> {
+    let mut page = heading(outcome);
+    charts(&mut page, config, simulation, clients, client_timelines)?;
+    plans_table(&mut page, config, simulation);
+    clients_table(&mut page, outcome);
+    malformed_list(&mut page, outcome);
+    page.push_str("</body></html>\n");
+    Ok(page)
+}
+
+/// The page's head, title and totals.
+fn heading(outcome: &Outcome) -> String {
     let json = &outcome.json;
-    let mut page = format!(
+    format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>tollgate simulate</title><style>{STYLE}</style></head><body>\n\
          <h1>tollgate simulate</h1>\n<p id=\"totals\">{} requests: {} allowed, {} rejected; {} malformed lines; {} clients{}.</p>\n",
         json.requests,
@@ -63,7 +74,17 @@ pub fn html(
         json.malformed,
         outcome.client_count,
         outcome.span_ms.map(|(a, b)| format!(", {} to {}", format_ms(a), format_ms(b))).unwrap_or_default()
-    );
+    )
+}
+
+/// One chart per plan, then one per charted client.
+fn charts(
+    page: &mut String,
+    config: &Config,
+    simulation: &Simulation<'_>,
+    clients: &[String],
+    client_timelines: &Timelines,
+) -> Result<(), String> {
     page.push_str("<h2>Allowed and rejected per plan</h2>\n");
     for (index, plan) in config.plans().iter().enumerate() {
         let svg = chart::svg(
@@ -88,28 +109,30 @@ pub fn html(
             neutralize(&svg)
         );
     }
-    plans_table(&mut page, config, simulation);
-    clients_table(&mut page, outcome);
-    if !outcome.malformed.shown.is_empty() {
+    Ok(())
+}
+
+/// The malformed lines shown, if any.
+fn malformed_list(page: &mut String, outcome: &Outcome) {
+    if outcome.malformed.shown.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        page,
+        "<h2>Malformed lines: {}{}</h2>\n<ul>",
+        outcome.malformed.count,
+        outcome.malformed_cap_note()
+    );
+    for line in &outcome.malformed.shown {
         let _ = writeln!(
             page,
-            "<h2>Malformed lines: {}{}</h2>\n<ul>",
-            outcome.malformed.count,
-            outcome.malformed_cap_note()
+            "<li>{}:{}: {}</li>",
+            escape(&line.file),
+            line.line,
+            escape(&line.reason)
         );
-        for line in &outcome.malformed.shown {
-            let _ = writeln!(
-                page,
-                "<li>{}:{}: {}</li>",
-                escape(&line.file),
-                line.line,
-                escape(&line.reason)
-            );
-        }
-        page.push_str("</ul>\n");
     }
-    page.push_str("</body></html>\n");
-    Ok(page)
+    page.push_str("</ul>\n");
 }
 
 fn plans_table(page: &mut String, config: &Config, simulation: &Simulation<'_>) {

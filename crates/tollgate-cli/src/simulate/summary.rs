@@ -151,37 +151,7 @@ impl Outcome {
             json.rejected,
             percent(json.rejected, json.requests)
         );
-        let _ = writeln!(out, "\nwould-be rejections per plan and limit:");
-        let mut shadows = String::new();
-        for (plan, tally) in config.plans().iter().zip(&simulation.plans) {
-            let _ = writeln!(
-                out,
-                "  plan {:?}: {} requests, {} rejected{}",
-                plan.name(),
-                tally.requests,
-                tally.rejected,
-                percent(tally.rejected, tally.requests)
-            );
-            for (limit, rejected) in plan.limits().iter().zip(&tally.limit_rejections) {
-                let line = format!(
-                    "limit {:?} ({}): {rejected}",
-                    limit.name(),
-                    describe_limit(limit)
-                );
-                if limit.is_shadow() {
-                    let _ = writeln!(
-                        shadows,
-                        "  plan {:?}, {line} would have been rejected",
-                        plan.name()
-                    );
-                } else {
-                    let _ = writeln!(out, "    {line}");
-                }
-            }
-        }
-        if !shadows.is_empty() {
-            let _ = write!(out, "\nshadow limits (decided, never reject):\n{shadows}");
-        }
+        render_plans(&mut out, config, simulation);
         self.render_clients(&mut out, shown_clients);
         self.render_malformed(&mut out);
         out
@@ -270,4 +240,39 @@ pub fn format_ms(ms: u64) -> String {
             || format!("{ms} ms"),
             |t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
         )
+}
+
+/// The would-be rejections of every plan and limit; shadow limits apart.
+fn render_plans(out: &mut String, config: &Config, simulation: &Simulation<'_>) {
+    let _ = writeln!(out, "\nwould-be rejections per plan and limit:");
+    let mut shadows = String::new();
+    for (plan, tally) in config.plans().iter().zip(&simulation.plans) {
+        let _ = writeln!(
+            out,
+            "  plan {:?}: {} requests, {} rejected{}",
+            plan.name(),
+            tally.requests,
+            tally.rejected,
+            percent(tally.rejected, tally.requests)
+        );
+        for (limit, rejected) in plan.limits().iter().zip(&tally.limit_rejections) {
+            let line = format!(
+                "limit {:?} ({}): {rejected}",
+                limit.name(),
+                describe_limit(limit)
+            );
+            if limit.is_shadow() {
+                let _ = writeln!(
+                    shadows,
+                    "  plan {:?}, {line} would have been rejected",
+                    plan.name()
+                );
+            } else {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    if !shadows.is_empty() {
+        let _ = write!(out, "\nshadow limits (decided, never reject):\n{shadows}");
+    }
 }

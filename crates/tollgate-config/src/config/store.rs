@@ -101,69 +101,89 @@ impl StoreConfig {
 }
 
 pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<StoreConfig, Error> {
-    let kind = build_kind(section, at)?;
-    let failure_policy = match &section.failure_policy {
-        None => FailurePolicy::FailOpen,
-        Some(name) => FailurePolicy::from_name(name.get_ref()).ok_or_else(|| {
-            at(
-                name.span(),
-                format!(
-                    "unknown failure_policy {:?}: known ones are {}",
-                    name.get_ref(),
-                    FailurePolicy::NAMES.join(", ")
-                ),
-            )
-        })?,
-    };
-    let max_clients = match &section.max_clients {
-        None => DEFAULT_MAX_CLIENTS,
-        Some(v) => match usize::try_from(*v.get_ref()) {
-            Ok(n) if n >= 1 => n,
-            _ => {
-                return Err(at(
-                    v.span(),
-                    format!("max_clients must be at least 1 (got {})", v.get_ref()),
-                ))
-            }
-        },
-    };
-    let prefix = match &section.prefix {
-        None => DEFAULT_PREFIX.to_owned(),
-        Some(prefix) => {
-            tollgate_redis::keys::KeyLayout::new(prefix.get_ref().clone())
-                .map_err(|e| at(prefix.span(), format!("invalid prefix: {e}")))?;
-            prefix.get_ref().clone()
-        }
-    };
-    let timeout_ms = match &section.timeout {
-        None => DEFAULT_TIMEOUT_MS,
-        Some(t) if t.get_ref().0 == 0 => {
-            return Err(at(t.span(), "timeout must be at least 1ms".to_owned()))
-        }
-        Some(t) => t.get_ref().0,
-    };
     let store = StoreConfig {
-        kind,
-        failure_policy,
-        max_clients,
-        prefix,
-        timeout_ms,
+        kind: build_kind(section, at)?,
+        failure_policy: build_failure_policy(section, at)?,
+        max_clients: build_max_clients(section, at)?,
+        prefix: build_prefix(section, at)?,
+        timeout_ms: build_timeout(section, at)?,
         breaker: build_breaker(section, at)?,
         tls_ca: section.tls_ca.as_ref().map(|p| PathBuf::from(p.get_ref())),
     };
-    // Everything the Redis client can check without connecting (schemes,
-    // the CA file, a cluster's database), shown where the key is.
-    if let Err(e) = store.redis_target() {
-        let span = match (&section.tls_ca, &section.cluster, &section.url) {
-            (Some(ca), _, _) if e.to_string().contains("CA") => ca.span(),
-            (_, Some(cluster), _) => cluster.span(),
-            (_, _, Some(url)) => url.span(),
-            (Some(ca), _, _) => ca.span(),
-            _ => 0..0,
-        };
-        return Err(at(span, e.to_string()));
-    }
+    check_redis_target(&store, section, at)?;
     Ok(store)
+}
+
+/// `failure_policy`, by name (fail-open when left out).
+fn build_failure_policy(section: &file::StoreSection, at: &At<'_>) -> Result<FailurePolicy, Error> {
+    let Some(name) = &section.failure_policy else {
+        return Ok(FailurePolicy::FailOpen);
+    };
+    FailurePolicy::from_name(name.get_ref()).ok_or_else(|| {
+        at(
+            name.span(),
+            format!(
+                "unknown failure_policy {:?}: known ones are {}",
+                name.get_ref(),
+                FailurePolicy::NAMES.join(", ")
+            ),
+        )
+    })
+}
+
+/// `max_clients`: at least 1.
+fn build_max_clients(section: &file::StoreSection, at: &At<'_>) -> Result<usize, Error> {
+    let Some(v) = &section.max_clients else {
+        return Ok(DEFAULT_MAX_CLIENTS);
+    };
+    match usize::try_from(*v.get_ref()) {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(at(
+            v.span(),
+            format!("max_clients must be at least 1 (got {})", v.get_ref()),
+        )),
+    }
+}
+
+/// `prefix`: one the Redis key layout accepts.
+fn build_prefix(section: &file::StoreSection, at: &At<'_>) -> Result<String, Error> {
+    let Some(prefix) = &section.prefix else {
+        return Ok(DEFAULT_PREFIX.to_owned());
+    };
+    tollgate_redis::keys::KeyLayout::new(prefix.get_ref().clone())
+        .map_err(|e| at(prefix.span(), format!("invalid prefix: {e}")))?;
+    Ok(prefix.get_ref().clone())
+}
+
+/// `timeout`: at least 1 ms.
+fn build_timeout(section: &file::StoreSection, at: &At<'_>) -> Result<u64, Error> {
+    match &section.timeout {
+        None => Ok(DEFAULT_TIMEOUT_MS),
+        Some(t) if t.get_ref().0 == 0 => {
+            Err(at(t.span(), "timeout must be at least 1ms".to_owned()))
+        }
+        Some(t) => Ok(t.get_ref().0),
+    }
+}
+
+/// Everything the Redis client can check without connecting (schemes, the
+/// CA file, a cluster's database), shown where the key is.
+fn check_redis_target(
+    store: &StoreConfig,
+    section: &file::StoreSection,
+    at: &At<'_>,
+) -> Result<(), Error> {
+    let Err(e) = store.redis_target() else {
+        return Ok(());
+    };
+    let span = match (&section.tls_ca, &section.cluster, &section.url) {
+        (Some(ca), _, _) if e.to_string().contains("CA") => ca.span(),
+        (_, Some(cluster), _) => cluster.span(),
+        (_, _, Some(url)) => url.span(),
+        (Some(ca), _, _) => ca.span(),
+        _ => 0..0,
+    };
+    Err(at(span, e.to_string()))
 }
 
 /// Memory, one Redis node or a cluster: `url` and `cluster` exclude each other.

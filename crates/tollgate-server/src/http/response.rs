@@ -1,6 +1,6 @@
 //! Turning decisions and refusals into HTTP responses.
 
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use tollgate::RateLimitHeaders;
@@ -116,22 +116,12 @@ struct DecisionBody<'a> {
 }
 
 /// The IETF RateLimit fields for a decision, plus `Retry-After` on a
-/// rejection that waiting can cure (formatted by [`RateLimitHeaders`]).
+/// rejection that waiting can cure (formatted by [`RateLimitHeaders`],
+/// written by [`tollgate_http::insert_headers`]).
 pub fn rate_limit_headers(decided: &Decided) -> HeaderMap {
     let values = RateLimitHeaders::new(decided.plan().name(), &decided.decision);
     let mut headers = HeaderMap::with_capacity(3);
-    let mut put = |name: HeaderName, value: &str| {
-        // The core quotes and escapes names into printable ASCII; an empty
-        // value (every limit shadowed) is left out.
-        if let (false, Ok(value)) = (value.is_empty(), HeaderValue::from_str(value)) {
-            headers.insert(name, value);
-        }
-    };
-    put(HeaderName::from_static("ratelimit-policy"), &values.policy);
-    put(HeaderName::from_static("ratelimit"), &values.ratelimit);
-    if let Some(retry_after) = &values.retry_after {
-        put(header::RETRY_AFTER, retry_after);
-    }
+    tollgate_http::insert_headers(&mut headers, &values);
     headers
 }
 

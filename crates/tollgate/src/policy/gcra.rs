@@ -12,7 +12,7 @@
 //! `c` at `now` is allowed when `max(tat, now) + c * window_ms - now <= window_ms * limit`
 //! (all scaled), and moves `tat` there. `remaining` is rounded down.
 
-use super::{wait_until, Policy, Reclaim};
+use super::{check_limit_and_window, wait_until, Policy, Reclaim};
 use crate::{Decision, Error};
 
 /// The GCRA policy (`"gcra"`).
@@ -38,12 +38,7 @@ impl Gcra {
     /// # Errors
     /// [`Error::ZeroLimit`] or [`Error::ZeroWindow`].
     pub fn new(limit: u32, window_ms: u64) -> Result<Self, Error> {
-        if limit == 0 {
-            return Err(Error::ZeroLimit);
-        }
-        if window_ms == 0 {
-            return Err(Error::ZeroWindow);
-        }
+        check_limit_and_window(limit, window_ms)?;
         Ok(Self { limit, window_ms })
     }
 

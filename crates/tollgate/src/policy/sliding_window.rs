@@ -8,7 +8,7 @@
 //! Rejected requests are not logged, so the log never holds more than `limit`
 //! units, hence never more than `limit` entries.
 
-use super::{wait_until, Policy, Reclaim};
+use super::{check_limit_and_window, wait_until, Policy, Reclaim};
 use crate::{Decision, Error};
 
 /// The sliding-window log policy (`"sliding-window"`).
@@ -130,12 +130,7 @@ impl SlidingWindow {
     /// # Errors
     /// [`Error::ZeroLimit`] or [`Error::ZeroWindow`].
     pub fn new(limit: u32, window_ms: u64) -> Result<Self, Error> {
-        if limit == 0 {
-            return Err(Error::ZeroLimit);
-        }
-        if window_ms == 0 {
-            return Err(Error::ZeroWindow);
-        }
+        check_limit_and_window(limit, window_ms)?;
         Ok(Self { limit, window_ms })
     }
 

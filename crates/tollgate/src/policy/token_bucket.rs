@@ -18,7 +18,7 @@
 //! unchanged, `full_at` stays at most `limit`, and no number can overflow even
 //! at times near `u64::MAX`.
 
-use super::{wait_until, Policy, Reclaim};
+use super::{check_limit_and_window, wait_until, Policy, Reclaim};
 use crate::{Decision, Error};
 
 /// The token-bucket policy (`"token-bucket"`).
@@ -49,12 +49,7 @@ impl TokenBucket {
     /// [`Error::ZeroLimit`], [`Error::ZeroWindow`], or
     /// [`Error::WindowNotMultipleOfLimit`].
     pub fn new(limit: u32, window_ms: u64) -> Result<Self, Error> {
-        if limit == 0 {
-            return Err(Error::ZeroLimit);
-        }
-        if window_ms == 0 {
-            return Err(Error::ZeroWindow);
-        }
+        check_limit_and_window(limit, window_ms)?;
         if !window_ms.is_multiple_of(u64::from(limit)) {
             return Err(Error::WindowNotMultipleOfLimit { limit, window_ms });
         }

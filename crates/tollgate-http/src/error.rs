@@ -1,0 +1,27 @@
+//! Why a request names no client.
+
+use http::HeaderName;
+
+/// Why no client key could be read from a request. The messages are meant
+/// for the caller: the server answers them in a 400.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// The header that carries the client id is not there.
+    #[error("missing {0} header: it carries the client id")]
+    MissingHeader(HeaderName),
+    /// The header is there but holds only white space.
+    #[error("the {0} header is empty: it carries the client id")]
+    EmptyHeader(HeaderName),
+    /// The header's bytes are not UTF-8 text.
+    #[error("the {0} header is not valid UTF-8")]
+    NotUtf8(HeaderName),
+    /// `Authorization` is there but is not `Bearer KEY`, and there is no
+    /// `X-Api-Key` header to fall back on.
+    #[error(
+        "the authorization header must be \"Bearer API_KEY\" (or send \"X-Api-Key: API_KEY\")"
+    )]
+    NotBearer,
+    /// Neither `Authorization` nor `X-Api-Key` is there.
+    #[error("missing API key: send \"Authorization: Bearer API_KEY\" or \"X-Api-Key: API_KEY\"")]
+    MissingApiKey,
+}

@@ -1,0 +1,112 @@
+//! Who is calling: the client key read from a request's headers, by the
+//! same rules in every front end.
+
+use http::header::AUTHORIZATION;
+use http::{HeaderMap, HeaderName};
+
+use crate::KeyError;
+
+/// The `X-Api-Key` header field name.
+pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+
+/// The value of the header `name`, trimmed of white space.
+///
+/// # Errors
+/// [`KeyError::MissingHeader`], [`KeyError::EmptyHeader`] (only white
+/// space) or [`KeyError::NotUtf8`].
+pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyError> {
+    let value = headers
+        .get(name)
+        .ok_or_else(|| KeyError::MissingHeader(name.clone()))?;
+    let text = std::str::from_utf8(value.as_bytes())
+        .map_err(|_| KeyError::NotUtf8(name.clone()))?
+        .trim();
+    if text.is_empty() {
+        return Err(KeyError::EmptyHeader(name.clone()));
+    }
+    Ok(text.to_owned())
+}
+
+/// The caller's API key: the token of `Authorization: Bearer TOKEN` (the
+/// scheme in any case), or else the `X-Api-Key` header. An `Authorization`
+/// header of another scheme (say `Basic` for the API's own users) is not an
+/// API key, so `X-Api-Key` is read then.
+///
+/// # Errors
+/// [`KeyError::NotBearer`] when `Authorization` is there but not a bearer
+/// token and `X-Api-Key` is missing; [`KeyError::MissingApiKey`] when
+/// neither is there; what [`header_key`] says of a bad `X-Api-Key`.
+pub fn api_key(headers: &HeaderMap) -> Result<String, KeyError> {
+    let authorization = headers.get(AUTHORIZATION);
+    if let Some(token) = authorization.and_then(|v| bearer_token(v.as_bytes())) {
+        return Ok(token.to_owned());
+    }
+    match header_key(headers, &X_API_KEY) {
+        Err(KeyError::MissingHeader(_)) if authorization.is_some() => Err(KeyError::NotBearer),
+        Err(KeyError::MissingHeader(_)) => Err(KeyError::MissingApiKey),
+        other => other,
+    }
+}
+
+/// The token of a `Bearer TOKEN` credential, if that is what `value` is.
+fn bearer_token(value: &[u8]) -> Option<&str> {
+    let (scheme, token) = std::str::from_utf8(value).ok()?.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &[u8])]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_bytes(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn header_key_trims_and_names_what_is_wrong() {
+        let name = HeaderName::from_static("x-client-id");
+        let key = |pairs: &[(&'static str, &[u8])]| header_key(&headers(pairs), &name);
+        assert_eq!(key(&[("x-client-id", b" alice ")]).unwrap(), "alice");
+        assert_eq!(key(&[("x-client-id", "zoë".as_bytes())]).unwrap(), "zoë");
+        assert_eq!(key(&[]), Err(KeyError::MissingHeader(name.clone())));
+        assert_eq!(
+            key(&[("x-client-id", b"  ")]),
+            Err(KeyError::EmptyHeader(name.clone()))
+        );
+        assert_eq!(
+            key(&[("x-client-id", b"\xff")]),
+            Err(KeyError::NotUtf8(name.clone()))
+        );
+        assert!(KeyError::MissingHeader(name)
+            .to_string()
+            .contains("x-client-id"));
+    }
+
+    #[test]
+    fn api_key_prefers_bearer_then_x_api_key() {
+        let key = |pairs: &[(&'static str, &[u8])]| api_key(&headers(pairs));
+        let both = key(&[("authorization", b"bearer tok "), ("x-api-key", b"k")]);
+        assert_eq!(both.unwrap(), "tok");
+        let basic = key(&[("authorization", b"Basic abc"), ("x-api-key", b"k")]);
+        assert_eq!(basic.unwrap(), "k");
+        assert_eq!(
+            key(&[("authorization", b"Bearer  ")]),
+            Err(KeyError::NotBearer)
+        );
+        assert_eq!(
+            key(&[("authorization", b"Basic abc")]),
+            Err(KeyError::NotBearer)
+        );
+        assert_eq!(key(&[]), Err(KeyError::MissingApiKey));
+        assert_eq!(
+            key(&[("x-api-key", b" ")]),
+            Err(KeyError::EmptyHeader(X_API_KEY))
+        );
+    }
+}
