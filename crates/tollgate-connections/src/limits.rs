@@ -99,7 +99,12 @@ fn check_duration(
 /// A duration as the config writes it: in the largest unit that is exact.
 fn show(duration: Duration) -> String {
     let ms = duration.as_millis();
-    let units = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s")];
+    let units = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1_000, "s"),
+    ];
     for (scale, unit) in units {
         if ms >= scale && ms % scale == 0 {
             return format!("{}{unit}", ms / scale);
@@ -144,8 +149,8 @@ mod tests {
             err.to_string(),
             "header_read_timeout must be between 100ms and 10m (got 99ms)"
         );
-        let err = Limits::new(DEFAULT_HEADER_READ_TIMEOUT, Duration::from_secs(86_401), 5)
-            .unwrap_err();
+        let err =
+            Limits::new(DEFAULT_HEADER_READ_TIMEOUT, Duration::from_secs(86_401), 5).unwrap_err();
         assert_eq!(
             err.to_string(),
             "idle_timeout must be between 100ms and 1d (got 86401s)"

@@ -97,10 +97,7 @@ impl Connection {
         let connection = builder
             .serve_connection_with_upgrades(io, service)
             .into_owned();
-        let expired = activity.expired(
-            self.limits.idle_timeout,
-            self.limits.header_read_timeout,
-        );
+        let expired = activity.expired(self.limits.idle_timeout, self.limits.header_read_timeout);
         tokio::select! {
             served = watcher.watch(connection) => {
                 if let Err(error) = served {
