@@ -159,3 +159,19 @@ async fn connections_past_the_cap_wait_until_a_slot_frees() {
         Some(200)
     );
 }
+
+#[tokio::test]
+async fn a_changed_connections_section_is_announced_as_needing_a_restart() {
+    let t = TestServer::start(&config("max_connections = 2\n")).await;
+    t.write_config(&config("max_connections = 2\n"));
+    assert!(t.server.reload().unwrap().needs_restart.is_empty());
+    t.write_config(&config("max_connections = 3\n"));
+    let report = t.server.reload().unwrap();
+    assert_eq!(report.needs_restart, ["connections"], "{report}");
+    t.write_config(&config("max_connections = 0\n"));
+    let refused = t.server.reload().unwrap_err().to_string();
+    assert!(
+        refused.contains("[connections] max_connections must be between 1 and 1000000 (got 0)"),
+        "{refused}"
+    );
+}
