@@ -175,3 +175,41 @@ async fn a_changed_connections_section_is_announced_as_needing_a_restart() {
         "{refused}"
     );
 }
+
+/// Shutdown closes quiet connections at once and lets a request in flight
+/// (its head read, its body still coming) finish and be answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_requests_in_flight_and_closes_quiet_connections() {
+    let t = TestServer::start(&config("idle_timeout = \"1m\"\n")).await;
+    let mut quiet = KeepAlive::connect(addr(&t)).await;
+    assert_eq!(
+        quiet.get("/healthz", Duration::from_secs(2)).await,
+        Some(200)
+    );
+    let mut in_flight = KeepAlive::connect(addr(&t)).await;
+    let body = br#"{"client":"late","cost":1}"#;
+    let head = format!(
+        "POST /v1/check HTTP/1.1\r\nHost: tollgate\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    in_flight.send_bytes(head.as_bytes()).await;
+    in_flight.send_bytes(&body[..5]).await;
+    let stopping = tokio::spawn(t.stop());
+    assert!(
+        quiet.closed_within(Duration::from_secs(3)).await,
+        "a quiet connection kept the server from stopping"
+    );
+    assert!(
+        !stopping.is_finished(),
+        "stopped before the request in flight was answered"
+    );
+    in_flight.send_bytes(&body[5..]).await;
+    assert_eq!(
+        in_flight.answer_within(Duration::from_secs(3)).await,
+        Some(200)
+    );
+    tokio::time::timeout(Duration::from_secs(3), stopping)
+        .await
+        .expect("the server did not stop after its last request")
+        .unwrap();
+}

@@ -151,6 +151,14 @@ impl KeepAlive {
             .expect("send a request");
     }
 
+    /// Sends raw bytes (e.g. part of a request).
+    ///
+    /// # Panics
+    /// When they cannot be written.
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.expect("send bytes");
+    }
+
     /// One answer: its head, then a `Content-Length` body.
     async fn read_answer(&mut self) -> Option<u16> {
         let mut head = Vec::new();
