@@ -10,9 +10,10 @@
 //! - an **idle timeout**: a connection on which no byte moves either way
 //!   for that long is closed, whether it waits between keep-alive requests
 //!   or stalls in the middle of one ([`activity`]);
-//! - a **cap on open connections** per listen address: past it, new
-//!   connections are not accepted until one closes, so they wait in the
-//!   kernel's listen backlog ([`Slots`]).
+//! - a **cap on open connections** per listen address: past it, each
+//!   listener holds the one connection it accepted last, unserved, until
+//!   a slot frees, and accepts no other, so the rest wait in the kernel's
+//!   listen backlog ([`Slots`]).
 //!
 //! [`serve`] runs an axum router under these [`Limits`] until a shutdown
 //! future completes, then lets the requests in flight finish, as

@@ -39,17 +39,19 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        // A slot first: past the cap, connections stay in the kernel's
-        // backlog rather than being accepted and left waiting here.
+        let (stream, peer) = tokio::select! {
+            accepted = Listener::accept(&mut listener) => accepted,
+            () = &mut shutdown => break,
+        };
+        // Past the cap, this connection waits unserved for a slot, and the
+        // loop accepts no other: the rest wait in the kernel's backlog.
+        // (Accepting first keeps listeners that share one pool, the proxy's
+        // workers, from holding a slot while waiting on an empty socket.)
         let slot = tokio::select! {
             slot = slots.acquire() => slot,
             () = &mut shutdown => break,
         };
         let Some(slot) = slot else { break };
-        let (stream, peer) = tokio::select! {
-            accepted = Listener::accept(&mut listener) => accepted,
-            () = &mut shutdown => break,
-        };
         let connection = Connection {
             router: router.clone(),
             limits,
