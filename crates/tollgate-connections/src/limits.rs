@@ -106,7 +106,7 @@ fn show(duration: Duration) -> String {
         (1_000, "s"),
     ];
     for (scale, unit) in units {
-        if ms >= scale && ms % scale == 0 {
+        if ms >= scale && ms.is_multiple_of(scale) {
             return format!("{}{unit}", ms / scale);
         }
     }
