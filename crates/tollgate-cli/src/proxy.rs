@@ -62,16 +62,16 @@ pub struct ProxyArgs {
     pub workers: Option<NonZeroUsize>,
     /// How long a client may take to send a request head, from its first
     /// byte (from the connection's opening for the first request) [default:
-    /// the --config file's [connections], else 10s].
+    /// the --config file's `[connections]`, else 10s].
     #[arg(long, value_name = "DURATION")]
     pub header_read_timeout: Option<String>,
     /// Close a client connection on which no byte moves either way for this
-    /// long [default: the --config file's [connections], else 60s].
+    /// long [default: the --config file's `[connections]`, else 60s].
     #[arg(long, value_name = "DURATION")]
     pub idle_timeout: Option<String>,
     /// Open client connections at most (all workers together); past it, new
     /// ones wait in the listen backlog [default: the --config file's
-    /// [connections], else 10000].
+    /// `[connections]`, else 10000].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
 }
