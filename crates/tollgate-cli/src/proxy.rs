@@ -18,7 +18,8 @@ use std::time::Duration;
 use clap::Args;
 use tollgate::{MemoryBackend, SystemClock};
 use tollgate_config::{Config, StoreConfig, StoreHandle};
-use tollgate_proxy::options::{parse_duration_ms, parse_key, single_limit_plan};
+use tollgate_connections::Limits;
+use tollgate_proxy::options::{connection_limits, parse_duration_ms, parse_key, single_limit_plan};
 use tollgate_proxy::{Error, ProxyConfig};
 use tollgate_tower::{Plans, PlansHandle, RateLimitConfig};
 
@@ -59,6 +60,29 @@ pub struct ProxyArgs {
     /// and its own upstream connections [default: the number of CPUs].
     #[arg(long, value_name = "N")]
     pub workers: Option<NonZeroUsize>,
+    /// How long a client may take to send a request head, from its first
+    /// byte (from the connection's opening for the first request) [default:
+    /// the --config file's `[connections]`, else 10s].
+    #[arg(long, value_name = "DURATION")]
+    pub header_read_timeout: Option<String>,
+    /// Close a client connection on which no byte moves either way for this
+    /// long [default: the --config file's `[connections]`, else 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
+    /// Open client connections at most (all workers together); past it, new
+    /// ones wait in the listen backlog [default: the --config file's
+    /// `[connections]`, else 10000].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+}
+
+/// What a `--config` file sets that only a restart puts in force: its
+/// `[store]` and `[connections]`, as written in the file (flags aside), so
+/// that a reload compares like with like.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestartOnly {
+    store: StoreConfig,
+    connections: Limits,
 }
 
 impl ProxyArgs {
@@ -70,10 +94,10 @@ impl ProxyArgs {
         self.config_and_store().map(|(config, _)| config)
     }
 
-    /// [`ProxyArgs::config`], with the `[store]` of the `--config` file it
-    /// was built from (read once, so that reloads compare against exactly
-    /// the store in use).
-    fn config_and_store(&self) -> Result<(ProxyConfig, Option<StoreConfig>), Error> {
+    /// [`ProxyArgs::config`], with the restart-only settings of the
+    /// `--config` file it was built from (read once, so that reloads compare
+    /// against exactly the settings in use).
+    fn config_and_store(&self) -> Result<(ProxyConfig, Option<RestartOnly>), Error> {
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
         let (limits, store) = match &self.config {
             None => {
@@ -91,8 +115,18 @@ impl ProxyArgs {
             }
         };
         let timeout = parse_duration_ms("--upstream-timeout", &self.upstream_timeout)?;
+        let from_file = store
+            .as_ref()
+            .map_or_else(Limits::default, |s| s.connections);
+        let connections = connection_limits(
+            from_file,
+            self.header_read_timeout.as_deref(),
+            self.idle_timeout.as_deref(),
+            self.max_connections,
+        )?;
         let config = ProxyConfig::new(&self.upstream, key, limits)?
-            .response_timeout(Duration::from_millis(timeout));
+            .response_timeout(Duration::from_millis(timeout))
+            .connection_limits(connections);
         Ok((config, store))
     }
 }
@@ -115,35 +149,45 @@ fn plans_of(config: &Config) -> Plans {
 }
 
 /// The limits of a `tollgate serve` config file (its plans and its store),
-/// and its `[store]` section.
-fn plan_config(path: &Path) -> Result<(RateLimitConfig, StoreConfig), Error> {
+/// and its restart-only settings.
+fn plan_config(path: &Path) -> Result<(RateLimitConfig, RestartOnly), Error> {
     let config = Config::load(path).map_err(|e| invalid_config(e.to_string()))?;
     let store = StoreHandle::for_config(&config)
         .map_err(|e| invalid_config(e.to_string()))?
         .into_store(&config.store);
     let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
         .plans(plans_of(&config));
-    Ok((limits, config.store))
+    let restart_only = RestartOnly {
+        store: config.store,
+        connections: config.connections,
+    };
+    Ok((limits, restart_only))
 }
 
 /// Re-reads the config file at `path` and puts its plans in force through
-/// `handle`. The store stays the one the proxy started with: a `[store]`
-/// different from `running_store` is logged as waiting for a restart.
+/// `handle`. The store and the connection limits stay the ones the proxy
+/// started with: a `[store]` or `[connections]` different from `running` is
+/// logged as waiting for a restart.
 ///
 /// # Errors
 /// The file's read or config error (logged too); the running plans stay.
-pub fn reload_plans(
-    path: &Path,
-    handle: &PlansHandle,
-    running_store: &StoreConfig,
-) -> Result<(), Error> {
+pub fn reload_plans(path: &Path, handle: &PlansHandle, running: &RestartOnly) -> Result<(), Error> {
     match Config::load(path) {
         Ok(config) => {
             handle.replace(plans_of(&config));
-            if config.store == *running_store {
-                tracing::info!(path = %path.display(), default_plan = config.default_plan().name(), "plans reloaded");
+            let mut waiting = Vec::new();
+            if config.store != running.store {
+                waiting.push("[store]");
+            }
+            if config.connections != running.connections {
+                waiting.push("[connections]");
+            }
+            let default_plan = config.default_plan().name();
+            if waiting.is_empty() {
+                tracing::info!(path = %path.display(), default_plan, "plans reloaded");
             } else {
-                tracing::warn!(path = %path.display(), default_plan = config.default_plan().name(), "plans reloaded; the changed [store] waits for a restart");
+                let waiting = waiting.join(" and ");
+                tracing::warn!(path = %path.display(), default_plan, "plans reloaded; the changed {waiting} waits for a restart");
             }
             Ok(())
         }
@@ -184,10 +228,14 @@ pub async fn run(
             config.limits().current_plans().default_plan().name()
         ),
     };
+    let connections = config.connections();
     println!(
-        "tollgate proxy: listening on http://{addr}, forwarding to {}, {limits} per client ({}), {workers} worker thread(s)",
+        "tollgate proxy: listening on http://{addr}, forwarding to {}, {limits} per client ({}), {workers} worker thread(s); connections: header-read timeout {}, idle timeout {}, at most {}",
         config.upstream().url(),
         args.key,
+        tollgate_config::format_duration(u64::try_from(connections.header_read_timeout.as_millis()).unwrap_or(u64::MAX)),
+        tollgate_config::format_duration(u64::try_from(connections.idle_timeout.as_millis()).unwrap_or(u64::MAX)),
+        connections.max_connections,
     );
     let served = tollgate_proxy::run_workers(listeners, config, shutdown).await;
     if let Some(watcher) = watcher {
@@ -215,7 +263,7 @@ async fn listen_addr(listen: &str) -> Result<std::net::SocketAddr, Error> {
 fn spawn_reloader(
     path: PathBuf,
     handle: PlansHandle,
-    running: StoreConfig,
+    running: RestartOnly,
 ) -> tokio::task::JoinHandle<()> {
     let hangups = tollgate_config::signals::catch_hangups();
     tokio::spawn(async move {

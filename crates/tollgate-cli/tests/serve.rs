@@ -37,6 +37,7 @@ fn check_points_at_the_line_of_the_mistake() {
         ("[[plans.free]]\nname = \"1s\"\npolicy = \"sliding-window\"\nlimit = 10\nwindow = \"1fortnight\"\n", "line 5, column 10", "invalid duration"),
         ("[[plans.free]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n[clients]\nbob = \"gold\"\n", "line 7, column 7", "unknown plan \"gold\""),
         ("[[plans.free]\n", "line 1", ""),
+        ("[[plans.free]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n[connections]\nmax_connections = 0\n", "line 7, column 19", "[connections] max_connections must be between 1 and 1000000 (got 0)"),
         // A window the Redis store can never serve exactly: refused at its line.
         ("[store]\nurl = \"redis://127.0.0.1:6379\"\n[[plans.free]]\nname = \"1s\"\npolicy = \"sliding-window\"\nlimit = 10\nwindow = \"100000000000d\"\n", "line 7, column 10", "the redis store cannot serve"),
     ];

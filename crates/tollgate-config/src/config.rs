@@ -4,6 +4,7 @@
 //! before use: every mistake is reported with its line and column.
 
 mod auth;
+mod connections;
 mod envoy;
 mod file;
 mod general;
@@ -77,6 +78,9 @@ pub struct Config {
     /// `[dashboard] enabled`: the page at `GET /` and the counters behind
     /// `/v1/stats` and `/v1/top` (default true; changing it needs a restart).
     pub dashboard_enabled: bool,
+    /// `[connections]`: the header-read and idle timeouts and the cap on
+    /// open connections of every HTTP listener (changing them needs a restart).
+    pub connections: tollgate_connections::Limits,
 }
 
 /// The embedded default: one plan of 100 requests per second per client on a
@@ -133,6 +137,7 @@ impl Config {
             sweep_interval_ms: DEFAULT_SWEEP_INTERVAL_MS,
             envoy: EnvoyConfig::default(),
             dashboard_enabled: true,
+            connections: tollgate_connections::Limits::default(),
         }
     }
 
@@ -186,6 +191,7 @@ impl Config {
         let store = store::build_store(&file.store, &at)?;
         let client_id = auth::build_auth(&file.auth, &at)?;
         let envoy = envoy::build_envoy(&file.envoy, &plans.plans, &at)?;
+        let connections = connections::build_connections(&file.connections, &at)?;
         let mut config = Self {
             plans: plans.plans,
             plan_index: plans.index,
@@ -198,6 +204,7 @@ impl Config {
             sweep_interval_ms,
             envoy,
             dashboard_enabled: file.dashboard.enabled.unwrap_or(true),
+            connections,
         };
         overrides.apply(&mut config)?;
         redis_bounds::check_store_bounds(&config, &file, &at)?;

@@ -9,8 +9,10 @@
 //! start answering in time `504`.
 //!
 //! The proxy is the [`tollgate_tower::RateLimitLayer`] in front of a
-//! forwarding service ([`forward::Forward`]), served by axum on one
-//! listener ([`run`]), or thread-per-core on several ([`workers`]):
+//! forwarding service ([`forward::Forward`]), served on one listener
+//! ([`run`]), or thread-per-core on several ([`workers`]), through
+//! `tollgate_connections` (header-read and idle timeouts, a cap on open
+//! connections):
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), tollgate_proxy::Error> {
@@ -28,13 +30,12 @@
 //! ```
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use axum::Router;
 use http::{HeaderName, Request};
 use tokio::net::TcpListener;
+use tollgate_connections::{Limits, Slots};
 use tollgate_tower::{ApiKey, HeaderKey, KeyExtractor, PeerIp, RateLimitConfig, RateLimitLayer};
 
 mod error;
@@ -81,6 +82,7 @@ pub struct ProxyConfig {
     key: KeySource,
     limits: RateLimitConfig,
     response_timeout: Duration,
+    connections: Limits,
 }
 
 impl ProxyConfig {
@@ -97,6 +99,7 @@ impl ProxyConfig {
             key,
             limits,
             response_timeout: Duration::from_secs(30),
+            connections: Limits::default(),
         })
     }
 
@@ -106,6 +109,20 @@ impl ProxyConfig {
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
+    }
+
+    /// The limits on client connections (header-read and idle timeouts, the
+    /// cap on open connections per listen address); by default
+    /// `tollgate_connections`'s defaults.
+    #[must_use]
+    pub fn connection_limits(mut self, limits: Limits) -> Self {
+        self.connections = limits;
+        self
+    }
+
+    /// The limits on client connections.
+    pub fn connections(&self) -> Limits {
+        self.connections
     }
 
     /// The upstream.
@@ -120,7 +137,7 @@ impl ProxyConfig {
 }
 
 /// The proxy as an axum router (every path, every method), for serving
-/// with `into_make_service_with_connect_info::<SocketAddr>()` (the peer
+/// with `into_make_service_with_connect_info::<std::net::SocketAddr>()` (the peer
 /// address is needed for [`KeySource::Peer`]).
 pub fn router(config: ProxyConfig) -> Router {
     Router::new()
@@ -129,25 +146,30 @@ pub fn router(config: ProxyConfig) -> Router {
 }
 
 /// Serves the proxy on `listener` until `shutdown` completes, then lets the
-/// requests in flight finish.
+/// requests in flight finish. Client connections are held to the config's
+/// [`ProxyConfig::connection_limits`].
 ///
 /// # Errors
-/// [`Error::Io`] when the server fails.
+/// None today (accept errors are retried, as `axum::serve` does); the
+/// `Result` leaves room for a listener that fails for good.
 pub async fn run(
     listener: TcpListener,
     config: ProxyConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let app = router(config);
-    // No Nagle: small responses must leave at once.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await?;
+    let slots = Slots::new(config.connections.max_connections);
+    serve_with_slots(listener, config, slots, shutdown).await;
     Ok(())
+}
+
+/// [`run`] with the connection slots of its listen address, which the
+/// thread-per-core workers share.
+pub(crate) async fn serve_with_slots(
+    listener: TcpListener,
+    config: ProxyConfig,
+    slots: Slots,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let limits = config.connections;
+    tollgate_connections::serve(listener, router(config), limits, slots, shutdown).await;
 }

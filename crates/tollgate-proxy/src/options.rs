@@ -1,10 +1,13 @@
 //! The proxy's command-line values, parsed here so the binary stays thin:
 //! windows (`"1s"`, `"15m"`), key sources (`peer`, `api-key`,
-//! `header:X-Client-Id`) and the one-limit plan built from `--policy`,
-//! `--limit` and `--window`.
+//! `header:X-Client-Id`), the one-limit plan built from `--policy`,
+//! `--limit` and `--window`, and the connection limits.
+
+use std::time::Duration;
 
 use http::HeaderName;
 use tollgate::{AnyPolicy, Limit, Plan};
+use tollgate_connections::Limits;
 
 use crate::{Error, KeySource};
 
@@ -53,6 +56,55 @@ pub fn parse_duration_ms(option: &'static str, text: &str) -> Result<u64, Error>
         return Err(invalid("must be at least 1 ms".into()));
     }
     Ok(ms)
+}
+
+/// The connection limits: `base` (a config file's `[connections]`, or the
+/// defaults) with each flag given replacing its value, each checked
+/// against its bounds.
+///
+/// # Errors
+/// [`Error::InvalidOption`] naming the flag whose value is wrong or out of bounds.
+pub fn connection_limits(
+    base: Limits,
+    header_read_timeout: Option<&str>,
+    idle_timeout: Option<&str>,
+    max_connections: Option<usize>,
+) -> Result<Limits, Error> {
+    let duration = |option: &'static str, text: Option<&str>, default: Duration| match text {
+        None => Ok(default),
+        Some(text) => parse_duration_ms(option, text).map(Duration::from_millis),
+    };
+    let limits = Limits {
+        header_read_timeout: duration(
+            "--header-read-timeout",
+            header_read_timeout,
+            base.header_read_timeout,
+        )?,
+        idle_timeout: duration("--idle-timeout", idle_timeout, base.idle_timeout)?,
+        max_connections: max_connections.unwrap_or(base.max_connections),
+    };
+    Limits::new(
+        limits.header_read_timeout,
+        limits.idle_timeout,
+        limits.max_connections,
+    )
+    .map_err(|error| {
+        let tollgate_connections::Error::OutOfBounds { name, .. } = &error else {
+            return Error::InvalidOption {
+                option: "--max-connections",
+                reason: error.to_string(),
+            };
+        };
+        let option = match *name {
+            "header_read_timeout" => "--header-read-timeout",
+            "idle_timeout" => "--idle-timeout",
+            _ => "--max-connections",
+        };
+        Error::InvalidOption {
+            option,
+            reason: error.to_string(),
+        }
+    })
 }
 
 /// A key source: `peer`, `api-key`, or `header:NAME`.
@@ -111,6 +163,28 @@ mod tests {
         for bad in ["", "s", "1w", "0s", "-1s", "1.5s", "99999999999999999999d"] {
             let err = parse_window(bad).unwrap_err().to_string();
             assert!(err.starts_with("invalid --window"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn connection_flags_replace_the_base_and_are_bounded() {
+        let base = Limits::default();
+        assert_eq!(connection_limits(base, None, None, None).unwrap(), base);
+        let set = connection_limits(base, Some("300ms"), Some("2m"), Some(64)).unwrap();
+        assert_eq!(set.header_read_timeout, Duration::from_millis(300));
+        assert_eq!(set.idle_timeout, Duration::from_secs(120));
+        assert_eq!(set.max_connections, 64);
+        let cases = [
+            (Some("50ms"), None, None, "invalid --header-read-timeout: header_read_timeout must be between 100ms and 10m (got 50ms)"),
+            (None, Some("2d"), None, "invalid --idle-timeout: idle_timeout must be between 100ms and 1d (got 2d)"),
+            (None, None, Some(0), "invalid --max-connections: max_connections must be between 1 and 1000000 (got 0)"),
+            (None, Some("soon"), None, "invalid --idle-timeout: \"soon\": unknown unit"),
+        ];
+        for (header, idle, max, expected) in cases {
+            let error = connection_limits(base, header, idle, max)
+                .unwrap_err()
+                .to_string();
+            assert!(error.starts_with(expected), "{error}");
         }
     }
 

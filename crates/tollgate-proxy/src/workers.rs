@@ -18,7 +18,9 @@ use std::num::NonZeroUsize;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
 
-use crate::{run, Error, ProxyConfig};
+use tollgate_connections::Slots;
+
+use crate::{serve_with_slots, Error, ProxyConfig};
 
 /// How many connections may wait to be accepted on each listener.
 const BACKLOG: i32 = 1024;
@@ -66,15 +68,18 @@ pub async fn run_workers(
 ) -> Result<(), Error> {
     let (stop, stopped) = watch::channel(false);
     let (done, mut finished) = tokio::sync::mpsc::channel(listeners.len().max(1));
+    // One cap for the address, whichever worker accepts a connection.
+    let slots = Slots::new(config.connections().max_connections);
     let mut workers = Vec::with_capacity(listeners.len());
     for (index, listener) in listeners.into_iter().enumerate() {
         let config = config.clone();
+        let slots = slots.clone();
         let mut stopped = stopped.clone();
         let done = done.clone();
         let worker = std::thread::Builder::new()
             .name(format!("tollgate-proxy-{index}"))
             .spawn(move || {
-                let served = serve_one(listener, config, async move {
+                let served = serve_one(listener, config, slots, async move {
                     let _ = stopped.wait_for(|stop| *stop).await;
                 });
                 let _ = done.blocking_send(());
@@ -107,6 +112,7 @@ pub async fn run_workers(
 fn serve_one(
     listener: std::net::TcpListener,
     config: ProxyConfig,
+    slots: Slots,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -114,6 +120,7 @@ fn serve_one(
         .build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        run(listener, config, shutdown).await
+        serve_with_slots(listener, config, slots, shutdown).await;
+        Ok(())
     })
 }

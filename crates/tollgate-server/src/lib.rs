@@ -39,7 +39,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -53,7 +52,8 @@ pub use tollgate_config::signals::shutdown_signal;
 pub use tollgate_config::{Config, Overrides, StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};
 
 /// Serves `server` on `listener` until `shutdown` completes, then finishes
-/// the requests in flight and returns.
+/// the requests in flight and returns. Connections are held to the
+/// config's `[connections]` limits (see `tollgate_connections`).
 ///
 /// # Errors
 /// [`Error::Serve`] if accepting connections fails for good.
@@ -74,20 +74,22 @@ pub async fn run_all(
     server: Server,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
+    // Read once: the connection limits need a restart to change.
+    let limits = server.config().connections;
     let router = http::router(server);
     let (stop, stopped) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     for listener in listeners {
         let mut stopped = stopped.clone();
-        // Decisions are small answers on keep-alive connections: send them
-        // at once rather than waiting for more to coalesce.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
+        let slots = tollgate_connections::Slots::new(limits.max_connections);
+        let serving =
+            tollgate_connections::serve(listener, router.clone(), limits, slots, async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            });
+        tasks.spawn(async move {
+            serving.await;
+            Ok::<(), std::io::Error>(())
         });
-        let serving = axum::serve(listener, router.clone()).with_graceful_shutdown(async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        });
-        tasks.spawn(async move { serving.await });
     }
     let mut shutdown = std::pin::pin!(shutdown);
     let mut stopping = false;

@@ -438,6 +438,9 @@ impl Server {
         if config.dashboard_enabled != old.dashboard_enabled {
             needs_restart.push("dashboard.enabled");
         }
+        if config.connections != old.connections {
+            needs_restart.push("connections");
+        }
         let report = ReloadReport {
             kept,
             fresh: new_ids.len() - kept,

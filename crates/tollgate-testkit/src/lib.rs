@@ -13,10 +13,14 @@
 //! the naive [`models`] of the three policies and the naive plan store
 //! ([`reference::NaiveStore`]) it compares with; and [`skip`], which says on
 //! the terminal that a test could not run (a missing Envoy, Chromium, ...).
+//!
+//! And [`slowloris`]: slow, silent and keep-alive clients on real sockets,
+//! for the tests of the HTTP connection limits.
 
 pub mod conformance;
 pub mod models;
 pub mod reference;
+pub mod slowloris;
 
 #[cfg(feature = "browser")]
 pub mod browser;

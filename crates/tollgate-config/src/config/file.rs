@@ -32,6 +32,9 @@ pub struct File {
     /// The dashboard at `GET /`.
     #[serde(default)]
     pub dashboard: DashboardSection,
+    /// Limits on HTTP connections.
+    #[serde(default)]
+    pub connections: ConnectionsSection,
     /// Client id to plan name.
     #[serde(default)]
     pub clients: BTreeMap<String, Spanned<String>>,
@@ -124,6 +127,18 @@ pub struct EnvoySection {
 pub struct DashboardSection {
     /// Serve the dashboard and keep its counters (default true).
     pub enabled: Option<bool>,
+}
+
+/// `[connections]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionsSection {
+    /// How long a request head may take to arrive.
+    pub header_read_timeout: Option<Spanned<Millis>>,
+    /// How long a connection may stay without a byte moving.
+    pub idle_timeout: Option<Spanned<Millis>>,
+    /// Open connections per listen address at most.
+    pub max_connections: Option<Spanned<u64>>,
 }
 
 /// `[auth]`.

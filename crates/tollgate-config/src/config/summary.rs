@@ -57,7 +57,7 @@ impl Config {
             ClientIdSource::ApiKey => "API key".to_owned(),
         };
         format!(
-            "{} plan(s), {} client(s) with their own plan, default plan {:?}\n{}store: {store}, on store failure: {}\nlisten: {}\ngRPC (Envoy rate limit service): {}, {} rule(s), on store failure: {}\n/v1/auth client id from: {client_id}; max cost per request: {}\n",
+            "{} plan(s), {} client(s) with their own plan, default plan {:?}\n{}store: {store}, on store failure: {}\nlisten: {}\ngRPC (Envoy rate limit service): {}, {} rule(s), on store failure: {}\n/v1/auth client id from: {client_id}; max cost per request: {}\nconnections: header-read timeout {}, idle timeout {}, at most {} open per listen address\n",
             self.plans.len(),
             self.clients.len(),
             self.default_plan().name(),
@@ -71,6 +71,13 @@ impl Config {
                 policy => policy.as_str(),
             },
             self.max_cost,
+            format_duration(duration_ms(self.connections.header_read_timeout)),
+            format_duration(duration_ms(self.connections.idle_timeout)),
+            self.connections.max_connections,
         )
     }
+}
+
+fn duration_ms(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -1,0 +1,115 @@
+//! The accept loop: a slot, then a connection, then a task serving it under
+//! the limits until it ends, times out or the server shuts down.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use axum::extract::ConnectInfo;
+use axum::serve::Listener;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::Request;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::OwnedSemaphorePermit;
+use tower::ServiceExt;
+
+use crate::activity::{Activity, ActivityIo};
+use crate::head_timer::HeadTimer;
+use crate::{Limits, Slots};
+
+/// Serves `router` on `listener` under `limits`, holding one of `slots` per
+/// open connection, until `shutdown` completes; then stops accepting, asks
+/// every open connection to close once its request in flight is answered,
+/// and returns when all are closed (the timeouts still close slow ones).
+///
+/// Each request carries the peer address as axum's
+/// `ConnectInfo<SocketAddr>`, as `into_make_service_with_connect_info`
+/// would give it. Accept errors are handled as `axum::serve` does: a
+/// failed handshake is skipped, a lack of file descriptors waits and retries.
+pub async fn serve(
+    mut listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    slots: Slots,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = Listener::accept(&mut listener) => accepted,
+            () = &mut shutdown => break,
+        };
+        // Past the cap, this connection waits unserved for a slot, and the
+        // loop accepts no other: the rest wait in the kernel's backlog.
+        // (Accepting first keeps listeners that share one pool, the proxy's
+        // workers, from holding a slot while waiting on an empty socket.)
+        let slot = tokio::select! {
+            slot = slots.acquire() => slot,
+            () = &mut shutdown => break,
+        };
+        let Some(slot) = slot else { break };
+        let connection = Connection {
+            router: router.clone(),
+            limits,
+            peer,
+            slot,
+        };
+        tokio::spawn(connection.serve(stream, graceful.watcher()));
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// One accepted connection and what it needs.
+struct Connection {
+    router: Router,
+    limits: Limits,
+    peer: SocketAddr,
+    /// Released when the connection closes.
+    slot: OwnedSemaphorePermit,
+}
+
+impl Connection {
+    async fn serve(self, stream: TcpStream, watcher: Watcher) {
+        // Decisions are small answers on keep-alive connections: send them
+        // at once rather than waiting for more to coalesce.
+        let _ = stream.set_nodelay(true);
+        let activity = Activity::new();
+        let io = TokioIo::new(ActivityIo::new(stream, activity.clone()));
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(HeadTimer::new(
+                activity.clone(),
+                self.limits.header_read_timeout,
+            ))
+            .header_read_timeout(self.limits.header_read_timeout);
+        let (router, peer, counter) = (self.router, self.peer, activity.clone());
+        // Each request is counted as a complete head and tagged with the peer.
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+            counter.request_started();
+            let mut request = request.map(axum::body::Body::new);
+            request.extensions_mut().insert(ConnectInfo(peer));
+            router.clone().oneshot(request)
+        });
+        let connection = builder
+            .serve_connection_with_upgrades(io, service)
+            .into_owned();
+        let expired = activity.expired(self.limits.idle_timeout, self.limits.header_read_timeout);
+        tokio::select! {
+            served = watcher.watch(connection) => {
+                if let Err(error) = served {
+                    tracing::debug!(peer = %self.peer, %error, "connection ended with an error");
+                }
+            }
+            () = expired => {
+                tracing::debug!(peer = %self.peer, "connection closed: header-read or idle timeout");
+            }
+        }
+        drop(self.slot);
+    }
+}
