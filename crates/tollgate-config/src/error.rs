@@ -29,8 +29,9 @@ pub enum Error {
         snippet: String,
     },
     /// The Redis store could not be set up (a URL the Redis client refuses,
-    /// a bad key prefix). Redis being down is not this error: the server
-    /// starts and its failure policy answers until Redis is up.
+    /// a bad key prefix, or, at a start-up check, a wrong password or an
+    /// untrusted certificate). Redis being down is not this error: the
+    /// server starts and its failure policy answers until Redis is up.
     #[error("cannot use the redis store at {url}: {reason}")]
     Redis {
         /// The Redis URL.

@@ -74,4 +74,24 @@ impl Overrides {
         config.store = store;
         Ok(())
     }
+
+    /// The Redis that the Redis flags name on their own, without a config
+    /// file (as `tollgate replay` takes them), checked as `[store]` is:
+    /// `None` when no Redis flag is given.
+    ///
+    /// # Errors
+    /// As [`Overrides::apply`]; `--redis-ca` without `--redis` or
+    /// `--redis-cluster` is [`Error::Redis`].
+    pub fn redis_target(&self) -> Result<Option<tollgate_redis::RedisTarget>, Error> {
+        let mut config = Config::embedded_default();
+        self.apply(&mut config)?;
+        let target = config.store.redis_target()?;
+        if target.is_none() && self.redis_ca.is_some() {
+            return Err(Error::Redis {
+                url: "memory".to_owned(),
+                reason: "--redis-ca needs --redis or --redis-cluster".to_owned(),
+            });
+        }
+        Ok(target)
+    }
 }
