@@ -7,7 +7,7 @@
 //! failure policy.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -227,14 +227,16 @@ async fn serve_and_proxy_refuse_to_start_with_a_wrong_password_or_an_untrusted_c
     let config = four_per_day(dir.path());
     let config = config.to_str().expect("utf-8");
     for (flags, expected) in cases {
-        let output = Command::new(BIN)
+        let child = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
             .args(["--config", config])
             .args(flags)
-            .output()
-            .expect("run tollgate serve");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(1), "{flags:?}: {stderr}");
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tollgate serve");
+        let (code, stderr) = exit_within(child, Duration::from_secs(20));
+        assert_eq!(code, Some(1), "{flags:?}: {stderr}");
         assert!(stderr.contains(expected), "{flags:?}: {stderr}");
         assert!(
             !stderr.contains("not-it") && !stderr.contains("s3cret-pw"),
@@ -269,8 +271,8 @@ async fn an_unreachable_redis_is_reported_and_answered_by_the_failure_policy() {
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
         .args(["--config", config.to_str().expect("utf-8"), "--redis", &url])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn tollgate serve");
     let stderr = read_until(child.stderr.take().expect("stderr"), "unreachable");
@@ -281,6 +283,24 @@ async fn an_unreachable_redis_is_reported_and_answered_by_the_failure_policy() {
         "{stderr}"
     );
     assert!(stderr.contains(&url), "{stderr}");
+}
+
+/// The exit code and standard error of `child`, which must end within
+/// `limit` (else it is killed and the test fails: it did not refuse to start).
+fn exit_within(mut child: std::process::Child, limit: Duration) -> (Option<i32>, String) {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if let Some(status) = child.try_wait().expect("wait for tollgate") {
+            let mut stderr = String::new();
+            let mut pipe = child.stderr.take().expect("stderr");
+            std::io::Read::read_to_string(&mut pipe, &mut stderr).expect("read stderr");
+            return (status.code(), stderr);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("still running after {limit:?}: it did not refuse to start");
 }
 
 /// Lines of `stream` up to the first containing `needle` (or its end).
