@@ -359,7 +359,11 @@ mod tests {
 
     #[test]
     fn each_bad_option_is_named() {
-        let cases: [(&[&str], &str); 6] = [
+        let cases: [(&[&str], &str); 7] = [
+            (
+                &["--upstream", "http://h", "--redis-ca", "/tmp/ca.pem"],
+                "--redis-ca /tmp/ca.pem needs a Redis store",
+            ),
             (&["--upstream", "ftp://x"], "invalid upstream"),
             (
                 &["--upstream", "http://h", "--window", "1w"],

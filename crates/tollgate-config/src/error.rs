@@ -39,6 +39,13 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// `--redis-ca` for a store that is not Redis (no `--redis`,
+    /// `--redis-cluster`, `[store] url` or `cluster`): it would be ignored.
+    #[error("--redis-ca {} needs a Redis store: --redis, --redis-cluster, or [store] url or cluster", path.display())]
+    CaWithoutRedis {
+        /// The CA file as given.
+        path: PathBuf,
+    },
     /// A Redis URL that is not one (given on the command line).
     #[error("invalid redis URL {url:?}: {reason}")]
     InvalidRedisUrl {

@@ -30,7 +30,8 @@ impl Overrides {
     /// [`Error::InvalidListen`], [`Error::InvalidGrpcListen`] or
     /// [`Error::InvalidRedisUrl`] for a flag's value that is not one,
     /// [`Error::Redis`] for a Redis target that cannot work (a CA without
-    /// `rediss://`, an unreadable CA file, ...);
+    /// `rediss://`, an unreadable CA file, ...), [`Error::CaWithoutRedis`]
+    /// for `--redis-ca` on a memory store;
     /// `config` is unchanged then.
     pub fn apply(&self, config: &mut Config) -> Result<(), Error> {
         let listen = self
@@ -62,6 +63,9 @@ impl Overrides {
             };
         }
         if let Some(ca) = &self.redis_ca {
+            if store.kind == StoreKind::Memory {
+                return Err(Error::CaWithoutRedis { path: ca.clone() });
+            }
             store.tls_ca = Some(ca.clone());
         }
         store.redis_target()?;
@@ -80,18 +84,11 @@ impl Overrides {
     /// `None` when no Redis flag is given.
     ///
     /// # Errors
-    /// As [`Overrides::apply`]; `--redis-ca` without `--redis` or
-    /// `--redis-cluster` is [`Error::Redis`].
+    /// As [`Overrides::apply`].
     pub fn redis_target(&self) -> Result<Option<tollgate_redis::RedisTarget>, Error> {
         let mut config = Config::embedded_default();
         self.apply(&mut config)?;
         let target = config.store.redis_target()?;
-        if target.is_none() && self.redis_ca.is_some() {
-            return Err(Error::Redis {
-                url: "memory".to_owned(),
-                reason: "--redis-ca needs --redis or --redis-cluster".to_owned(),
-            });
-        }
         Ok(target)
     }
 }
