@@ -30,7 +30,7 @@ fn config(dir: &Path, breaker_failures: u32) -> PathBuf {
     std::fs::write(
         &path,
         format!(
-            "[store]\nfailure_policy = \"fail-closed\"\ntimeout = \"300ms\"\nbreaker_failures = {breaker_failures}\n\n\
+            "[store]\nfailure_policy = \"fail-closed\"\ntimeout = \"1s\"\nbreaker_failures = {breaker_failures}\n\n\
              [[plans.big]]\nname = \"1d\"\npolicy = \"sliding-window\"\nlimit = 1000000\nwindow = \"1d\"\n"
         ),
     )
@@ -225,7 +225,7 @@ fn replica_of(cluster: &RedisCluster, master: usize) -> usize {
 /// master that holds some clients, while serve decides for them all the
 /// time. What a caller sees: a manual failover pauses writes on the old
 /// master while the replica catches up, and moves the slots; a call that
-/// meets the pause past the store's timeout (300 ms here), or the slots in
+/// meets the pause past the store's timeout (1 s here), or the slots in
 /// motion (`MOVED`, `READONLY`, `TRYAGAIN`, `CLUSTERDOWN`), is answered by
 /// the failure policy (`fail-closed`); nothing else (no HTTP error). The
 /// clients of the other masters are decided by the store throughout, and

@@ -31,7 +31,7 @@ fn four_per_day(dir: &Path) -> PathBuf {
     let path = dir.join("tollgate.toml");
     std::fs::write(
         &path,
-        "[store]\nfailure_policy = \"fail-closed\"\n\n[[plans.shared]]\nname = \"1d\"\npolicy = \"token-bucket\"\nlimit = 4\nwindow = \"1d\"\n",
+        "[store]\nfailure_policy = \"fail-closed\"\ntimeout = \"2s\"\n\n[[plans.shared]]\nname = \"1d\"\npolicy = \"token-bucket\"\nlimit = 4\nwindow = \"1d\"\n",
     )
     .expect("write the config");
     path
