@@ -4,5 +4,6 @@
 pub mod lines;
 pub mod progress;
 pub mod proxy;
+pub mod redis_args;
 pub mod replay;
 pub mod simulate;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tollgate_cli::{proxy, replay, simulate};
+use tollgate_cli::{proxy, redis_args, replay, simulate};
 
 /// tollgate: exact per-client rate limiting.
 #[derive(Parser)]
@@ -30,17 +30,8 @@ enum Command {
         /// Address to listen on, IP:PORT (repeatable); replaces the config's `listen`.
         #[arg(long, value_name = "ADDR")]
         listen: Vec<String>,
-        /// Keep limit state in Redis, shared by every instance (redis://host:port/db).
-        #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
-        redis: Option<String>,
-        /// Keep limit state in a Redis Cluster, reached through these seed
-        /// nodes (comma-separated redis:// or rediss:// URLs).
-        #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
-        redis_cluster: Vec<String>,
-        /// A PEM file of the CA that signed the Redis server's certificate
-        /// (for rediss://); replaces the config's `[store] tls_ca`.
-        #[arg(long, value_name = "FILE")]
-        redis_ca: Option<PathBuf>,
+        #[command(flatten)]
+        redis: redis_args::RedisArgs,
         /// Address of the gRPC rate limit service for Envoy, IP:PORT, or
         /// `off`; replaces the config's `[envoy] grpc_listen` (default 127.0.0.1:8081).
         #[arg(long, value_name = "ADDR")]
@@ -66,16 +57,14 @@ fn main() -> ExitCode {
             config,
             listen,
             redis,
-            redis_cluster,
-            redis_ca,
             grpc_listen,
         } => run_serve(tollgate_server::Options {
             config,
             listen,
-            redis,
+            redis: redis.redis,
             grpc_listen,
-            redis_cluster,
-            redis_ca,
+            redis_cluster: redis.redis_cluster,
+            redis_ca: redis.redis_ca,
         }),
         Command::Check { file } => run_check(&file),
         Command::Simulate(args) => simulate::run(args),

@@ -16,12 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use tollgate::{MemoryBackend, SystemClock};
-use tollgate_config::{Config, StoreConfig, StoreHandle};
+use tollgate::{MemoryBackend, Store, SystemClock};
+use tollgate_config::{Config, Overrides, StoreConfig, StoreHandle};
 use tollgate_connections::Limits;
 use tollgate_proxy::options::{connection_limits, parse_duration_ms, parse_key, single_limit_plan};
 use tollgate_proxy::{Error, ProxyConfig};
 use tollgate_tower::{Plans, PlansHandle, RateLimitConfig};
+
+use crate::redis_args::RedisArgs;
 
 /// The options of `tollgate proxy`.
 #[derive(Debug, Clone, Args)]
@@ -44,6 +46,10 @@ pub struct ProxyArgs {
     /// plan), default plan and `[store]` replace --policy/--limit/--window.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["policy", "limit", "window"])]
     pub config: Option<PathBuf>,
+    /// Where the limit state lives (default: this process's memory, or the
+    /// `--config` file's `[store]`, which these flags replace).
+    #[command(flatten)]
+    pub redis: RedisArgs,
     /// The policy: sliding-window, token-bucket or gcra.
     #[arg(long, default_value = "sliding-window")]
     pub policy: String,
@@ -86,31 +92,39 @@ pub struct RestartOnly {
 }
 
 impl ProxyArgs {
-    /// The proxy configuration these options describe (memory store, system clock).
+    /// The proxy configuration these options describe (system clock). A
+    /// Redis store is checked now: see [`StoreHandle::connect`].
     ///
     /// # Errors
-    /// A [`tollgate_proxy::Error`] naming the option that is wrong.
-    pub fn config(&self) -> Result<ProxyConfig, Error> {
-        self.config_and_store().map(|(config, _)| config)
+    /// A [`tollgate_proxy::Error`] naming the option that is wrong, or the
+    /// Redis that refused the connection.
+    pub async fn config(&self) -> Result<ProxyConfig, Error> {
+        self.config_and_store().await.map(|(config, _)| config)
     }
 
     /// [`ProxyArgs::config`], with the restart-only settings of the
     /// `--config` file it was built from (read once, so that reloads compare
     /// against exactly the settings in use).
-    fn config_and_store(&self) -> Result<(ProxyConfig, Option<RestartOnly>), Error> {
+    async fn config_and_store(&self) -> Result<(ProxyConfig, Option<RestartOnly>), Error> {
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
+        let overrides = self.redis.overrides();
         let (limits, store) = match &self.config {
             None => {
                 let plan = single_limit_plan("proxy", &self.policy, self.limit, &self.window)?;
-                let limits = RateLimitConfig::new(
-                    plan,
-                    Arc::new(MemoryBackend::new()),
-                    Arc::new(SystemClock),
-                );
-                (limits, None)
+                let store: Arc<dyn Store> = if self.redis.is_empty() {
+                    Arc::new(MemoryBackend::new())
+                } else {
+                    let mut config = Config::embedded_default();
+                    overrides.apply(&mut config).map_err(invalid_redis)?;
+                    connect_store(&config, invalid_redis).await?
+                };
+                (
+                    RateLimitConfig::new(plan, store, Arc::new(SystemClock)),
+                    None,
+                )
             }
             Some(path) => {
-                let (limits, store) = plan_config(path)?;
+                let (limits, store) = plan_config(path, &overrides).await?;
                 (limits, Some(store))
             }
         };
@@ -131,6 +145,25 @@ impl ProxyArgs {
     }
 }
 
+/// The store of `config` through the one wiring of `tollgate-config`:
+/// memory, or Redis checked at start-up behind its guard.
+async fn connect_store(
+    config: &Config,
+    error: fn(String) -> Error,
+) -> Result<Arc<dyn Store>, Error> {
+    let handle = StoreHandle::connect(config)
+        .await
+        .map_err(|e| error(e.to_string()))?;
+    Ok(handle.into_store(&config.store))
+}
+
+fn invalid_redis(reason: impl ToString) -> Error {
+    Error::InvalidOption {
+        option: "--redis",
+        reason: reason.to_string(),
+    }
+}
+
 fn invalid_config(reason: String) -> Error {
     Error::InvalidOption {
         option: "--config",
@@ -148,13 +181,14 @@ fn plans_of(config: &Config) -> Plans {
     Plans::new(config.default_plan().clone()).with_keys(by_key)
 }
 
-/// The limits of a `tollgate serve` config file (its plans and its store),
-/// and its restart-only settings.
-fn plan_config(path: &Path) -> Result<(RateLimitConfig, RestartOnly), Error> {
-    let config = Config::load(path).map_err(|e| invalid_config(e.to_string()))?;
-    let store = StoreHandle::for_config(&config)
-        .map_err(|e| invalid_config(e.to_string()))?
-        .into_store(&config.store);
+/// The limits of a `tollgate serve` config file with the Redis flags
+/// applied (its plans and its store), and its restart-only settings.
+async fn plan_config(
+    path: &Path,
+    overrides: &Overrides,
+) -> Result<(RateLimitConfig, RestartOnly), Error> {
+    let config = Config::load_with(path, overrides).map_err(|e| invalid_config(e.to_string()))?;
+    let store = connect_store(&config, invalid_config).await?;
     let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
         .plans(plans_of(&config));
     let restart_only = RestartOnly {
@@ -165,14 +199,20 @@ fn plan_config(path: &Path) -> Result<(RateLimitConfig, RestartOnly), Error> {
 }
 
 /// Re-reads the config file at `path` and puts its plans in force through
-/// `handle`. The store and the connection limits stay the ones the proxy
-/// started with: a `[store]` or `[connections]` different from `running` is
-/// logged as waiting for a restart.
+/// `handle`, with the same flag `overrides` as at start-up. The store and
+/// the connection limits stay the ones the proxy started with: a `[store]`
+/// or `[connections]` different from `running` is logged as waiting for a
+/// restart.
 ///
 /// # Errors
 /// The file's read or config error (logged too); the running plans stay.
-pub fn reload_plans(path: &Path, handle: &PlansHandle, running: &RestartOnly) -> Result<(), Error> {
-    match Config::load(path) {
+pub fn reload_plans(
+    path: &Path,
+    handle: &PlansHandle,
+    running: &RestartOnly,
+    overrides: &Overrides,
+) -> Result<(), Error> {
+    match Config::load_with(path, overrides) {
         Ok(config) => {
             handle.replace(plans_of(&config));
             let mut waiting = Vec::new();
@@ -206,7 +246,7 @@ pub async fn run(
     args: ProxyArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let (config, running_store) = args.config_and_store()?;
+    let (config, running_store) = args.config_and_store().await?;
     let addr = listen_addr(&args.listen).await?;
     let workers = args
         .workers
@@ -217,6 +257,7 @@ pub async fn run(
             path.clone(),
             config.limits().plans_handle(),
             running,
+            args.redis.overrides(),
         )),
         _ => None,
     };
@@ -264,6 +305,7 @@ fn spawn_reloader(
     path: PathBuf,
     handle: PlansHandle,
     running: RestartOnly,
+    overrides: Overrides,
 ) -> tokio::task::JoinHandle<()> {
     let hangups = tollgate_config::signals::catch_hangups();
     tokio::spawn(async move {
@@ -273,7 +315,7 @@ fn spawn_reloader(
             hangups,
             std::future::pending(),
             || {
-                let _ = reload_plans(&path, &handle, &running);
+                let _ = reload_plans(&path, &handle, &running, &overrides);
             },
         )
         .await;
@@ -295,7 +337,13 @@ mod tests {
     fn config(args: &[&str]) -> Result<ProxyConfig, String> {
         let cli = Cli::try_parse_from(std::iter::once("proxy").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
-        cli.proxy.config().map_err(|e| e.to_string())
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime
+            .block_on(cli.proxy.config())
+            .map_err(|e| e.to_string())
     }
 
     #[tokio::test]
@@ -376,7 +424,11 @@ mod tests {
 
     #[test]
     fn each_bad_option_is_named() {
-        let cases: [(&[&str], &str); 6] = [
+        let cases: [(&[&str], &str); 7] = [
+            (
+                &["--upstream", "http://h", "--redis-ca", "/tmp/ca.pem"],
+                "--redis-ca /tmp/ca.pem needs a Redis store",
+            ),
             (&["--upstream", "ftp://x"], "invalid upstream"),
             (
                 &["--upstream", "http://h", "--window", "1w"],

@@ -53,7 +53,7 @@ async fn each_client_gets_its_plan_from_the_config() {
         path.to_str().unwrap(),
     ])
     .unwrap();
-    let config = cli.proxy.config().unwrap();
+    let config = cli.proxy.config().await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy_addr = listener.local_addr().unwrap();
     let (stop_proxy, proxy_stopped) = oneshot::channel::<()>();

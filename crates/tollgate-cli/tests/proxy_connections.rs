@@ -17,7 +17,13 @@ const PLAN: &str = "default_plan = \"free\"\n[[plans.free]]\nname = \"1s\"\npoli
 fn parse(args: &[&str]) -> Result<tollgate_proxy::ProxyConfig, String> {
     let all = ["proxy", "--upstream", "http://127.0.0.1:3000"];
     let cli = Cli::try_parse_from(all.iter().chain(args)).map_err(|e| e.to_string())?;
-    cli.proxy.config().map_err(|e| e.to_string())
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime
+        .block_on(cli.proxy.config())
+        .map_err(|e| e.to_string())
 }
 
 #[test]

@@ -29,14 +29,22 @@ pub enum Error {
         snippet: String,
     },
     /// The Redis store could not be set up (a URL the Redis client refuses,
-    /// a bad key prefix). Redis being down is not this error: the server
-    /// starts and its failure policy answers until Redis is up.
+    /// a bad key prefix, or, at a start-up check, a wrong password or an
+    /// untrusted certificate). Redis being down is not this error: the
+    /// server starts and its failure policy answers until Redis is up.
     #[error("cannot use the redis store at {url}: {reason}")]
     Redis {
         /// The Redis URL.
         url: String,
         /// Why.
         reason: String,
+    },
+    /// `--redis-ca` for a store that is not Redis (no `--redis`,
+    /// `--redis-cluster`, `[store] url` or `cluster`): it would be ignored.
+    #[error("--redis-ca {} needs a Redis store: --redis, --redis-cluster, or [store] url or cluster", path.display())]
+    CaWithoutRedis {
+        /// The CA file as given.
+        path: PathBuf,
     },
     /// A Redis URL that is not one (given on the command line).
     #[error("invalid redis URL {url:?}: {reason}")]

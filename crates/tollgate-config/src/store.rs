@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use tollgate::{MemoryBackend, Store};
 use tollgate_guard::GuardedStore;
-use tollgate_redis::{RedisStore, RedisStoreConfig};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisTarget};
 
-use crate::config::{Config, StoreConfig, StoreKind};
+use crate::config::{Config, StoreConfig};
 use crate::Error;
 
 /// How long fail-closed asks rejected clients to wait, in ms: the store may
@@ -38,35 +38,82 @@ impl StoreHandle {
     /// Redis client, or when called outside a Tokio runtime (the Redis
     /// connection needs one).
     pub fn for_config(config: &Config) -> Result<Self, Error> {
-        match &config.store.kind {
-            StoreKind::Memory => Ok(StoreHandle::Memory(Arc::new(
-                MemoryBackend::with_max_clients(config.store.max_clients),
-            ))),
-            StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => {
-                let target = config.store.redis_target()?.ok_or_else(|| Error::Redis {
-                    url: "memory".to_owned(),
-                    reason: "not a Redis store".to_owned(),
-                })?;
-                let refused = |reason: String| Error::Redis {
-                    url: target.redacted(),
-                    reason,
-                };
-                if tokio::runtime::Handle::try_current().is_err() {
-                    return Err(refused("it can only connect inside a Tokio runtime".into()));
-                }
-                let redis_config = RedisStoreConfig {
-                    prefix: config.store.prefix.clone(),
-                    // The guard's timeout: calls Redis runs after it write nothing.
-                    timeout: Duration::from_millis(config.store.timeout_ms),
-                    ..RedisStoreConfig::default()
-                };
-                let store = RedisStore::connect_lazy_to(&target, redis_config)
-                    .map_err(|e| refused(e.to_string()))?;
-                tracing::info!(redis = %target.redacted(), "limit state in Redis (connecting in the background)");
-                Ok(StoreHandle::Shared(Arc::new(store)))
-            }
+        let Some((target, redis_config)) = redis_parts(config)? else {
+            return Ok(Self::memory(config));
+        };
+        let refused = |reason: String| Error::Redis {
+            url: target.redacted(),
+            reason,
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(refused("it can only connect inside a Tokio runtime".into()));
         }
+        let store = RedisStore::connect_lazy_to(&target, redis_config)
+            .map_err(|e| refused(e.to_string()))?;
+        tracing::info!(redis = %target.redacted(), "limit state in Redis (connecting in the background)");
+        Ok(StoreHandle::Shared(Arc::new(store)))
     }
+
+    /// Like [`StoreHandle::for_config`], checking Redis first: the first
+    /// connection (TLS handshake, ACL login, database, `PING`) is made now,
+    /// so that a wrong password or an untrusted certificate stops start-up
+    /// with an error saying which, instead of every call failing later.
+    /// A Redis that does not answer (refused, or silent for
+    /// [`STARTUP_CHECK_TIMEOUT`]) may simply not be up yet: that is logged
+    /// as an error naming the node and why, and the store connects in the
+    /// background, its failure policy answering until Redis is up.
+    ///
+    /// # Errors
+    /// As [`StoreHandle::for_config`], and [`Error::Redis`] for a Redis
+    /// that refused the connection (credentials, certificate, database).
+    pub async fn connect(config: &Config) -> Result<Self, Error> {
+        let Some((target, redis_config)) = redis_parts(config)? else {
+            return Ok(Self::memory(config));
+        };
+        let attempt = RedisStore::connect_to(&target, redis_config.clone());
+        let error = match tokio::time::timeout(STARTUP_CHECK_TIMEOUT, attempt).await {
+            Ok(Ok(store)) => {
+                tracing::info!(redis = %target.redacted(), "limit state in Redis (connected)");
+                return Ok(StoreHandle::Shared(Arc::new(store)));
+            }
+            Ok(Err(e)) if !e.is_unreachable() => {
+                return Err(Error::Redis {
+                    url: target.redacted(),
+                    reason: e.to_string(),
+                })
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!(
+                "cannot connect to Redis at {}: no answer within {STARTUP_CHECK_TIMEOUT:?}",
+                target.redacted()
+            ),
+        };
+        tracing::error!(redis = %target.redacted(), %error, "Redis is unreachable at start-up; the failure policy answers until it is up");
+        Self::for_config(config)
+    }
+
+    fn memory(config: &Config) -> Self {
+        StoreHandle::Memory(Arc::new(MemoryBackend::with_max_clients(
+            config.store.max_clients,
+        )))
+    }
+}
+
+/// How long [`StoreHandle::connect`] waits for Redis's first answer.
+pub const STARTUP_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The Redis target and store settings of `config`, or `None` for memory.
+fn redis_parts(config: &Config) -> Result<Option<(RedisTarget, RedisStoreConfig)>, Error> {
+    let Some(target) = config.store.redis_target()? else {
+        return Ok(None);
+    };
+    let redis_config = RedisStoreConfig {
+        prefix: config.store.prefix.clone(),
+        // The guard's timeout: calls Redis runs after it write nothing.
+        timeout: Duration::from_millis(config.store.timeout_ms),
+        ..RedisStoreConfig::default()
+    };
+    Ok(Some((target, redis_config)))
 }
 
 impl StoreHandle {

@@ -134,22 +134,71 @@ impl RedisStoreError {
     }
 }
 
+/// Why a first connection failed, as far as the Redis client says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnectCause {
+    WrongCredentials,
+    UntrustedCertificate,
+    Refused,
+    TimedOut,
+    Other,
+}
+
+impl ConnectCause {
+    fn of(e: &redis::RedisError) -> Self {
+        let text = e.to_string();
+        if e.kind() == redis::ErrorKind::AuthenticationFailed
+            || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+            || text.contains("WRONGPASS")
+        {
+            Self::WrongCredentials
+        } else if text.contains("certificate") || text.contains("UnknownIssuer") {
+            Self::UntrustedCertificate
+        } else if e.is_connection_refusal() {
+            Self::Refused
+        } else if e.is_timeout() {
+            Self::TimedOut
+        } else {
+            Self::Other
+        }
+    }
+}
+
 /// The likely cause of a failed first connection, in words a person acts on.
 fn connect_hint(e: &redis::RedisError) -> &'static str {
-    let text = e.to_string();
-    if e.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
-        || text.contains("WRONGPASS")
-    {
-        "wrong user name or password (check the URL's user:password@); "
-    } else if text.contains("certificate") || text.contains("UnknownIssuer") {
-        "the server's TLS certificate is not trusted (give its CA: [store] tls_ca or --redis-ca); "
-    } else if e.is_connection_refusal() {
-        "nothing accepts connections there (is Redis running, and is it this port?); "
-    } else if e.is_timeout() {
-        "no answer in time (is the address right, and is Redis reachable?); "
-    } else {
-        ""
+    match ConnectCause::of(e) {
+        ConnectCause::WrongCredentials => {
+            "wrong user name or password (check the URL's user:password@); "
+        }
+        ConnectCause::UntrustedCertificate => {
+            "the server's TLS certificate is not trusted (give its CA: [store] tls_ca or --redis-ca); "
+        }
+        ConnectCause::Refused => {
+            "nothing accepts connections there (is Redis running, and is it this port?); "
+        }
+        ConnectCause::TimedOut => {
+            "no answer in time (is the address right, and is Redis reachable?); "
+        }
+        ConnectCause::Other => "",
+    }
+}
+
+impl RedisStoreError {
+    /// True for a first connection that failed because nothing answered
+    /// (refused, timed out, or the connection broke before Redis said
+    /// anything): Redis may simply not be up yet, so a service may start
+    /// and let its failure policy answer until it is. False for a wrong
+    /// password or an untrusted certificate, which no wait can fix, and for
+    /// every other error.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            RedisStoreError::Connect { source, .. } => match ConnectCause::of(source) {
+                ConnectCause::Refused | ConnectCause::TimedOut => true,
+                ConnectCause::Other => source.code().is_none() && source.is_io_error(),
+                ConnectCause::WrongCredentials | ConnectCause::UntrustedCertificate => false,
+            },
+            _ => false,
+        }
     }
 }
 

@@ -14,8 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::sleep;
 use std::time::Duration;
 
+mod cluster;
 mod tls;
 
+pub use cluster::{ClusterOptions, RedisCluster};
 pub use tls::TestCerts;
 
 /// Whether the environment demands a real Redis (`TOLLGATE_REQUIRE_REDIS=1`).
@@ -116,7 +118,7 @@ impl RedisServer {
     /// # Panics
     /// As [`RedisServer::spawn`].
     pub fn spawn_with(test: &str, extra: &[&str]) -> Option<Self> {
-        Self::spawn_inner(test, extra, false)
+        Self::spawn_inner(test, extra, None)
     }
 
     /// A Redis that accepts only TLS connections (`--port 0 --tls-port P`),
@@ -127,10 +129,13 @@ impl RedisServer {
     /// # Panics
     /// As [`RedisServer::spawn`].
     pub fn spawn_tls(test: &str, extra: &[&str]) -> Option<Self> {
-        Self::spawn_inner(test, extra, true)
+        Self::spawn_inner(test, extra, Some(None))
     }
 
-    fn spawn_inner(test: &str, extra: &[&str], tls: bool) -> Option<Self> {
+    /// `tls`: `None` for plain TCP, `Some(None)` for TLS with fresh
+    /// certificates, `Some(Some(certs))` for TLS with these (a cluster's
+    /// nodes share one CA).
+    fn spawn_inner(test: &str, extra: &[&str], tls: Option<Option<TestCerts>>) -> Option<Self> {
         if !redis_available(test) {
             return None;
         }
@@ -147,9 +152,11 @@ impl RedisServer {
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
             tls: None,
         };
-        if tls {
-            server.tls = Some(TestCerts::generate(&server.dir.join("certs")));
-        }
+        server.tls = match tls {
+            None => None,
+            Some(Some(certs)) => Some(certs),
+            Some(None) => Some(TestCerts::generate(&server.dir.join("certs"))),
+        };
         // A port found free may be taken before Redis binds it: try a few.
         for _ in 0..5 {
             server.port = free_port();
@@ -313,53 +320,5 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A Redis Cluster of three masters on loopback, killed on drop.
-pub struct RedisCluster {
-    nodes: Vec<RedisServer>,
-}
-
-impl RedisCluster {
-    /// Starts three `redis-server --cluster-enabled yes` nodes, joins them with
-    /// `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes`, and
-    /// waits (bounded) until every node reports `cluster_state:ok`. `None`
-    /// when Redis is not installed.
-    ///
-    /// # Panics
-    /// When the cluster does not form.
-    pub fn spawn(test: &str) -> Option<Self> {
-        let mut nodes = Vec::new();
-        for i in 0..3 {
-            let conf = format!("nodes-{i}.conf");
-            let node = RedisServer::spawn_with(
-                test,
-                &["--cluster-enabled", "yes", "--cluster-config-file", &conf],
-            )?;
-            nodes.push(node);
-        }
-        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
-        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
-        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let created = redis_cli(nodes[0].port(), &args);
-        let ok = wait_for(500, || {
-            nodes
-                .iter()
-                .all(|n| redis_cli(n.port(), &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
-        });
-        assert!(ok, "{test}: the cluster did not become ok: {created}");
-        Some(Self { nodes })
-    }
-
-    /// The nodes' URLs.
-    pub fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(RedisServer::url).collect()
-    }
-
-    /// The nodes.
-    pub fn nodes(&self) -> &[RedisServer] {
-        &self.nodes
     }
 }

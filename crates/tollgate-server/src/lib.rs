@@ -157,8 +157,10 @@ pub struct Prepared {
 ///
 /// # Errors
 /// The config's error (bad flags included), [`tollgate_config::Error::Redis`]
-/// for a Redis store that cannot be set up (Redis being down is not an
-/// error: the failure policy answers until it is up), or [`Error::Bind`].
+/// for a Redis store that cannot be set up or refuses the connection (a
+/// wrong password, an untrusted certificate; Redis being down is logged,
+/// not an error: the failure policy answers until it is up, see
+/// [`StoreHandle::connect`]), or [`Error::Bind`].
 pub async fn prepare(options: Options) -> Result<Prepared, Error> {
     let overrides = options.overrides();
     let config = match &options.config {
@@ -169,7 +171,7 @@ pub async fn prepare(options: Options) -> Result<Prepared, Error> {
             config
         }
     };
-    let store = StoreHandle::for_config(&config)?;
+    let store = StoreHandle::connect(&config).await?;
     let mut listeners = Vec::with_capacity(config.listen.len());
     let mut addrs = Vec::with_capacity(config.listen.len());
     for addr in &config.listen {

@@ -11,24 +11,17 @@ use tollgate_redis::RedisTarget;
 
 use super::{replay_with, Memory, Redis, Summary, Target, MAX_LINE_BYTES};
 use crate::progress::Progress;
+use crate::redis_args::RedisArgs;
 
 /// The arguments of `tollgate replay`.
 #[derive(Debug, clap::Args)]
 pub struct ReplayArgs {
     /// The session file; standard input when absent or `-`.
     pub file: Option<PathBuf>,
-    /// Replay against this Redis (`redis://host:port`) instead of memory;
-    /// each `new` starts a fresh key space.
-    #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
-    pub redis: Option<String>,
-    /// Replay against a Redis Cluster, reached through these seed nodes
-    /// (comma-separated `redis://` or `rediss://` URLs).
-    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
-    pub redis_cluster: Vec<String>,
-    /// A PEM file of the CA that signed the Redis server's certificate
-    /// (for `rediss://`; default: the system's trusted roots).
-    #[arg(long, value_name = "FILE")]
-    pub redis_ca: Option<PathBuf>,
+    /// Replay against Redis instead of memory; each `new` starts a fresh
+    /// key space.
+    #[command(flatten)]
+    pub redis: RedisArgs,
     /// With --redis: share state with other replays using the same prefix
     /// (the n-th `new` of the session uses `<PREFIX>:<n>`) instead of a
     /// fresh random key space.
@@ -40,26 +33,18 @@ pub struct ReplayArgs {
     pub summary: bool,
 }
 
-/// The Redis the flags name, if any.
+/// The Redis the flags name, if any, checked by `tollgate-config` as a
+/// config's `[store]` is.
 fn redis_target(args: &ReplayArgs) -> Result<Option<RedisTarget>, String> {
-    let target = match (&args.redis, args.redis_cluster.is_empty()) {
-        (None, true) => {
-            if args.redis_prefix.is_some() || args.redis_ca.is_some() {
-                return Err("--redis-prefix and --redis-ca need --redis or --redis-cluster".into());
-            }
-            return Ok(None);
-        }
-        (Some(url), _) => RedisTarget::single(url.clone()),
-        (None, false) => RedisTarget::cluster(args.redis_cluster.iter().cloned()),
-    };
-    let target = match &args.redis_ca {
-        Some(path) => target.with_ca_file(path).map_err(|e| e.to_string())?,
-        None => target,
-    };
-    target
-        .validate()
+    let target = args
+        .redis
+        .overrides()
+        .redis_target()
         .map_err(|e| format!("cannot use Redis: {e}"))?;
-    Ok(Some(target))
+    if target.is_none() && args.redis_prefix.is_some() {
+        return Err("--redis-prefix needs --redis or --redis-cluster".into());
+    }
+    Ok(target)
 }
 
 /// Runs a replay: exit 0 when no line failed, 1 when some did, 2 when the

@@ -30,7 +30,8 @@ impl Overrides {
     /// [`Error::InvalidListen`], [`Error::InvalidGrpcListen`] or
     /// [`Error::InvalidRedisUrl`] for a flag's value that is not one,
     /// [`Error::Redis`] for a Redis target that cannot work (a CA without
-    /// `rediss://`, an unreadable CA file, ...);
+    /// `rediss://`, an unreadable CA file, ...), [`Error::CaWithoutRedis`]
+    /// for `--redis-ca` on a memory store;
     /// `config` is unchanged then.
     pub fn apply(&self, config: &mut Config) -> Result<(), Error> {
         let listen = self
@@ -62,6 +63,9 @@ impl Overrides {
             };
         }
         if let Some(ca) = &self.redis_ca {
+            if store.kind == StoreKind::Memory {
+                return Err(Error::CaWithoutRedis { path: ca.clone() });
+            }
             store.tls_ca = Some(ca.clone());
         }
         store.redis_target()?;
@@ -73,5 +77,18 @@ impl Overrides {
         }
         config.store = store;
         Ok(())
+    }
+
+    /// The Redis that the Redis flags name on their own, without a config
+    /// file (as `tollgate replay` takes them), checked as `[store]` is:
+    /// `None` when no Redis flag is given.
+    ///
+    /// # Errors
+    /// As [`Overrides::apply`].
+    pub fn redis_target(&self) -> Result<Option<tollgate_redis::RedisTarget>, Error> {
+        let mut config = Config::embedded_default();
+        self.apply(&mut config)?;
+        let target = config.store.redis_target()?;
+        Ok(target)
     }
 }

@@ -1,0 +1,45 @@
+//! The Redis flags of `serve`, `proxy` and `replay`, defined once: each
+//! command flattens [`RedisArgs`] into its own arguments and hands them to
+//! `tollgate-config` as [`Overrides`], the one place that turns them into a
+//! store.
+
+use std::path::PathBuf;
+
+use tollgate_config::Overrides;
+
+/// `--redis URL`, `--redis-cluster URL[,URL...]` and `--redis-ca FILE`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RedisArgs {
+    /// Keep limit state in Redis, shared by every instance:
+    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS;
+    /// replaces the config's `[store] url`.
+    #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
+    pub redis: Option<String>,
+    /// Keep limit state in a Redis Cluster, reached through these seed
+    /// nodes (comma-separated `redis://` or `rediss://` URLs); replaces the
+    /// config's `[store] cluster`.
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+    pub redis_cluster: Vec<String>,
+    /// A PEM file of the CA that signed the Redis servers' certificates
+    /// (for `rediss://`; default: the system's trusted roots); replaces the
+    /// config's `[store] tls_ca`.
+    #[arg(long, value_name = "FILE")]
+    pub redis_ca: Option<PathBuf>,
+}
+
+impl RedisArgs {
+    /// True when no Redis flag is given.
+    pub fn is_empty(&self) -> bool {
+        self.redis.is_none() && self.redis_cluster.is_empty() && self.redis_ca.is_none()
+    }
+
+    /// These flags as overrides of a config's keys (and nothing else).
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            redis: self.redis.clone(),
+            redis_cluster: self.redis_cluster.clone(),
+            redis_ca: self.redis_ca.clone(),
+            ..Overrides::default()
+        }
+    }
+}

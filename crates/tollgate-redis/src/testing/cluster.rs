@@ -1,0 +1,153 @@
+//! A Redis Cluster of real `redis-server` processes on loopback for tests:
+//! masters, optional replicas, optional TLS (one private CA for every node,
+//! the cluster bus and replication over TLS too) and extra arguments (e.g.
+//! an ACL user), killed on drop.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use super::{redis_available, wait_for, RedisServer, TestCerts, NEXT_DIR};
+
+/// What cluster to start. The default is three masters, no replicas, plain TCP.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Masters (each owns a third, or its share, of the slots); at least 3.
+    pub masters: usize,
+    /// Replicas of each master (`--cluster-replicas`).
+    pub replicas_per_master: usize,
+    /// TLS only, with certificates from one private CA the cluster makes.
+    pub tls: bool,
+    /// Extra `redis-server` arguments for every node, e.g. an ACL user:
+    /// `["--user", "alice", "on", ">pw", "~*", "&*", "+@all"]`.
+    pub extra: Vec<String>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self {
+            masters: 3,
+            replicas_per_master: 0,
+            tls: false,
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// A Redis Cluster on loopback, killed on drop.
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+    /// The certificates' directory of a TLS cluster, removed on drop.
+    certs_dir: Option<PathBuf>,
+}
+
+impl RedisCluster {
+    /// Three masters, no replicas, plain TCP: [`RedisCluster::spawn_with`]
+    /// with the default [`ClusterOptions`].
+    ///
+    /// # Panics
+    /// As [`RedisCluster::spawn_with`].
+    pub fn spawn(test: &str) -> Option<Self> {
+        Self::spawn_with(test, &ClusterOptions::default())
+    }
+
+    /// Starts `redis-server --cluster-enabled yes` nodes, joins them with
+    /// `redis-cli --cluster create` and waits (bounded) until every node
+    /// reports `cluster_state:ok` and every replica is attached. `None` when
+    /// Redis is not installed (a panic when it is required).
+    ///
+    /// # Panics
+    /// When the cluster does not form.
+    pub fn spawn_with(test: &str, options: &ClusterOptions) -> Option<Self> {
+        if !redis_available(test) {
+            return None;
+        }
+        let certs_dir = options.tls.then(|| {
+            std::env::temp_dir().join(format!(
+                "tollgate-cluster-certs-{}-{}",
+                std::process::id(),
+                NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+            ))
+        });
+        let certs = certs_dir.as_deref().map(TestCerts::generate);
+        let count = options.masters * (1 + options.replicas_per_master);
+        let mut nodes = Vec::with_capacity(count);
+        for i in 0..count {
+            let conf = format!("nodes-{i}.conf");
+            let mut extra = vec!["--cluster-enabled", "yes", "--cluster-config-file", &conf];
+            if certs.is_some() {
+                extra.extend(["--tls-cluster", "yes", "--tls-replication", "yes"]);
+            }
+            extra.extend(options.extra.iter().map(String::as_str));
+            let tls = certs.clone().map(Some);
+            nodes.push(RedisServer::spawn_inner(test, &extra, tls)?);
+        }
+        let replicas = options.replicas_per_master.to_string();
+        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
+        args.extend(["--cluster-replicas", &replicas, "--cluster-yes"].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let created = nodes[0].cli(&args);
+        let cluster = Self { nodes, certs_dir };
+        let ok = wait_for(500, || cluster.is_ok(options.masters));
+        assert!(ok, "{test}: the cluster did not become ok: {created}");
+        Some(cluster)
+    }
+
+    /// Every node says `cluster_state:ok`, and `masters` of them are masters
+    /// whose replicas (if any) are all attached.
+    fn is_ok(&self, masters: usize) -> bool {
+        let all_ok = self
+            .nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"));
+        let replicas_up = self
+            .nodes
+            .iter()
+            .filter(|n| n.cli(&["ROLE"]).starts_with("slave"))
+            .all(|n| {
+                n.cli(&["INFO", "replication"])
+                    .contains("master_link_status:up")
+            });
+        all_ok && replicas_up && self.masters().len() == masters
+    }
+
+    /// The nodes' URLs (`redis://` or, with TLS, `rediss://`).
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The nodes, masters and replicas.
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+
+    /// The nodes, to kill and restart one.
+    pub fn nodes_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.nodes
+    }
+
+    /// The indexes (into [`RedisCluster::nodes`]) of the nodes that are
+    /// masters now (a failover changes them).
+    pub fn masters(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].pid().is_some())
+            .filter(|&i| self.nodes[i].cli(&["ROLE"]).starts_with("master"))
+            .collect()
+    }
+
+    /// The certificates of a TLS cluster (one CA for every node).
+    pub fn certs(&self) -> Option<&TestCerts> {
+        self.nodes.first().and_then(RedisServer::certs)
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.kill();
+        }
+        if let Some(dir) = &self.certs_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
