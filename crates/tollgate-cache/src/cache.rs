@@ -114,7 +114,13 @@ impl RejectionCache {
     /// `rejected_at <= now_ms < until`. The answer is the store's rejection
     /// with `decided_by` [`DecidedBy::Cache`], `retry_after_ms = until -
     /// now_ms`, and each limit's waits counted down by the time passed.
-    pub fn answer(&self, plan: &Plan, client: &str, now_ms: u64, cost: u32) -> Option<PlanDecision> {
+    pub fn answer(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+    ) -> Option<PlanDecision> {
         if cost == 0 || !can_pass_some_day(plan, cost) {
             return None;
         }
@@ -128,7 +134,9 @@ impl RejectionCache {
             return None;
         }
         let slot = entry.get();
-        if now_ms < slot.rejected_at || cost < slot.cost || slot.fingerprint != self.fingerprint(plan)
+        if now_ms < slot.rejected_at
+            || cost < slot.cost
+            || slot.fingerprint != self.fingerprint(plan)
         {
             return None;
         }
@@ -141,8 +149,19 @@ impl RejectionCache {
     /// policy's answer is never remembered, nor a cost that can never pass.
     /// An entry already held for the pair is replaced when the new rejection
     /// is for a cost no larger, or the old one has run out.
-    pub fn remember(&self, plan: &Plan, client: &str, now_ms: u64, cost: u32, decision: &PlanDecision) {
-        let wait = match (decision.allowed, decision.retry_after_ms, decision.decided_by) {
+    pub fn remember(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+        decision: &PlanDecision,
+    ) {
+        let wait = match (
+            decision.allowed,
+            decision.retry_after_ms,
+            decision.decided_by,
+        ) {
             (false, Some(wait), DecidedBy::Store) if wait > 0 && cost > 0 => wait,
             _ => return,
         };

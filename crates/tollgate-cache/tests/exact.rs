@@ -18,7 +18,11 @@ use tollgate_redis::{RedisStore, RedisStoreConfig};
 const INSTANCES: usize = 3;
 
 fn limit(name: &str, policy: &str, limit: u32, window_ms: u64, shadow: bool) -> Limit {
-    Limit::new(name, AnyPolicy::from_name(policy, limit, window_ms).unwrap(), shadow)
+    Limit::new(
+        name,
+        AnyPolicy::from_name(policy, limit, window_ms).unwrap(),
+        shadow,
+    )
 }
 
 /// One single-limit plan per policy, then a plan of two limits and a shadow.
@@ -53,18 +57,30 @@ struct Fleet {
 
 impl Fleet {
     fn new(server: &RedisServer) -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let connect = |prefix: &str| {
             let config = RedisStoreConfig {
                 prefix: prefix.to_owned(),
                 timeout: Duration::from_secs(5),
                 ..RedisStoreConfig::default()
             };
-            runtime.block_on(RedisStore::connect(&server.url(), config)).expect("connect")
+            runtime
+                .block_on(RedisStore::connect(&server.url(), config))
+                .expect("connect")
         };
         let plain = (0..INSTANCES).map(|_| connect("plain")).collect();
         let redis = (0..INSTANCES).map(|_| connect("cached")).collect();
-        Self { runtime, plain, redis, plans: plans(), case: AtomicUsize::new(0), cached_answers: AtomicUsize::new(0) }
+        Self {
+            runtime,
+            plain,
+            redis,
+            plans: plans(),
+            case: AtomicUsize::new(0),
+            cached_answers: AtomicUsize::new(0),
+        }
     }
 
     /// Runs `ops` both ways (fresh clients, fresh caches) and hands every
@@ -85,13 +101,20 @@ impl Fleet {
             for &(instance, client, plan, cost, dt) in ops {
                 now += dt;
                 let (plan, client) = (&self.plans[plan], format!("case{case}-c{client}"));
-                let with = cached[instance].check(plan, &client, now, cost).await.unwrap();
-                let without = self.plain[instance].check(plan, &client, now, cost).await.unwrap();
+                let with = cached[instance]
+                    .check(plan, &client, now, cost)
+                    .await
+                    .unwrap();
+                let without = self.plain[instance]
+                    .check(plan, &client, now, cost)
+                    .await
+                    .unwrap();
                 if with.decided_by == DecidedBy::Cache {
                     self.cached_answers.fetch_add(1, Ordering::Relaxed);
                 }
-                compare(plan, cost, &with, &without)
-                    .map_err(|e| TestCaseError::fail(format!("{e} at {now}, cost {cost}, {}", plan.name())))?;
+                compare(plan, cost, &with, &without).map_err(|e| {
+                    TestCaseError::fail(format!("{e} at {now}, cost {cost}, {}", plan.name()))
+                })?;
             }
             Ok(())
         })
@@ -100,15 +123,28 @@ impl Fleet {
 
 /// Every answer equal; where the cache answered, a rejection the store
 /// made too, with a retry-after no longer than the store's.
-fn same_answers(_: &Plan, _: u32, with: &PlanDecision, without: &PlanDecision) -> Result<(), TestCaseError> {
+fn same_answers(
+    _: &Plan,
+    _: u32,
+    with: &PlanDecision,
+    without: &PlanDecision,
+) -> Result<(), TestCaseError> {
     prop_assert_eq!(with.allowed, without.allowed);
     match with.decided_by {
         DecidedBy::Store => prop_assert_eq!(with, without),
         DecidedBy::Cache => {
-            let (Some(cached), Some(true_wait)) = (with.retry_after_ms, without.retry_after_ms) else {
-                return Err(TestCaseError::fail(format!("a cached answer without a wait: {with:?} vs {without:?}")));
+            let (Some(cached), Some(true_wait)) = (with.retry_after_ms, without.retry_after_ms)
+            else {
+                return Err(TestCaseError::fail(format!(
+                    "a cached answer without a wait: {with:?} vs {without:?}"
+                )));
             };
-            prop_assert!(0 < cached && cached <= true_wait, "retry-after {} vs the store's {}", cached, true_wait);
+            prop_assert!(
+                0 < cached && cached <= true_wait,
+                "retry-after {} vs the store's {}",
+                cached,
+                true_wait
+            );
         }
         other => return Err(TestCaseError::fail(format!("decided by {other:?}"))),
     }
@@ -117,9 +153,17 @@ fn same_answers(_: &Plan, _: u32, with: &PlanDecision, without: &PlanDecision) -
 
 /// Cost 1 on a single-limit plan: nobody can consume before the wait is
 /// over, so a cached answer equals the store's in every number.
-fn identical_answers(_: &Plan, _: u32, with: &PlanDecision, without: &PlanDecision) -> Result<(), TestCaseError> {
+fn identical_answers(
+    _: &Plan,
+    _: u32,
+    with: &PlanDecision,
+    without: &PlanDecision,
+) -> Result<(), TestCaseError> {
     let mut with = with.clone();
-    prop_assert!(matches!(with.decided_by, DecidedBy::Store | DecidedBy::Cache));
+    prop_assert!(matches!(
+        with.decided_by,
+        DecidedBy::Store | DecidedBy::Cache
+    ));
     with.decided_by = DecidedBy::Store;
     prop_assert_eq!(&with, without);
     Ok(())
@@ -135,24 +179,38 @@ fn fleet(test: &str) -> Option<(RedisServer, Fleet)> {
     Some((server, fleet))
 }
 
-fn check(fleet: &Fleet, strategy: impl Strategy<Value = Vec<Op>>, compare: fn(&Plan, u32, &PlanDecision, &PlanDecision) -> Result<(), TestCaseError>) {
-    let mut runner = TestRunner::new(Config { cases: 48, ..Config::default() });
+fn check(
+    fleet: &Fleet,
+    strategy: impl Strategy<Value = Vec<Op>>,
+    compare: fn(&Plan, u32, &PlanDecision, &PlanDecision) -> Result<(), TestCaseError>,
+) {
+    let mut runner = TestRunner::new(Config {
+        cases: 48,
+        ..Config::default()
+    });
     if let Err(e) = runner.run(&strategy, |ops| fleet.run(&ops, compare)) {
         panic!("{e}");
     }
     let cached = fleet.cached_answers.load(Ordering::Relaxed);
-    assert!(cached > 150, "the cache answered {cached} times: too rarely to prove anything");
+    assert!(
+        cached > 150,
+        "the cache answered {cached} times: too rarely to prove anything"
+    );
 }
 
 #[test]
 fn the_cache_changes_no_allow_or_reject_answer() {
-    let Some((_server, fleet)) = fleet("the_cache_changes_no_allow_or_reject_answer") else { return };
+    let Some((_server, fleet)) = fleet("the_cache_changes_no_allow_or_reject_answer") else {
+        return;
+    };
     // Costs up to 4: above the single-limit plans' 3 ("never") and 0 (asks).
     check(&fleet, ops(4, 0..=4), same_answers);
 }
 
 #[test]
 fn cost_one_on_a_single_limit_gives_identical_answers() {
-    let Some((_server, fleet)) = fleet("cost_one_on_a_single_limit_gives_identical_answers") else { return };
+    let Some((_server, fleet)) = fleet("cost_one_on_a_single_limit_gives_identical_answers") else {
+        return;
+    };
     check(&fleet, ops(3, 1..=1), identical_answers);
 }

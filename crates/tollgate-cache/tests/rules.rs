@@ -33,14 +33,20 @@ fn cache(max: usize) -> RejectionCache {
 
 #[test]
 fn answers_until_exactly_t_plus_w_and_not_at_it() {
-    let (limiter, cache, plan) = (PlanLimiter::new(), cache(100), plan("p", "sliding-window", 2, 1_000));
+    let (limiter, cache, plan) = (
+        PlanLimiter::new(),
+        cache(100),
+        plan("p", "sliding-window", 2, 1_000),
+    );
     let rejected = exhausted(&limiter, &plan, "c", 100);
     assert_eq!(rejected.retry_after_ms, Some(900));
     cache.remember(&plan, "c", 100, 1, &rejected);
     let at_100 = cache.answer(&plan, "c", 100, 1).expect("answered at t");
     assert_eq!(at_100.decided_by, DecidedBy::Cache);
     assert_eq!(at_100.retry_after_ms, Some(900));
-    let last = cache.answer(&plan, "c", 999, 1).expect("answered at t + w - 1");
+    let last = cache
+        .answer(&plan, "c", 999, 1)
+        .expect("answered at t + w - 1");
     assert_eq!(last.retry_after_ms, Some(1));
     assert_eq!(last.limits[0].decision.retry_after_ms, Some(1));
     // The store allows it at t + w: the cache must not answer.
@@ -51,7 +57,11 @@ fn answers_until_exactly_t_plus_w_and_not_at_it() {
 
 #[test]
 fn a_rejected_cost_says_nothing_about_a_smaller_one() {
-    let (limiter, cache, plan) = (PlanLimiter::new(), cache(100), plan("p", "token-bucket", 4, 1_000));
+    let (limiter, cache, plan) = (
+        PlanLimiter::new(),
+        cache(100),
+        plan("p", "token-bucket", 4, 1_000),
+    );
     assert!(limiter.check(&plan, "c", 0, 2).allowed);
     let rejected = limiter.check(&plan, "c", 10, 3);
     assert!(!rejected.allowed);
@@ -62,7 +72,9 @@ fn a_rejected_cost_says_nothing_about_a_smaller_one() {
     // Costs 3 and 4 are rejected by the store, and by the cache.
     for cost in [3, 4] {
         assert!(!limiter.check(&plan, "c", 30, cost).allowed);
-        let cached = cache.answer(&plan, "c", 30, cost).expect("cost >= rejected cost");
+        let cached = cache
+            .answer(&plan, "c", 30, cost)
+            .expect("cost >= rejected cost");
         assert!(!cached.allowed);
     }
     // Cost 5 can never pass (limit 4): the store says "never", not a wait.
@@ -84,7 +96,11 @@ fn a_time_before_the_rejection_goes_to_the_store() {
 
 #[test]
 fn only_the_stores_own_rejections_are_remembered() {
-    let (limiter, cache, plan) = (PlanLimiter::new(), cache(100), plan("p", "sliding-window", 2, 1_000));
+    let (limiter, cache, plan) = (
+        PlanLimiter::new(),
+        cache(100),
+        plan("p", "sliding-window", 2, 1_000),
+    );
     let allowed = limiter.check(&plan, "a", 0, 1);
     cache.remember(&plan, "a", 0, 1, &allowed);
     let mut failure = exhausted(&limiter, &plan, "f", 10);
@@ -107,7 +123,11 @@ fn a_plan_whose_limits_changed_answers_nothing_and_is_forgotten() {
     cache.remember(&other, "c", 10, 1, &exhausted(&limiter, &other, "c", 10));
     let raised = plan("p", "sliding-window", 3, 1_000);
     assert_eq!(cache.answer(&raised, "c", 20, 1), None);
-    let shadowed = Plan::new("p", vec![Limit::new("l", old.limits()[0].policy().clone(), true)]).unwrap();
+    let shadowed = Plan::new(
+        "p",
+        vec![Limit::new("l", old.limits()[0].policy().clone(), true)],
+    )
+    .unwrap();
     assert_eq!(cache.answer(&shadowed, "c", 20, 1), None);
     assert!(cache.answer(&old, "c", 20, 1).is_some());
     assert_eq!(cache.forget_changed(&[raised, other.clone()]), 1);
@@ -127,7 +147,11 @@ fn the_cap_drops_expired_entries_first_then_the_soonest_to_expire() {
     for i in 0..200 {
         reject(&format!("old{i}"), 0); // until 1,000
     }
-    assert!(cache.len() <= 16, "{} entries over a cap of 16", cache.len());
+    assert!(
+        cache.len() <= 16,
+        "{} entries over a cap of 16",
+        cache.len()
+    );
     // At 5,000 every old entry has expired: new ones replace them.
     for i in 0..200 {
         reject(&format!("new{i}"), 5_000);
@@ -144,7 +168,13 @@ fn the_cap_drops_expired_entries_first_then_the_soonest_to_expire() {
 fn a_capacity_out_of_bounds_is_a_clear_error() {
     for bad in [0, MAX_MAX_CLIENTS + 1] {
         let error = RejectionCache::new(bad).err().expect("refused");
-        assert_eq!(error, Error::Capacity { got: bad, max: MAX_MAX_CLIENTS });
+        assert_eq!(
+            error,
+            Error::Capacity {
+                got: bad,
+                max: MAX_MAX_CLIENTS
+            }
+        );
         assert!(error.to_string().contains(&format!("got {bad}")), "{error}");
     }
 }
@@ -156,7 +186,13 @@ struct Counting<S> {
 }
 
 impl<S: Store> Store for Counting<S> {
-    fn check<'a>(&'a self, plan: &'a Plan, client: &'a str, now_ms: u64, cost: u32) -> StoreFuture<'a, PlanDecision> {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.check(plan, client, now_ms, cost)
     }
@@ -165,7 +201,10 @@ impl<S: Store> Store for Counting<S> {
 #[tokio::test]
 async fn a_repeat_offender_costs_the_store_one_call_per_wait() {
     let plan = plan("p", "sliding-window", 2, 1_000);
-    let inner = Arc::new(Counting { inner: MemoryBackend::new(), calls: AtomicUsize::new(0) });
+    let inner = Arc::new(Counting {
+        inner: MemoryBackend::new(),
+        calls: AtomicUsize::new(0),
+    });
     let store = CachedStore::new(inner.clone(), Arc::new(cache(100)));
     let mut by = Vec::new();
     for now in (0..2_000).step_by(10) {
@@ -180,7 +219,11 @@ async fn a_repeat_offender_costs_the_store_one_call_per_wait() {
 #[tokio::test]
 async fn the_failure_policys_rejections_pass_through_uncached() {
     let plan = plan("p", "sliding-window", 2, 1_000);
-    let guarded = GuardedStore::new(FailingStore::down(), Duration::from_millis(50), FailurePolicy::FailClosed);
+    let guarded = GuardedStore::new(
+        FailingStore::down(),
+        Duration::from_millis(50),
+        FailurePolicy::FailClosed,
+    );
     let store = CachedStore::new(guarded, Arc::new(cache(100)));
     for now in 0..5 {
         let d = store.check(&plan, "c", now, 1).await.unwrap();

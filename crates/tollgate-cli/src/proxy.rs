@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use clap::Args;
 use tollgate::{MemoryBackend, SystemClock};
+use tollgate_config::store::RejectionCache;
 use tollgate_config::{Config, StoreConfig, StoreHandle};
 use tollgate_proxy::options::{parse_duration_ms, parse_key, single_limit_plan};
 use tollgate_proxy::{Error, ProxyConfig};
@@ -73,7 +74,7 @@ impl ProxyArgs {
     /// [`ProxyArgs::config`], with the `[store]` of the `--config` file it
     /// was built from (read once, so that reloads compare against exactly
     /// the store in use).
-    fn config_and_store(&self) -> Result<(ProxyConfig, Option<StoreConfig>), Error> {
+    fn config_and_store(&self) -> Result<(ProxyConfig, Option<RunningStore>), Error> {
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
         let (limits, store) = match &self.config {
             None => {
@@ -97,6 +98,16 @@ impl ProxyArgs {
     }
 }
 
+/// The store a `--config` proxy runs on: its `[store]` section (read once,
+/// so that reloads compare against exactly the store in use) and its
+/// rejection cache, whose changed plans' entries a reload drops.
+pub struct RunningStore {
+    /// The `[store]` section in use.
+    pub config: StoreConfig,
+    /// The shared store's rejection cache, if on.
+    pub cache: Option<Arc<RejectionCache>>,
+}
+
 fn invalid_config(reason: String) -> Error {
     Error::InvalidOption {
         option: "--config",
@@ -116,31 +127,41 @@ fn plans_of(config: &Config) -> Plans {
 
 /// The limits of a `tollgate serve` config file (its plans and its store),
 /// and its `[store]` section.
-fn plan_config(path: &Path) -> Result<(RateLimitConfig, StoreConfig), Error> {
+fn plan_config(path: &Path) -> Result<(RateLimitConfig, RunningStore), Error> {
     let config = Config::load(path).map_err(|e| invalid_config(e.to_string()))?;
-    let store = StoreHandle::for_config(&config)
+    let (store, cache) = StoreHandle::for_config(&config)
         .map_err(|e| invalid_config(e.to_string()))?
         .into_store(&config.store);
     let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
         .plans(plans_of(&config));
-    Ok((limits, config.store))
+    Ok((
+        limits,
+        RunningStore {
+            config: config.store,
+            cache,
+        },
+    ))
 }
 
 /// Re-reads the config file at `path` and puts its plans in force through
 /// `handle`. The store stays the one the proxy started with: a `[store]`
-/// different from `running_store` is logged as waiting for a restart.
+/// different from `running`'s is logged as waiting for a restart, and the
+/// rejection cache forgets the plans whose limits changed.
 ///
 /// # Errors
 /// The file's read or config error (logged too); the running plans stay.
 pub fn reload_plans(
     path: &Path,
     handle: &PlansHandle,
-    running_store: &StoreConfig,
+    running: &RunningStore,
 ) -> Result<(), Error> {
     match Config::load(path) {
         Ok(config) => {
             handle.replace(plans_of(&config));
-            if config.store == *running_store {
+            if let Some(cache) = &running.cache {
+                cache.forget_changed(config.plans());
+            }
+            if config.store == running.config {
                 tracing::info!(path = %path.display(), default_plan = config.default_plan().name(), "plans reloaded");
             } else {
                 tracing::warn!(path = %path.display(), default_plan = config.default_plan().name(), "plans reloaded; the changed [store] waits for a restart");
