@@ -445,7 +445,7 @@ impl Server {
                 short_circuited: counts.short_circuited,
             };
         }
-        gauges.rejection_cache_clients = self.inner.rejection_cache.as_ref().map(|c| c.len());
+        gauges.rejection_cache_clients = self.inner.rejection_cache.as_ref().map_or(0, |c| c.len());
         if let Some(memory) = &self.inner.memory {
             let store = memory.limiter().store();
             gauges.tracked_clients = Some(store.len());

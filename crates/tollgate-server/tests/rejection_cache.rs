@@ -45,7 +45,14 @@ fn script_calls(redis: &RedisServer) -> u64 {
     stats
         .lines()
         .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .sum()
 }
 
@@ -72,7 +79,10 @@ async fn a_repeat_offender_is_answered_by_the_cache_until_the_wait_is_over() {
     }
     t.clock.advance(100);
     let rejected = check(&t, "abuser").await;
-    assert_eq!((rejected["allowed"].clone(), rejected["decided_by"].clone()), (false.into(), "store".into()));
+    assert_eq!(
+        (rejected["allowed"].clone(), rejected["decided_by"].clone()),
+        (false.into(), "store".into())
+    );
     assert_eq!(rejected["retry_after_ms"], 900);
     let calls = script_calls(&redis);
     for step in 1..=8 {
@@ -82,22 +92,37 @@ async fn a_repeat_offender_is_answered_by_the_cache_until_the_wait_is_over() {
         assert_eq!(again["decided_by"], "cache", "{again}");
         assert_eq!(again["retry_after_ms"], 900 - 100 * step, "{again}");
     }
-    assert_eq!(script_calls(&redis), calls, "the cache's answers never reached Redis");
+    assert_eq!(
+        script_calls(&redis),
+        calls,
+        "the cache's answers never reached Redis"
+    );
     let m = t.get("/metrics").await.body;
-    assert_eq!(metric(&m, "tollgate_decisions_by_total{decided_by=\"cache\"}"), 8);
-    assert_eq!(metric(&m, "tollgate_decisions_by_total{decided_by=\"store\"}"), 3);
+    assert_eq!(
+        metric(&m, "tollgate_decisions_by_total{decided_by=\"cache\"}"),
+        8
+    );
+    assert_eq!(
+        metric(&m, "tollgate_decisions_by_total{decided_by=\"store\"}"),
+        3
+    );
     assert_eq!(metric(&m, "tollgate_rejection_cache_clients"), 1);
     // At exactly t + w the store decides again, and allows.
     t.clock.advance(100);
     let after = check(&t, "abuser").await;
-    assert_eq!((after["allowed"].clone(), after["decided_by"].clone()), (true.into(), "store".into()));
+    assert_eq!(
+        (after["allowed"].clone(), after["decided_by"].clone()),
+        (true.into(), "store".into())
+    );
     assert_eq!(script_calls(&redis), calls + 1);
     t.stop().await;
 }
 
 #[tokio::test]
 async fn a_reload_that_changes_a_plans_limits_empties_its_entries() {
-    let Some(redis) = RedisServer::spawn("a_reload_that_changes_a_plans_limits_empties_its_entries") else {
+    let Some(redis) =
+        RedisServer::spawn("a_reload_that_changes_a_plans_limits_empties_its_entries")
+    else {
         return;
     };
     let t = start(&config_text(&redis.url(), 2)).await;
@@ -109,15 +134,30 @@ async fn a_reload_that_changes_a_plans_limits_empties_its_entries() {
         assert_eq!(check(&t, client).await["decided_by"], "store");
         assert_eq!(check(&t, client).await["decided_by"], "cache");
     }
-    assert_eq!(metric(&t.get("/metrics").await.body, "tollgate_rejection_cache_clients"), 2);
+    assert_eq!(
+        metric(
+            &t.get("/metrics").await.body,
+            "tollgate_rejection_cache_clients"
+        ),
+        2
+    );
     // `free` goes from 2 to 3 per second; `paid` stays.
     std::fs::write(&t.config_path, config_text(&redis.url(), 3)).unwrap();
     t.server.reload().expect("reload");
-    assert_eq!(metric(&t.get("/metrics").await.body, "tollgate_rejection_cache_clients"), 1);
+    assert_eq!(
+        metric(
+            &t.get("/metrics").await.body,
+            "tollgate_rejection_cache_clients"
+        ),
+        1
+    );
     // The changed plan's limit is a new one (fresh state in Redis): the
     // store decides, and allows.
     let small = check(&t, "small").await;
-    assert_eq!((small["allowed"].clone(), small["decided_by"].clone()), (true.into(), "store".into()));
+    assert_eq!(
+        (small["allowed"].clone(), small["decided_by"].clone()),
+        (true.into(), "store".into())
+    );
     assert_eq!(check(&t, "big").await["decided_by"], "cache");
     t.stop().await;
 }
