@@ -6,7 +6,9 @@
 # (breaker_failures = 0), side by side in one run:
 #   1. Redis up: POST /v1/check, 10,000 clients (baseline);
 #   2. Redis killed (SIGKILL by PID): the same load, answered by fail-closed;
-#   3. Redis restarted on the same port: the time from "redis-server answers
+#   3. GET /healthz under the same load while Redis is down: the ceiling the
+#      outage's answers are compared with (no decision, no store);
+#   4. Redis restarted on the same port: the time from "redis-server answers
 #      PING" to the first decision by the store (polled every 5 ms).
 #
 #   scripts/bench-outage.sh
@@ -58,9 +60,13 @@ server_start() { # server_start CONFIG
 }
 server_stop() { kill -TERM "$SERVER"; wait "$SERVER" || true; }
 
-load() { # load LABEL: one wrk run, its latency percentiles and rate
-  wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/check.lua \
-    "http://127.0.0.1:$PORT" >"$WORK/wrk.txt"
+load() { # load LABEL [PATH]: one wrk run, its latency percentiles and rate
+  if [ -n "${2:-}" ]; then # a plain GET of PATH
+    wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency "http://127.0.0.1:$PORT$2" >"$WORK/wrk.txt"
+  else # POST /v1/check for 10,000 clients
+    wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency -s scripts/bench/check.lua \
+      "http://127.0.0.1:$PORT" >"$WORK/wrk.txt"
+  fi
   awk -v label="$1" '
     /Requests\/sec/ {rps = $2}
     /^ +50%/ {p50 = $2} /^ +90%/ {p90 = $2} /^ +99%/ {p99 = $2}
@@ -110,6 +116,7 @@ TOML
   load "redis up"
   redis_kill
   load "redis killed (fail-closed answers)"
+  load "GET /healthz (ceiling, redis down)" /healthz
   curl -s "http://127.0.0.1:$PORT/metrics" |
     grep -E '^tollgate_(store_circuit_open|store_short_circuited_total|store_errors_total|decisions_by_total)' |
     grep -v ' 0$' || true

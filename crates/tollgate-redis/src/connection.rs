@@ -79,7 +79,20 @@ impl Connection {
     /// Runs the plan script (EVALSHA, loading it after NOSCRIPT).
     pub(crate) async fn invoke(&self, invocation: &ScriptInvocation<'_>) -> RedisResult<Vec<i64>> {
         match self {
-            Connection::Single(c) => invocation.invoke_async(&mut c.clone()).await,
+            Connection::Single(c) => {
+                let first = invocation.invoke_async(&mut c.clone()).await;
+                match first {
+                    // After an outage the manager answers the first call
+                    // with its last failed reconnect, and only then starts
+                    // a new one. A refused connection sent nothing, so one
+                    // retry cannot charge twice, and it lets the first call
+                    // after Redis is back (the breaker's probe) succeed.
+                    Err(e) if e.is_connection_refusal() => {
+                        invocation.invoke_async(&mut c.clone()).await
+                    }
+                    answer => answer,
+                }
+            }
             Connection::Cluster(c) => invocation.invoke_async(&mut c.clone()).await,
             Connection::ClusterLazy(lazy) => invocation.invoke_async(&mut lazy.get().await?).await,
         }

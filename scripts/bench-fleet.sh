@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# A fleet of `tollgate serve` processes sharing one limit (issue 11): N = 1, 2,
+# 4 and 8 servers on one private redis-server, then on a private 3-master
+# Redis Cluster (never the shared Redis on 6379), under one load generator
+# (crates/tollgate-testkit/examples/fleet_load.rs: keep-alive connections
+# spread over every server, one thread, like `wrk -t1`, but it knows which
+# client each answer was for).
+#
+# The plan is a sliding window of LIMIT per hour: longer than the run, so
+# the requests a client had allowed across the whole fleet are what its one
+# window allowed, and must be <= LIMIT ("over" in the table must be 0).
+#
+# Workloads, REQUESTS calls each (default 100,000):
+#   spread:  10,000 clients, each well under its limit (LIMIT 100);
+#   abusive: 1% of the clients (100) send 50% of the calls, 50x their limit
+#            (LIMIT = REQUESTS / 2 / 100 / 50); the other 9,900 share the rest.
+# For each: combined decisions/s, p50/p99, who decided (store, cache,
+# failure policy), and Redis calls per decision from INFO commandstats.
+# Then the ceiling: redis-benchmark sending the same EVALSHA (captured with
+# MONITOR from a real call) with the same number of connections.
+#
+#   scripts/bench-fleet.sh
+#   REQUESTS=200000 CONNECTIONS=64 SERVERS="1 2 4" scripts/bench-fleet.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REQUESTS=${REQUESTS:-100000}
+CONNECTIONS=${CONNECTIONS:-64}
+SERVERS=${SERVERS:-"1 2 4 8"}
+TOPOLOGIES=${TOPOLOGIES:-"single cluster"}
+REDIS_PORT=${REDIS_PORT:-16490}  # single node; the cluster uses the next three
+SERVE_PORT=${SERVE_PORT:-18290}  # the servers use SERVE_PORT .. SERVE_PORT+7
+PROFILE=${PROFILE:-release}       # PROFILE=debug: a quick check of the script itself
+BIN=target/$PROFILE/tollgate
+LOAD=target/$PROFILE/examples/fleet_load
+WORK=$(mktemp -d)
+
+command -v redis-server >/dev/null || { echo "redis-server is missing" >&2; exit 1; }
+command -v redis-benchmark >/dev/null || { echo "redis-benchmark is missing" >&2; exit 1; }
+profile_flag=--release
+[ "$PROFILE" = release ] || profile_flag=
+cargo build $profile_flag -p tollgate-cli >&2
+cargo build $profile_flag -p tollgate-testkit --example fleet_load >&2
+
+REDIS_PIDS=()
+SERVE_PIDS=()
+cleanup() {
+  for pid in "${SERVE_PIDS[@]}" ; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${REDIS_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+redis_up() { # redis_up PORT [extra redis-server args]
+  local port=$1; shift
+  mkdir -p "$WORK/r$port"
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$WORK/r$port" "$@" >"$WORK/r$port.log" 2>&1 &
+  REDIS_PIDS+=($!)
+  for _ in $(seq 200); do
+    [ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && return
+    sleep 0.01
+  done
+  echo "redis-server on $port did not start" >&2; exit 1
+}
+
+cluster_up() { # three masters on REDIS_PORT+1 .. +3
+  local ports=() port
+  for i in 1 2 3; do
+    port=$((REDIS_PORT + i)); ports+=("127.0.0.1:$port")
+    redis_up "$port" --cluster-enabled yes --cluster-config-file "nodes-$port.conf"
+  done
+  redis-cli --cluster create "${ports[@]}" --cluster-yes >"$WORK/cluster.log" 2>&1
+  for _ in $(seq 300); do
+    local ok=0
+    for i in 1 2 3; do
+      redis-cli -p $((REDIS_PORT + i)) CLUSTER INFO | grep -q 'cluster_state:ok' && ok=$((ok + 1))
+    done
+    [ "$ok" = 3 ] && return
+    sleep 0.05
+  done
+  echo "the cluster did not come up" >&2; cat "$WORK/cluster.log" >&2; exit 1
+}
+
+masters() { # the ports of the topology's masters
+  if [ "$1" = single ]; then echo "$REDIS_PORT"; else
+    echo "$((REDIS_PORT + 1)) $((REDIS_PORT + 2)) $((REDIS_PORT + 3))"; fi
+}
+
+store_flags() { # the serve flags that reach the topology's store
+  if [ "$1" = single ]; then echo "--redis redis://127.0.0.1:$REDIS_PORT"; else
+    echo "--redis-cluster redis://127.0.0.1:$((REDIS_PORT + 1)),redis://127.0.0.1:$((REDIS_PORT + 2)),redis://127.0.0.1:$((REDIS_PORT + 3))"
+  fi
+}
+
+write_config() { # write_config LIMIT
+  cat >"$WORK/config.toml" <<TOML
+[[plans.default]]
+name = "1h"
+policy = "sliding-window"
+limit = $1
+window = "1h"
+
+[store]
+failure_policy = "fail-closed"
+timeout = "1s"
+TOML
+}
+
+fleet_up() { # fleet_up N TOPOLOGY
+  SERVE_PIDS=()
+  local addresses=() port
+  for i in $(seq 0 $(($1 - 1))); do
+    port=$((SERVE_PORT + i)); addresses+=("127.0.0.1:$port")
+    # shellcheck disable=SC2046
+    "$BIN" serve --config "$WORK/config.toml" --listen "127.0.0.1:$port" --grpc-listen off \
+      $(store_flags "$2") >"$WORK/serve$i.out" 2>"$WORK/serve$i.err" &
+    SERVE_PIDS+=($!)
+  done
+  for address in "${addresses[@]}"; do
+    for _ in $(seq 100); do
+      curl -fs "http://$address/healthz" >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+  done
+  FLEET=$(IFS=,; echo "${addresses[*]}")
+}
+
+fleet_down() {
+  for pid in "${SERVE_PIDS[@]}"; do kill -TERM "$pid"; wait "$pid" || true; done
+  SERVE_PIDS=()
+}
+
+redis_calls() { # the scripts called, summed over the masters
+  # INFO commandstats also counts the commands a script runs (GET, SET,
+  # TIME, ...): only the calls a client sends count here.
+  local total=0 port n
+  for port in $(masters "$1"); do
+    n=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' |
+      grep -E '^cmdstat_(evalsha|eval|script\|load):' |
+      sed -n 's/^cmdstat_[^:]*:calls=\([0-9]*\),.*/\1/p' | awk '{s += $1} END {print s + 0}')
+    total=$((total + n))
+  done
+  echo "$total"
+}
+
+reset_redis() {
+  local port
+  for port in $(masters "$1"); do
+    redis-cli -p "$port" FLUSHALL >/dev/null
+    redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
+  done
+}
+
+run() { # run TOPOLOGY WORKLOAD N
+  local limit=100 load_flags="--clients 10000"
+  if [ "$2" = abusive ]; then
+    limit=$((REQUESTS / 2 / 100 / 50)); [ "$limit" -ge 1 ] || limit=1
+    load_flags="--clients 10000 --abusers 100 --abuser-share 0.5"
+  fi
+  write_config "$limit"
+  reset_redis "$1"
+  fleet_up "$3" "$1"
+  # shellcheck disable=SC2086
+  line=$("$LOAD" --servers "$FLEET" --requests "$REQUESTS" --connections "$CONNECTIONS" \
+    --limit "$limit" $load_flags)
+  fleet_down
+  local calls; calls=$(redis_calls "$1")
+  echo "$line" | awk -v topo="$1" -v work="$2" -v n="$3" -v calls="$calls" '{
+    for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+    printf "| %s | %s | %d | %s | %s | %s | %.3f | %s / %s | %s | %s |\n",
+      topo, work, n, v["rate"], v["p50_ms"], v["p99_ms"], calls / v["requests"],
+      v["most_allowed_per_client"], v["limit"], v["clients_over_limit"], v["decided_by"]
+  }'
+}
+
+ceiling() { # ceiling TOPOLOGY: redis-benchmark with a real call's EVALSHA
+  write_config 100
+  reset_redis "$1"
+  fleet_up 1 "$1"
+  local port; port=$(masters "$1" | cut -d' ' -f1)
+  : >"$WORK/monitor.txt"
+  local monitors=() p
+  for p in $(masters "$1"); do
+    redis-cli -p "$p" MONITOR >>"$WORK/monitor.txt" &
+    monitors+=($!)
+  done
+  sleep 0.3 # MONITOR has no "subscribed" reply to wait for
+  curl -fs -X POST -H 'Content-Type: application/json' -d '{"client":"cBENCH","cost":1}' \
+    "http://$FLEET/v1/check" >/dev/null
+  for _ in $(seq 100); do grep -qi '"evalsha"' "$WORK/monitor.txt" && break; sleep 0.02; done
+  for p in "${monitors[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+  fleet_down
+  # The captured EVALSHA, with the client made random and the deadline far away.
+  python3 - "$1" "$WORK/monitor.txt" >"$WORK/evalsha.args" <<'PY'
+import shlex, sys
+cluster = sys.argv[1] == "cluster"
+for line in open(sys.argv[2]):
+    if '"EVALSHA"' not in line and '"evalsha"' not in line:
+        continue
+    words = shlex.split(line.split("]", 1)[1])
+    numkeys = int(words[2])
+    words[3 + numkeys + 3] = "9000000000000000"  # ARGV[4], the deadline (µs, < 2^53)
+    tag = "{tag}c__rand_int__" if cluster else "{c:c__rand_int__}"
+    print(" ".join(shlex.quote(w.replace("{c:cBENCH}", tag)) for w in words))
+    break
+PY
+  local cluster_flag=""
+  [ "$1" = cluster ] && cluster_flag="--cluster"
+  # shellcheck disable=SC2046
+  eval redis-benchmark -p "$port" $cluster_flag -c "$CONNECTIONS" -n "$REQUESTS" -r 10000 -q \
+    $(cat "$WORK/evalsha.args") | tr '\r' '\n' | grep -E 'requests per second' | tail -1
+}
+
+echo "machine: $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "REQUESTS=$REQUESTS CONNECTIONS=$CONNECTIONS"
+for topology in $TOPOLOGIES; do
+  if [ "$topology" = single ]; then redis_up "$REDIS_PORT"; else cluster_up; fi
+  echo
+  echo "== $topology: redis-benchmark EVALSHA ceiling, $CONNECTIONS connections"
+  ceiling "$topology"
+  echo
+  echo "| store | workload | servers | decisions/s | p50 ms | p99 ms | Redis calls/decision | most allowed / limit | clients over | decided by |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  for workload in spread abusive; do
+    for n in $SERVERS; do run "$topology" "$workload" "$n"; done
+  done
+done
+echo
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
