@@ -356,6 +356,10 @@ fn the_rejection_cache_is_on_for_shared_stores_and_off_for_memory() {
     ] {
         let config = Config::parse(&format!("[store]\n{store}{LIMIT}")).unwrap();
         assert_eq!(config.store.rejection_cache, expected, "{store}");
+        if let Some(max) = expected {
+            let shown = format!("(rejection cache of at most {max} clients)");
+            assert!(config.summary().contains(&shown), "{}", config.summary());
+        }
     }
 }
 
