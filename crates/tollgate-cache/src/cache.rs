@@ -1,7 +1,7 @@
 //! [`RejectionCache`]: the store's recent rejections, by client and plan,
 //! and the rules for when one of them answers a new request exactly.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
@@ -99,12 +99,12 @@ impl RejectionCache {
     /// What identifies a plan's rejections: its limits' ids (plan, name,
     /// policy, limit, window) and which of them only observe.
     fn fingerprint(&self, plan: &Plan) -> u64 {
-        let limits: Vec<(u64, bool)> = plan
-            .limits()
-            .iter()
-            .map(|l| (l.id(), l.is_shadow()))
-            .collect();
-        self.hasher.hash_one(limits)
+        let mut hasher = self.hasher.build_hasher();
+        for limit in plan.limits() {
+            hasher.write_u64(limit.id());
+            hasher.write_u8(u8::from(limit.is_shadow()));
+        }
+        hasher.finish()
     }
 
     /// The answer to a request of `cost` by `client` under `plan` at
