@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use clap::Args;
 use tollgate::{MemoryBackend, Store, SystemClock};
+use tollgate_config::store::RejectionCache;
 use tollgate_config::{Config, Overrides, StoreConfig, StoreHandle};
 use tollgate_connections::Limits;
 use tollgate_proxy::options::{connection_limits, parse_duration_ms, parse_key, single_limit_plan};
@@ -102,10 +103,10 @@ impl ProxyArgs {
         self.config_and_store().await.map(|(config, _)| config)
     }
 
-    /// [`ProxyArgs::config`], with the restart-only settings of the
-    /// `--config` file it was built from (read once, so that reloads compare
-    /// against exactly the settings in use).
-    async fn config_and_store(&self) -> Result<(ProxyConfig, Option<RestartOnly>), Error> {
+    /// [`ProxyArgs::config`], with what the `--config` file it was built
+    /// from runs with that a reload does not replace (read once, so that
+    /// reloads compare against exactly the settings in use).
+    async fn config_and_store(&self) -> Result<(ProxyConfig, Option<Running>), Error> {
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
         let overrides = self.redis.overrides();
         let (limits, store) = match &self.config {
@@ -116,7 +117,7 @@ impl ProxyArgs {
                 } else {
                     let mut config = Config::embedded_default();
                     overrides.apply(&mut config).map_err(invalid_redis)?;
-                    connect_store(&config, invalid_redis).await?
+                    connect_store(&config, invalid_redis).await?.0
                 };
                 (
                     RateLimitConfig::new(plan, store, Arc::new(SystemClock)),
@@ -131,7 +132,7 @@ impl ProxyArgs {
         let timeout = parse_duration_ms("--upstream-timeout", &self.upstream_timeout)?;
         let from_file = store
             .as_ref()
-            .map_or_else(Limits::default, |s| s.connections);
+            .map_or_else(Limits::default, |s| s.restart_only.connections);
         let connections = connection_limits(
             from_file,
             self.header_read_timeout.as_deref(),
@@ -145,12 +146,23 @@ impl ProxyArgs {
     }
 }
 
+/// What a `--config` proxy runs with that a reload does not replace: its
+/// restart-only settings, and the shared store's rejection cache, whose
+/// changed plans' entries a reload drops.
+pub struct Running {
+    /// `[store]` and `[connections]` as the proxy started with them.
+    pub restart_only: RestartOnly,
+    /// The shared store's rejection cache, if on.
+    pub cache: Option<Arc<RejectionCache>>,
+}
+
 /// The store of `config` through the one wiring of `tollgate-config`:
-/// memory, or Redis checked at start-up behind its guard.
+/// memory, or Redis checked at start-up behind its guard and rejection
+/// cache (returned too, for reloads).
 async fn connect_store(
     config: &Config,
     error: fn(String) -> Error,
-) -> Result<Arc<dyn Store>, Error> {
+) -> Result<(Arc<dyn Store>, Option<Arc<RejectionCache>>), Error> {
     let handle = StoreHandle::connect(config)
         .await
         .map_err(|e| error(e.to_string()))?;
@@ -182,39 +194,49 @@ fn plans_of(config: &Config) -> Plans {
 }
 
 /// The limits of a `tollgate serve` config file with the Redis flags
-/// applied (its plans and its store), and its restart-only settings.
+/// applied (its plans and its store), and what it runs with.
 async fn plan_config(
     path: &Path,
     overrides: &Overrides,
-) -> Result<(RateLimitConfig, RestartOnly), Error> {
+) -> Result<(RateLimitConfig, Running), Error> {
     let config = Config::load_with(path, overrides).map_err(|e| invalid_config(e.to_string()))?;
-    let store = connect_store(&config, invalid_config).await?;
+    let (store, cache) = connect_store(&config, invalid_config).await?;
     let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
         .plans(plans_of(&config));
     let restart_only = RestartOnly {
         store: config.store,
         connections: config.connections,
     };
-    Ok((limits, restart_only))
+    Ok((
+        limits,
+        Running {
+            restart_only,
+            cache,
+        },
+    ))
 }
 
 /// Re-reads the config file at `path` and puts its plans in force through
 /// `handle`, with the same flag `overrides` as at start-up. The store and
 /// the connection limits stay the ones the proxy started with: a `[store]`
-/// or `[connections]` different from `running` is logged as waiting for a
-/// restart.
+/// or `[connections]` different from `running`'s is logged as waiting for a
+/// restart, and the rejection cache forgets the plans whose limits changed.
 ///
 /// # Errors
 /// The file's read or config error (logged too); the running plans stay.
 pub fn reload_plans(
     path: &Path,
     handle: &PlansHandle,
-    running: &RestartOnly,
+    running: &Running,
     overrides: &Overrides,
 ) -> Result<(), Error> {
     match Config::load_with(path, overrides) {
         Ok(config) => {
             handle.replace(plans_of(&config));
+            if let Some(cache) = &running.cache {
+                cache.forget_changed(config.plans());
+            }
+            let running = &running.restart_only;
             let mut waiting = Vec::new();
             if config.store != running.store {
                 waiting.push("[store]");
@@ -304,7 +326,7 @@ async fn listen_addr(listen: &str) -> Result<std::net::SocketAddr, Error> {
 fn spawn_reloader(
     path: PathBuf,
     handle: PlansHandle,
-    running: RestartOnly,
+    running: Running,
     overrides: Overrides,
 ) -> tokio::task::JoinHandle<()> {
     let hangups = tollgate_config::signals::catch_hangups();

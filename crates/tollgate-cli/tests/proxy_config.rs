@@ -37,11 +37,45 @@ window = "1d"
 
 #[tokio::test]
 async fn each_client_gets_its_plan_from_the_config() {
+    proxy_allows_each_client_its_plan(CONFIG).await;
+}
+
+#[tokio::test]
+async fn on_redis_a_repeat_offender_costs_redis_one_call_per_wait() {
+    let Some(redis) = tollgate_redis::testing::RedisServer::spawn(
+        "on_redis_a_repeat_offender_costs_redis_one_call_per_wait",
+    ) else {
+        return;
+    };
+    let config = format!(
+        "{CONFIG}\n[store]\nurl = \"{}\"\ntimeout = \"2s\"\n",
+        redis.url()
+    );
+    proxy_allows_each_client_its_plan(&config).await;
+    // 16 requests, 7 allowed; one rejection per client reached Redis, the
+    // other 7 were answered by the proxy's rejection cache.
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    // Decisions Redis ran: script calls, less the first one's NOSCRIPT.
+    let count = |line: &str, field: &str| -> u64 {
+        let value = line.split(&format!("{field}=")).nth(1).unwrap_or("0");
+        value.split(',').next().unwrap().parse().unwrap()
+    };
+    let decisions: u64 = stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .map(|l| count(l, ":calls") - count(l, ",failed_calls"))
+        .sum();
+    assert_eq!(decisions, 9, "{stats}");
+}
+
+/// Runs the proxy on `config_text` in front of a counting upstream: `acme`
+/// (plan `paid`) gets 5 of 8 requests through, `bob` (plan `free`) 2 of 8.
+async fn proxy_allows_each_client_its_plan(config_text: &str) {
     let (upstream_addr, seen) = counting_upstream().await;
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tollgate.toml");
-    std::fs::write(&path, CONFIG).unwrap();
+    std::fs::write(&path, config_text).unwrap();
     let upstream_url = format!("http://{upstream_addr}");
     let cli = Cli::try_parse_from([
         "proxy",

@@ -11,7 +11,8 @@
 //!   replace a key of the file are [`Overrides`], applied the same way at
 //!   start-up and on every reload.
 //! - [`StoreHandle`]: the store the config names (memory, or Redis behind
-//!   its timeout and failure policy).
+//!   its timeout and failure policy, with the exact rejection cache in
+//!   front: [`store::cached`]).
 //! - [`reload`]: re-reading the file on SIGHUP and when it changes, and
 //!   [`signals`]: SIGHUP and the shutdown signals.
 //!

@@ -1,13 +1,18 @@
 //! The store a config names: the front end's own memory, or a shared store
 //! (Redis) behind `tollgate_guard`'s [`GuardedStore`], which owns the
-//! per-call timeout, the failure policy and the circuit breaker. Front ends
-//! do not decide for a failed store themselves: they only count what the
-//! guard decided.
+//! per-call timeout, the failure policy and the circuit breaker, with
+//! `tollgate_cache`'s exact rejection cache in front of the guard (so that
+//! only the store's own rejections are cached, never the failure policy's).
+//! Front ends do not decide for a failed store themselves: they only count
+//! what the guard decided. Every front end (serve, its Envoy service,
+//! `proxy`, the tower layer of either) gets its store from here.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::{MemoryBackend, Store};
+use tollgate_cache::CachedStore;
+pub use tollgate_cache::RejectionCache;
 use tollgate_guard::GuardedStore;
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisTarget};
 
@@ -120,12 +125,43 @@ impl StoreHandle {
     /// The store as the server decides with it, for other front ends on
     /// the same config (e.g. `tollgate proxy --config`): the memory store as
     /// it is, a shared store behind a [`GuardedStore`] with the config's
-    /// timeout and failure policy.
-    pub fn into_store(self, config: &StoreConfig) -> Arc<dyn Store> {
+    /// timeout and failure policy, and the config's rejection cache in front
+    /// of that (returned too, to drop a changed plan's entries on reload).
+    pub fn into_store(self, config: &StoreConfig) -> (Arc<dyn Store>, Option<Arc<RejectionCache>>) {
         match self {
-            StoreHandle::Memory(memory) => memory,
-            StoreHandle::Shared(shared) => Arc::new(guard(shared, config)),
+            StoreHandle::Memory(memory) => (memory, None),
+            StoreHandle::Shared(shared) => {
+                let cache = rejection_cache(config);
+                (cached(guard(shared, config), cache.as_ref()), cache)
+            }
         }
+    }
+}
+
+/// The rejection cache `config` asks for: `None` when off and for the
+/// memory store.
+pub fn rejection_cache(config: &StoreConfig) -> Option<Arc<RejectionCache>> {
+    let max_clients = config.rejection_cache?;
+    match RejectionCache::new(max_clients) {
+        Ok(cache) => Some(Arc::new(cache)),
+        // The config's bounds are the cache's: unreachable, but never a panic.
+        Err(e) => {
+            tracing::error!(error = %e, "rejection cache off");
+            None
+        }
+    }
+}
+
+/// `guarded` (a shared store behind its failure policy) with `cache` in
+/// front, if any. Only the guard's outside may be cached: inside it, the
+/// failure policy's rejections would be remembered as the store's.
+pub fn cached<S: Store + 'static>(
+    guarded: S,
+    cache: Option<&Arc<RejectionCache>>,
+) -> Arc<dyn Store> {
+    match cache {
+        Some(cache) => Arc::new(CachedStore::new(guarded, cache.clone())),
+        None => Arc::new(guarded),
     }
 }
 

@@ -340,3 +340,46 @@ fn limits_the_redis_store_cannot_serve_are_refused_with_their_line() {
     // Everyday limits pass.
     assert!(Config::parse(&format!("{redis}{LIMIT}")).is_ok());
 }
+
+#[test]
+fn the_rejection_cache_is_on_for_shared_stores_and_off_for_memory() {
+    let redis = "url = \"redis://127.0.0.1:6379/0\"\n";
+    let cluster = "cluster = [\"redis://127.0.0.1:7000\"]\n";
+    for (store, expected) in [
+        (redis.to_owned(), Some(100_000)),
+        (cluster.to_owned(), Some(100_000)),
+        (format!("{redis}rejection_cache_max_clients = 5\n"), Some(5)),
+        (format!("{redis}rejection_cache = false\n"), None),
+        ("url = \"memory\"\n".to_owned(), None),
+        // Ignored for memory: it decides locally, a cache would gain nothing.
+        ("rejection_cache = true\n".to_owned(), None),
+    ] {
+        let config = Config::parse(&format!("[store]\n{store}{LIMIT}")).unwrap();
+        assert_eq!(config.store.rejection_cache, expected, "{store}");
+        if let Some(max) = expected {
+            let shown = format!("(rejection cache of at most {max} clients)");
+            assert!(config.summary().contains(&shown), "{}", config.summary());
+        }
+    }
+}
+
+#[test]
+fn a_rejection_cache_cap_out_of_bounds_is_refused_with_its_line() {
+    for cap in ["0", "10000001", "-1"] {
+        let text = format!(
+            "[store]\nurl = \"redis://127.0.0.1:6379/0\"\nrejection_cache_max_clients = {cap}\n{LIMIT}"
+        );
+        let error = Config::parse(&text).err().unwrap().to_string();
+        if cap != "-1" {
+            assert!(
+                error.contains(&format!(
+                    "rejection_cache_max_clients must be from 1 to 10000000 (got {cap})"
+                )),
+                "{error}"
+            );
+        }
+        assert!(error.contains("line 3,"), "{error}");
+    }
+    let typo = "[store]\nrejection_cache = \"yes\"\n".to_owned() + LIMIT;
+    assert!(Config::parse(&typo).is_err());
+}

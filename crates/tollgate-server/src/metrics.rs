@@ -203,7 +203,7 @@ impl Metrics {
         let decided_by = labelled(
             &mut registry,
             "decisions_by",
-            "Who decided: the store, or the failure policy standing in for it",
+            "Who decided: the store, this instance's rejection cache (repeating a rejection of the store), or the failure policy standing in for the store",
             "decided_by",
             DecidedBy::ALL.map(DecidedBy::as_str),
         );

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 use tollgate::{Clock, Inspection, MemoryBackend, Plan, PlanDecision, Store};
-use tollgate_config::store::guard;
+use tollgate_config::store::{cached, guard, rejection_cache, RejectionCache};
 use tollgate_config::{Config, Overrides, StoreHandle};
 use tollgate_guard::GuardedStore;
 
@@ -41,6 +41,9 @@ struct Inner {
     /// store errors in `/metrics`.
     guarded: Option<Arc<GuardedStore<Arc<dyn Store>>>>,
     envoy_guarded: Option<Arc<GuardedStore<Arc<dyn Store>>>>,
+    /// The shared store's exact rejection cache, in front of both guards:
+    /// its size is a gauge, and a reload drops the changed plans' entries.
+    rejection_cache: Option<Arc<RejectionCache>>,
     clock: Arc<dyn Clock>,
     /// The gRPC rate limit service's view: the same store (behind the
     /// policy `unavailable` if `[envoy] on_store_error` says so) and
@@ -169,8 +172,13 @@ impl Server {
     /// with `[envoy] on_store_error = "unavailable"`, on the same inner
     /// store behind a sibling guard (same timeout and circuit breaker)
     /// with the policy `unavailable`, so that a failure reaches it as an
-    /// error and is gRPC `UNAVAILABLE`.
+    /// error and is gRPC `UNAVAILABLE`. Both get the config's rejection
+    /// cache (one for both) in front of their guard.
     pub fn new(config: Config, store: StoreHandle, clock: Arc<dyn Clock>) -> Self {
+        let cache = match &store {
+            StoreHandle::Memory(_) => None,
+            StoreHandle::Shared(_) => rejection_cache(&config.store),
+        };
         let (store, memory, guarded, envoy_guarded): (Arc<dyn Store>, _, _, _) = match store {
             StoreHandle::Memory(memory) => (memory.clone(), Some(memory), None, None),
             StoreHandle::Shared(shared) => {
@@ -182,11 +190,12 @@ impl Server {
                     .on_store_error
                     .filter(|p| *p != policy)
                     .map(|p| Arc::new(guarded.sibling(p)));
-                (guarded.clone(), None, Some(guarded), envoy_guarded)
+                let store = cached(guarded.clone(), cache.as_ref());
+                (store, None, Some(guarded), envoy_guarded)
             }
         };
         let envoy_store: Arc<dyn Store> = match &envoy_guarded {
-            Some(envoy_guarded) => envoy_guarded.clone(),
+            Some(envoy_guarded) => cached(envoy_guarded.clone(), cache.as_ref()),
             None => store.clone(),
         };
         let rules = config.envoy.rules.clone();
@@ -211,6 +220,7 @@ impl Server {
                 memory,
                 guarded,
                 envoy_guarded,
+                rejection_cache: cache,
                 clock,
                 envoy,
                 metrics,
@@ -453,6 +463,12 @@ impl Server {
             .replace(config.envoy.rules.clone());
         let active = Self::activate(&self.inner.metrics, config);
         self.inner.active.store(Arc::new(active));
+        if let Some(cache) = &self.inner.rejection_cache {
+            // After the swap: an entry remembered meanwhile under an old
+            // plan answers nothing anyway (the cache checks the limits).
+            let dropped = cache.forget_changed(self.config().plans());
+            tracing::debug!(dropped, "rejection cache: changed plans forgotten");
+        }
         self.inner.metrics.record_reload(true);
         report
     }
@@ -497,6 +513,7 @@ impl Server {
                 short_circuited: counts.short_circuited,
             };
         }
+        gauges.rejection_cache_clients = self.inner.rejection_cache.as_ref().map_or(0, |c| c.len());
         if let Some(memory) = &self.inner.memory {
             let store = memory.limiter().store();
             gauges.tracked_clients = Some(store.len());

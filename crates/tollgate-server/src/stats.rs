@@ -33,7 +33,8 @@ pub const OTHER_PLANS: &str = "(other plans)";
 const LATENCY_BUCKETS: usize = 96;
 
 /// Who decided, as counted: the store is every decision minus the others.
-const STAND_INS: [DecidedBy; 3] = [
+const STAND_INS: [DecidedBy; 4] = [
+    DecidedBy::Cache,
     DecidedBy::Failure(FailurePolicy::FailOpen),
     DecidedBy::Failure(FailurePolicy::FailClosed),
     DecidedBy::Failure(FailurePolicy::LocalFallback),
@@ -287,7 +288,7 @@ pub struct Snapshot {
     /// Store failures per second: those a failure policy answered plus
     /// those it could not.
     pub store_errors: Vec<u64>,
-    /// Who decided, per second: `store`, `fail-open`, `fail-closed`, `local-fallback`.
+    /// Who decided, per second: `store`, `cache`, `fail-open`, `fail-closed`, `local-fallback`.
     pub decided_by: std::collections::BTreeMap<&'static str, Vec<u64>>,
     /// Decision latency percentiles.
     pub latency_us: LatencyColumns,

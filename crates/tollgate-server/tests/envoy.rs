@@ -497,3 +497,47 @@ fn on_store_error_is_checked_with_the_line_and_changing_it_needs_a_restart() {
     let report = server.apply(unavailable);
     assert_eq!(report.needs_restart, ["envoy.on_store_error"]);
 }
+
+#[tokio::test]
+async fn envoys_repeat_offender_is_answered_by_the_rejection_cache() {
+    let Some(mut redis) =
+        RedisServer::spawn("envoys_repeat_offender_is_answered_by_the_rejection_cache")
+    else {
+        return;
+    };
+    // The gRPC service on its own guard (policy `unavailable`), with the
+    // server's one rejection cache in front of it.
+    let text = redis_config(
+        &redis.url(),
+        "fail-closed",
+        "on_store_error = \"unavailable\"",
+    );
+    let mut t = Running::start(&text).await;
+    let offender = || request("edge", "remote_address", "10.0.0.7");
+    let mut codes = Vec::new();
+    for _ in 0..5 {
+        codes.push(t.ask(offender()).await.unwrap().overall_code);
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    assert_eq!(codes, [ok, ok, ok, over, over]);
+    let m = t.get("/metrics").await;
+    assert_eq!(
+        metric(&m, "tollgate_decisions_by_total{decided_by=\"store\"}"),
+        4
+    );
+    assert_eq!(
+        metric(&m, "tollgate_decisions_by_total{decided_by=\"cache\"}"),
+        1
+    );
+    assert_eq!(metric(&m, "tollgate_rejection_cache_clients"), 1);
+    // Without Redis the cache still knows the offender (its wait is a
+    // day); anyone else meets the failure: gRPC UNAVAILABLE.
+    redis.kill();
+    assert_eq!(t.ask(offender()).await.unwrap().overall_code, over);
+    let status = t
+        .ask(request("edge", "remote_address", "10.0.0.8"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    t.stop().await;
+}

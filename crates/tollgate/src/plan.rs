@@ -145,12 +145,19 @@ pub struct LimitDecision {
     pub decision: Decision,
 }
 
-/// Who made a decision: the store, or the failure policy standing in for it.
+/// Who made a decision: the store, this instance's rejection cache
+/// repeating the store's own rejection, or the failure policy standing in
+/// for the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DecidedBy {
     /// The store decided, with the client's real state.
     #[default]
     Store,
+    /// The instance's rejection cache (`tollgate-cache`) rejected the
+    /// request without calling the store, because the store had rejected
+    /// this client under this plan at a cost no larger, and the wait it gave
+    /// has not run out: the store would have rejected it too.
+    Cache,
     /// The store failed (or its circuit was open) and this failure policy
     /// answered instead. Never [`FailurePolicy::Unavailable`], which answers
     /// nothing: the error goes back to the front end.
@@ -159,18 +166,21 @@ pub enum DecidedBy {
 
 impl DecidedBy {
     /// Every value a decision can carry, for metrics that list them all.
-    pub const ALL: [DecidedBy; 4] = [
+    pub const ALL: [DecidedBy; 5] = [
         DecidedBy::Store,
+        DecidedBy::Cache,
         DecidedBy::Failure(FailurePolicy::FailOpen),
         DecidedBy::Failure(FailurePolicy::FailClosed),
         DecidedBy::Failure(FailurePolicy::LocalFallback),
     ];
 
-    /// A short name for logs, metrics and JSON: `"store"`, or the failure
-    /// policy's name (`"fail-open"`, `"fail-closed"`, `"local-fallback"`).
+    /// A short name for logs, metrics and JSON: `"store"`, `"cache"`, or the
+    /// failure policy's name (`"fail-open"`, `"fail-closed"`,
+    /// `"local-fallback"`).
     pub fn as_str(self) -> &'static str {
         match self {
             DecidedBy::Store => "store",
+            DecidedBy::Cache => "cache",
             DecidedBy::Failure(policy) => policy.as_str(),
         }
     }

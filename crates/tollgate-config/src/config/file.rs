@@ -106,6 +106,10 @@ pub struct StoreSection {
     pub breaker_failures: Option<Spanned<u64>>,
     /// How often an open circuit lets one probe through.
     pub breaker_probe_interval: Option<Spanned<Millis>>,
+    /// Whether a shared store's rejections are answered again by this instance.
+    pub rejection_cache: Option<Spanned<bool>>,
+    /// Cap on (client, plan) entries in the rejection cache.
+    pub rejection_cache_max_clients: Option<Spanned<u64>>,
 }
 
 /// `[envoy]`.

@@ -50,6 +50,10 @@ pub struct StoreConfig {
     /// A PEM file of the certificate authority to trust for `rediss://`
     /// (instead of the system's roots).
     pub tls_ca: Option<PathBuf>,
+    /// The shared store's exact rejection cache (`rejection_cache`,
+    /// `rejection_cache_max_clients`): `None` when off, and always for the
+    /// memory store, which decides locally and gains nothing from it.
+    pub rejection_cache: Option<usize>,
 }
 
 /// The default Redis key prefix.
@@ -69,6 +73,7 @@ impl StoreConfig {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             breaker: BreakerConfig::default(),
             tls_ca: None,
+            rejection_cache: None,
         }
     }
 
@@ -101,8 +106,10 @@ impl StoreConfig {
 }
 
 pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<StoreConfig, Error> {
+    let kind = build_kind(section, at)?;
     let store = StoreConfig {
-        kind: build_kind(section, at)?,
+        rejection_cache: build_rejection_cache(section, &kind, at)?,
+        kind,
         failure_policy: build_failure_policy(section, at)?,
         max_clients: build_max_clients(section, at)?,
         prefix: build_prefix(section, at)?,
@@ -209,6 +216,37 @@ fn build_kind(section: &file::StoreSection, at: &At<'_>) -> Result<StoreKind, Er
             url: check_redis_url(url.get_ref()).map_err(|e| at(url.span(), e.to_string()))?,
         },
     })
+}
+
+/// `rejection_cache` (default on for a shared store, ignored for memory)
+/// and `rejection_cache_max_clients` (checked even when off, so that a typo
+/// is found before someone turns the cache on).
+fn build_rejection_cache(
+    section: &file::StoreSection,
+    kind: &StoreKind,
+    at: &At<'_>,
+) -> Result<Option<usize>, Error> {
+    let max = match &section.rejection_cache_max_clients {
+        None => tollgate_cache::DEFAULT_MAX_CLIENTS,
+        Some(n) => match usize::try_from(*n.get_ref()) {
+            Ok(max) if (1..=tollgate_cache::MAX_MAX_CLIENTS).contains(&max) => max,
+            _ => {
+                return Err(at(
+                    n.span(),
+                    format!(
+                        "rejection_cache_max_clients must be from 1 to {} (got {})",
+                        tollgate_cache::MAX_MAX_CLIENTS,
+                        n.get_ref()
+                    ),
+                ))
+            }
+        },
+    };
+    let on = section
+        .rejection_cache
+        .as_ref()
+        .is_none_or(|on| *on.get_ref());
+    Ok((on && *kind != StoreKind::Memory).then_some(max))
 }
 
 fn build_breaker(section: &file::StoreSection, at: &At<'_>) -> Result<BreakerConfig, Error> {

@@ -41,8 +41,12 @@ impl Config {
         let store = match &self.store.kind {
             StoreKind::Memory => format!("memory (at most {} clients)", self.store.max_clients),
             StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => {
+                let cache = match self.store.rejection_cache {
+                    Some(max) => format!("rejection cache of at most {max} clients"),
+                    None => "no rejection cache".to_owned(),
+                };
                 match self.store.redis_target() {
-                    Ok(Some(target)) => format!("redis {}", target.redacted()),
+                    Ok(Some(target)) => format!("redis {} ({cache})", target.redacted()),
                     _ => "redis (unusable target)".to_owned(),
                 }
             }

@@ -1,7 +1,7 @@
 //! The stores' numbers, read when `/metrics` is scraped rather than
 //! counted on the hot path: how many clients the memory store tracks, its
 //! cap, and how many it dropped and why; the guarded store's errors by kind
-//! and its circuit breaker.
+//! and its circuit breaker; the rejection cache's size.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -27,6 +27,9 @@ pub struct Gauges {
     /// The shared store's circuit breaker (closed, nothing short-circuited,
     /// for the memory store).
     pub circuit: Circuit,
+    /// (client, plan) entries in the shared store's rejection cache (0
+    /// without one).
+    pub rejection_cache_clients: usize,
 }
 
 /// Store errors by kind, as the guarded stores counted them.
@@ -73,6 +76,11 @@ impl Gauges {
         ] {
             dropped.get_or_create(&[("reason", reason)]).inc_by(count);
         }
+        registry.register(
+            "rejection_cache_clients",
+            "(client, plan) pairs whose rejection by the shared store this instance answers again itself (0 without a rejection cache)",
+            ConstGauge::new(self.rejection_cache_clients),
+        );
         self.register_store(&mut registry);
         registry.register("clients_dropped", "Clients dropped from memory: evicted (least recently seen, at the cap), reclaimed (at the cap, state no longer mattered) or swept (idle, by the periodic sweep)", dropped);
         registry

@@ -1,0 +1,258 @@
+//! [`RejectionCache`]: the store's recent rejections, by client and plan,
+//! and the rules for when one of them answers a new request exactly.
+
+use std::hash::{BuildHasher, Hasher};
+
+use foldhash::fast::RandomState;
+use hashbrown::HashTable;
+use parking_lot::Mutex;
+use tollgate::{DecidedBy, Plan, PlanDecision, Policy};
+
+use crate::Error;
+
+/// The default [`RejectionCache`] capacity: 100,000 (client, plan) entries.
+pub const DEFAULT_MAX_CLIENTS: usize = 100_000;
+
+/// The largest capacity accepted: ten million entries (a few GB at most),
+/// far beyond the number of clients rejected within one wait.
+pub const MAX_MAX_CLIENTS: usize = 10_000_000;
+
+/// Shards of the table: decisions for different clients rarely meet on a lock.
+const SHARDS: usize = 16;
+
+/// One remembered rejection.
+struct Slot {
+    client: Box<str>,
+    plan: Box<str>,
+    /// The plan's limits and their shadow flags when the store rejected:
+    /// an entry of a plan whose limits changed since answers nothing.
+    fingerprint: u64,
+    /// The smallest cost rejected.
+    cost: u32,
+    /// When the store rejected it (the caller's time).
+    rejected_at: u64,
+    /// `rejected_at` plus the store's exact wait: from then on the request
+    /// goes to the store again.
+    until: u64,
+    /// The store's answer, repeated with its waits counted down.
+    decision: PlanDecision,
+}
+
+/// Rejections the shared store made, answered again without calling it.
+///
+/// Keyed by (client, plan). Holds at most about `max_clients` entries (the
+/// cap is kept per shard of 1/16 of it, at least one each): a new entry in
+/// a full shard first drops the shard's expired entries, then, if that
+/// freed less than an eighth, the entries that expire soonest. Dropping an
+/// entry only sends requests back to the store, so it never changes an
+/// answer. See the crate documentation for why the answers are exact.
+pub struct RejectionCache {
+    shards: Box<[Mutex<HashTable<Slot>>]>,
+    hasher: RandomState,
+    shard_cap: usize,
+    max_clients: usize,
+}
+
+impl RejectionCache {
+    /// An empty cache of at most about `max_clients` (client, plan) entries.
+    ///
+    /// # Errors
+    /// [`Error::Capacity`] unless `1 <= max_clients <= MAX_MAX_CLIENTS`.
+    pub fn new(max_clients: usize) -> Result<Self, Error> {
+        if !(1..=MAX_MAX_CLIENTS).contains(&max_clients) {
+            return Err(Error::Capacity {
+                got: max_clients,
+                max: MAX_MAX_CLIENTS,
+            });
+        }
+        Ok(Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashTable::new())).collect(),
+            hasher: RandomState::default(),
+            shard_cap: max_clients.div_ceil(SHARDS),
+            max_clients,
+        })
+    }
+
+    /// The capacity asked for.
+    pub fn max_clients(&self) -> usize {
+        self.max_clients
+    }
+
+    /// Entries held now, expired ones not yet dropped included.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    /// True when no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn hash(&self, client: &str, plan: &str) -> u64 {
+        self.hasher.hash_one((client, plan))
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<HashTable<Slot>> {
+        &self.shards[(hash >> 48) as usize % SHARDS]
+    }
+
+    /// What identifies a plan's rejections: its limits' ids (plan, name,
+    /// policy, limit, window) and which of them only observe.
+    fn fingerprint(&self, plan: &Plan) -> u64 {
+        let mut hasher = self.hasher.build_hasher();
+        for limit in plan.limits() {
+            hasher.write_u64(limit.id());
+            hasher.write_u8(u8::from(limit.is_shadow()));
+        }
+        hasher.finish()
+    }
+
+    /// The answer to a request of `cost` by `client` under `plan` at
+    /// `now_ms`, if a remembered rejection proves the store would reject it
+    /// too: same plan with the same limits, `cost` at least the rejected one
+    /// (and able to pass some day: no larger than any enforced limit), and
+    /// `rejected_at <= now_ms < until`. The answer is the store's rejection
+    /// with `decided_by` [`DecidedBy::Cache`], `retry_after_ms = until -
+    /// now_ms`, and each limit's waits counted down by the time passed.
+    pub fn answer(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+    ) -> Option<PlanDecision> {
+        if cost == 0 || !can_pass_some_day(plan, cost) {
+            return None;
+        }
+        let hash = self.hash(client, plan.name());
+        let mut table = self.shard(hash).lock();
+        let entry = table
+            .find_entry(hash, |s| &*s.client == client && &*s.plan == plan.name())
+            .ok()?;
+        if now_ms >= entry.get().until {
+            entry.remove();
+            return None;
+        }
+        let slot = entry.get();
+        if now_ms < slot.rejected_at
+            || cost < slot.cost
+            || slot.fingerprint != self.fingerprint(plan)
+        {
+            return None;
+        }
+        Some(counted_down(slot, now_ms))
+    }
+
+    /// Remembers `decision`, the store's answer to a request of `cost` by
+    /// `client` under `plan` at `now_ms`, if it is a rejection the store
+    /// itself made ([`DecidedBy::Store`]) that waiting cures. A failure
+    /// policy's answer is never remembered, nor a cost that can never pass.
+    /// An entry already held for the pair is replaced when the new rejection
+    /// is for a cost no larger, or the old one has run out.
+    pub fn remember(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+        decision: &PlanDecision,
+    ) {
+        let wait = match (
+            decision.allowed,
+            decision.retry_after_ms,
+            decision.decided_by,
+        ) {
+            (false, Some(wait), DecidedBy::Store) if wait > 0 && cost > 0 => wait,
+            _ => return,
+        };
+        let slot = Slot {
+            client: client.into(),
+            plan: plan.name().into(),
+            fingerprint: self.fingerprint(plan),
+            cost,
+            rejected_at: now_ms,
+            until: now_ms.saturating_add(wait),
+            decision: decision.clone(),
+        };
+        let hash = self.hash(client, plan.name());
+        let mut table = self.shard(hash).lock();
+        let same = |s: &Slot| &*s.client == client && &*s.plan == plan.name();
+        if let Ok(mut held) = table.find_entry(hash, same) {
+            let old = held.get_mut();
+            if cost <= old.cost || now_ms >= old.until || old.fingerprint != slot.fingerprint {
+                *old = slot;
+            }
+            return;
+        }
+        if table.len() >= self.shard_cap {
+            make_room(&mut table, self.shard_cap, now_ms);
+        }
+        let hasher = &self.hasher;
+        table.insert_unique(hash, slot, |s| hasher.hash_one((&*s.client, &*s.plan)));
+    }
+
+    /// Drops every entry whose plan is not in `plans` with the same limits
+    /// (a reload changed or removed it). Returns how many were dropped.
+    pub fn forget_changed(&self, plans: &[Plan]) -> usize {
+        let current: Vec<(&str, u64)> = plans
+            .iter()
+            .map(|p| (p.name(), self.fingerprint(p)))
+            .collect();
+        let mut dropped = 0;
+        for shard in self.shards.iter() {
+            let mut table = shard.lock();
+            let before = table.len();
+            table.retain(|s| current.contains(&(&*s.plan, s.fingerprint)));
+            dropped += before - table.len();
+        }
+        dropped
+    }
+}
+
+/// Whether a request of `cost` can ever pass `plan`: the store answers one
+/// that cannot with "never" (no retry-after), which the cache must not
+/// replace with a wait.
+fn can_pass_some_day(plan: &Plan, cost: u32) -> bool {
+    plan.limits()
+        .iter()
+        .filter(|l| !l.is_shadow())
+        .all(|l| cost <= l.policy().limit())
+}
+
+/// The remembered rejection as of `now_ms`, answered by the cache.
+fn counted_down(slot: &Slot, now_ms: u64) -> PlanDecision {
+    let passed = now_ms - slot.rejected_at;
+    let mut decision = slot.decision.clone();
+    decision.decided_by = DecidedBy::Cache;
+    decision.retry_after_ms = Some(slot.until - now_ms);
+    for limit in &mut decision.limits {
+        let d = &mut limit.decision;
+        d.retry_after_ms = d.retry_after_ms.map(|w| w.saturating_sub(passed));
+        d.reset_after_ms = d.reset_after_ms.saturating_sub(passed);
+    }
+    decision
+}
+
+/// Brings a full shard below its cap: expired entries go first; if that
+/// freed less than an eighth, those that expire soonest go down to seven
+/// eighths (one pass per eighth of new entries keeps the cost amortised).
+fn make_room(table: &mut HashTable<Slot>, cap: usize, now_ms: u64) {
+    table.retain(|s| now_ms < s.until);
+    let target = cap - (cap / 8).max(1).min(cap);
+    if table.len() <= target {
+        return;
+    }
+    let mut untils: Vec<u64> = table.iter().map(|s| s.until).collect();
+    let excess = table.len() - target;
+    untils.select_nth_unstable(excess - 1);
+    let cutoff = untils[excess - 1];
+    let mut left = excess;
+    table.retain(|s| {
+        if left > 0 && s.until <= cutoff {
+            left -= 1;
+            false
+        } else {
+            true
+        }
+    });
+}

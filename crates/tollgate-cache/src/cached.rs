@@ -1,0 +1,58 @@
+//! [`CachedStore`]: any [`Store`] with a [`RejectionCache`] in front.
+
+use std::sync::Arc;
+
+use tollgate::{Plan, PlanDecision, Store, StoreFuture};
+
+use crate::RejectionCache;
+
+/// `inner` behind a rejection cache: a request the cache can answer
+/// exactly never reaches `inner`; every other one does, and the store's
+/// rejections are remembered.
+///
+/// Put it outside a `tollgate_guard::GuardedStore`, never inside: then the
+/// failure policy's answers (marked `decided_by` fail-open, fail-closed or
+/// local-fallback) pass through it and are never remembered, since only the
+/// store's own rejections prove anything. Several `CachedStore`s may share
+/// one cache (e.g. two guards with different failure policies over one
+/// Redis connection).
+pub struct CachedStore<S> {
+    inner: S,
+    cache: Arc<RejectionCache>,
+}
+
+impl<S> CachedStore<S> {
+    /// `inner` behind `cache`.
+    pub fn new(inner: S, cache: Arc<RejectionCache>) -> Self {
+        Self { inner, cache }
+    }
+
+    /// The cache, for metrics and for dropping a changed plan's entries.
+    pub fn cache(&self) -> &Arc<RejectionCache> {
+        &self.cache
+    }
+
+    /// The store behind the cache.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: Store> Store for CachedStore<S> {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        if let Some(decision) = self.cache.answer(plan, client, now_ms, cost) {
+            return Box::pin(std::future::ready(Ok(decision)));
+        }
+        Box::pin(async move {
+            let decision = self.inner.check(plan, client, now_ms, cost).await?;
+            self.cache.remember(plan, client, now_ms, cost, &decision);
+            Ok(decision)
+        })
+    }
+}

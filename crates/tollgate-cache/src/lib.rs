@@ -1,0 +1,105 @@
+//! # tollgate-cache
+//!
+//! An exact rejection cache for instances that share one store (Redis, or
+//! Redis Cluster). When the store rejects a request of client `C` under plan
+//! `P` with cost `c` at time `t`, with exact wait `w`, the instance rejects
+//! further requests of `C` under `P` with cost `≥ c` itself until `t + w`,
+//! without a round trip, answering `retry_after = t + w − now` and
+//! `decided_by` [`tollgate::DecidedBy::Cache`]. A client sending fifty times
+//! its limit then costs the store one call per wait, not fifty.
+//!
+//! ```
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use tollgate::{AnyPolicy, DecidedBy, Limit, MemoryBackend, Plan, Store};
+//! use tollgate_cache::{CachedStore, RejectionCache};
+//!
+//! let plan = Plan::new("free", vec![
+//!     Limit::new("1s", AnyPolicy::from_name("sliding-window", 1, 1_000)?, false),
+//! ])?;
+//! // In a server, the inner store is a guarded Redis store.
+//! let store = CachedStore::new(MemoryBackend::new(), Arc::new(RejectionCache::new(1_000)?));
+//! assert!(store.check(&plan, "app", 0, 1).await?.allowed);
+//! let first = store.check(&plan, "app", 10, 1).await?; // the store rejects
+//! assert_eq!((first.decided_by, first.retry_after_ms), (DecidedBy::Store, Some(990)));
+//! let again = store.check(&plan, "app", 400, 1).await?; // the cache does
+//! assert_eq!((again.decided_by, again.retry_after_ms), (DecidedBy::Cache, Some(600)));
+//! assert!(store.check(&plan, "app", 1_000, 1).await?.allowed); // at t + w: the store
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Why the answers are exact
+//!
+//! The store's wait `w` is exact: the same request is rejected at every
+//! time before `t + w` *if nothing else happens to the client*. What else
+//! can happen is only consumption: other instances (and this one, for
+//! smaller costs) can take from `C`'s budget, never give any back, and
+//! under every policy taking more only makes the next allowance later
+//! (a rejected request takes nothing). So a request of cost `≥ c` at any
+//! time in `[t, t + w)` is rejected by the store too, whatever happened in
+//! between. The allow/reject answers with the cache are therefore those
+//! without it, decision by decision; and since the cache's answers are
+//! rejections, which take nothing, the store's state, and with it every
+//! later answer the store gives, is the same too.
+//!
+//! What may differ in a cached answer is only what the store would have
+//! *reported* with it: the retry-after is `t + w − now`, which is shorter
+//! than the true wait when someone consumed meanwhile or when the cost is
+//! larger than `c`; `remaining` and each limit's waits are those of the
+//! store's rejection at `t`, counted down. When `c = 1` and the plan has a
+//! single limit (the repeat offender's case), nobody can consume from `C`
+//! before `t + w` (every request of cost ≥ 1 is rejected), so the client's
+//! state only ages and every number of the cached answer, retry-after
+//! included for cost 1, equals the store's.
+//!
+//! The rules that keep it exact ([`RejectionCache`]):
+//! - only the store's own rejections are remembered: never a failure
+//!   policy's answer (the cache sits outside the guarded store, see
+//!   [`CachedStore`]), never an allowed request or a cost that can never
+//!   pass (more than a limit: the store says "never", not a wait);
+//! - a rejection of cost `c` says nothing about smaller costs: they go to
+//!   the store;
+//! - at exactly `t + w` the request goes to the store (the wait is exact:
+//!   it is allowed then);
+//! - a plan whose limits (policy, limit, window, shadow) changed answers
+//!   nothing from the old entries, and a reload drops them
+//!   ([`RejectionCache::forget_changed`]).
+//!
+//! ## Limits of the argument
+//!
+//! - **Times that go backwards.** A `now` earlier than the rejection's `t`
+//!   (a clock stepped back, or a request stamped before a concurrent one)
+//!   is not answered from the cache: it goes to the store, which answers it
+//!   at the latest time it has seen for the client. Conversely, the store
+//!   never sees the requests the cache answered, so it does not record
+//!   their times as the client's latest: a later request stamped earlier
+//!   than one of them is answered by the store at its own (earlier) time,
+//!   where without the cache it would have been answered at the later one.
+//!   With one clock that never goes back this cannot happen.
+//! - **Clocks skewed across servers.** The waits are measured on the
+//!   caller's clock (`TimeSource::Caller`, the default of the Redis
+//!   store). If another server's clock runs ahead, the store answers this
+//!   client at that later time (its latest seen), and may allow a request
+//!   this instance's cache still rejects; the difference lasts at most the
+//!   skew. Servers sharing a store must keep their clocks close, cache or
+//!   not. With `TimeSource::Redis` the waits are measured on Redis's clock
+//!   and compared with this server's, so the same bound applies.
+//! - **Multi-limit plans.** A plan rejected by one of its limits is
+//!   rejected for the longest wait among its rejecting limits; the cached
+//!   answer repeats every limit's numbers as they were at `t`, so a limit
+//!   that did not reject (or whose own wait ran out first) may show a stale
+//!   `remaining`. The allow/reject answer is exact as above.
+//!
+//! This crate knows no network and no server: it wraps any
+//! [`tollgate::Store`].
+
+#![forbid(unsafe_code)]
+
+mod cache;
+mod cached;
+mod error;
+
+pub use cache::{RejectionCache, DEFAULT_MAX_CLIENTS, MAX_MAX_CLIENTS};
+pub use cached::CachedStore;
+pub use error::Error;
