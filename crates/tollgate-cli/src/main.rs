@@ -85,10 +85,13 @@ fn run_proxy(args: proxy::ProxyArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(proxy::run(
-        args,
-        tollgate_config::signals::shutdown_signal(),
-    )) {
+    // The signals are caught inside the runtime, before the proxy binds and
+    // prints its banner.
+    let served = runtime.block_on(async {
+        let shutdown = tollgate_config::signals::shutdown_signal();
+        proxy::run(args, shutdown).await
+    });
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tollgate proxy: {e}");
@@ -136,12 +139,13 @@ fn run_serve(options: tollgate_server::Options) -> ExitCode {
     };
     let result = runtime.block_on(async {
         let prepared = tollgate_server::prepare(options).await?;
+        // Caught before the banner: a SIGTERM sent once serve says it is up
+        // must stop it gracefully.
+        let shutdown = tollgate_config::signals::shutdown_signal();
         print!("{}", prepared.banner());
         use std::io::Write;
         let _ = io::stdout().flush();
-        prepared
-            .run(tollgate_config::signals::shutdown_signal())
-            .await
+        prepared.run(shutdown).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

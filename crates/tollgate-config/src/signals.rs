@@ -18,21 +18,35 @@ pub fn catch_hangups() -> Option<Signal> {
     }
 }
 
-/// Completes on SIGTERM or ctrl-c (SIGINT).
-pub async fn shutdown_signal() {
-    let terminate = async {
-        match signal(SignalKind::terminate()) {
-            Ok(mut sigterm) => {
-                sigterm.recv().await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM; stop with ctrl-c");
-                std::future::pending::<()>().await;
-            }
+/// A future that completes on SIGTERM or ctrl-c (SIGINT). Both are caught
+/// from this call on, not from the future's first poll: call it before
+/// telling anyone the server is up, so that a SIGTERM sent right after the
+/// banner stops the server instead of killing it with the default action.
+/// Needs a Tokio runtime; a signal that cannot be caught is logged, and the
+/// other still stops the server.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    let terminate = catch(SignalKind::terminate(), "SIGTERM");
+    let interrupt = catch(SignalKind::interrupt(), "SIGINT");
+    async move {
+        tokio::select! {
+            () = next(interrupt) => {}
+            () = next(terminate) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
+    }
+}
+
+fn catch(kind: SignalKind, name: &'static str) -> Option<Signal> {
+    signal(kind)
+        .inspect_err(|error| tracing::warn!(%error, "cannot listen for {name}"))
+        .ok()
+}
+
+/// The next delivery of `signal`, or never.
+async fn next(signal: Option<Signal>) {
+    match signal {
+        Some(mut signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }
