@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tollgate::{Plan, PlanDecision, Store, StoreFuture};
+use tollgate::{Inspection, Plan, PlanDecision, Store, StoreFuture};
 
 use crate::RejectionCache;
 
@@ -54,5 +54,16 @@ impl<S: Store> Store for CachedStore<S> {
             self.cache.remember(plan, client, now_ms, cost, &decision);
             Ok(decision)
         })
+    }
+
+    /// Always the store's own reading: the cache knows rejections, not
+    /// states, and an inspection changes nothing it could remember.
+    fn inspect<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        self.inner.inspect(plan, client, now_ms)
     }
 }

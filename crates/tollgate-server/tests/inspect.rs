@@ -336,9 +336,15 @@ async fn a_client_on_redis_is_answered_as_on_memory_and_a_stopped_redis_is_a_503
     // Nothing written for the unknown client (no token-bucket anchor, no
     // last-seen time), and the next decisions are the same on both.
     assert_eq!(redis.cli(&["KEYS", "inspect-eq:{c:nobody}*"]).trim(), "");
+    // (A repeat rejection on Redis may come from the rejection cache, with
+    // the same numbers: only who decided differs.)
     for client in ["dave", "nobody", "acme"] {
-        let want = memory.check(client, 1).await.json();
-        assert_eq!(shared.check(client, 1).await.json(), want, "{client}");
+        let mut want = memory.check(client, 1).await.json();
+        let mut got = shared.check(client, 1).await.json();
+        let decided_by = got["decided_by"].take();
+        assert!(decided_by == "store" || decided_by == "cache", "{got}");
+        want["decided_by"].take();
+        assert_eq!(got, want, "{client}");
     }
     // A failed store: a clear 503, not the failure policy's invented state.
     redis.kill();
@@ -350,9 +356,10 @@ async fn a_client_on_redis_is_answered_as_on_memory_and_a_stopped_redis_is_a_503
         "{}",
         a.body
     );
-    // Decisions meanwhile are the failure policy's.
+    // Decisions meanwhile are the failure policy's (for a client the
+    // rejection cache does not hold: dave's rejection still stands there).
     assert_eq!(
-        shared.check("dave", 1).await.json()["decided_by"],
+        shared.check("frank", 1).await.json()["decided_by"],
         "fail-open"
     );
     memory.stop().await;
