@@ -188,11 +188,18 @@ async fn shutdown_finishes_requests_in_flight_and_closes_quiet_connections() {
     );
     let mut in_flight = KeepAlive::connect(addr(&t)).await;
     let body = br#"{"client":"late","cost":1}"#;
+    // `Expect: 100-continue`: the server's "100 Continue" says it is in the
+    // handler, reading the body, so the stop below comes with this request
+    // in flight (not before the server has even read its head).
     let head = format!(
-        "POST /v1/check HTTP/1.1\r\nHost: tollgate\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /v1/check HTTP/1.1\r\nHost: tollgate\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     in_flight.send_bytes(head.as_bytes()).await;
+    assert_eq!(
+        in_flight.answer_within(Duration::from_secs(3)).await,
+        Some(100)
+    );
     in_flight.send_bytes(&body[..5]).await;
     let stopping = tokio::spawn(t.stop());
     assert!(
