@@ -141,7 +141,7 @@ impl StoreHandle {
 /// The rejection cache `config` asks for: `None` when off and for the
 /// memory store.
 pub fn rejection_cache(config: &StoreConfig) -> Option<Arc<RejectionCache>> {
-    let max_clients = config.rejection_cache?;
+    let max_clients = config.shared_rejection_cache()?;
     match RejectionCache::new(max_clients) {
         Ok(cache) => Some(Arc::new(cache)),
         // The config's bounds are the cache's: unreachable, but never a panic.

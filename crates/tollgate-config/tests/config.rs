@@ -355,12 +355,26 @@ fn the_rejection_cache_is_on_for_shared_stores_and_off_for_memory() {
         ("rejection_cache = true\n".to_owned(), None),
     ] {
         let config = Config::parse(&format!("[store]\n{store}{LIMIT}")).unwrap();
-        assert_eq!(config.store.rejection_cache, expected, "{store}");
+        assert_eq!(config.store.shared_rejection_cache(), expected, "{store}");
         if let Some(max) = expected {
             let shown = format!("(rejection cache of at most {max} clients)");
             assert!(config.summary().contains(&shown), "{}", config.summary());
         }
     }
+}
+
+/// `--redis` (or `--redis-cluster`) on a config whose `[store]` is memory
+/// makes a shared store: the cache is on there too, as the file asked.
+#[test]
+fn the_rejection_cache_is_on_when_a_flag_makes_the_store_shared() {
+    let flag = Overrides {
+        redis: Some("redis://127.0.0.1:6379/0".to_owned()),
+        ..Overrides::default()
+    };
+    let on = Config::parse_with(LIMIT, &flag).unwrap();
+    assert_eq!(on.store.shared_rejection_cache(), Some(100_000));
+    let off = Config::parse_with(&format!("[store]\nrejection_cache = false\n{LIMIT}"), &flag);
+    assert_eq!(off.unwrap().store.shared_rejection_cache(), None);
 }
 
 #[test]

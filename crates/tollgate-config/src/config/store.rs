@@ -50,9 +50,11 @@ pub struct StoreConfig {
     /// A PEM file of the certificate authority to trust for `rediss://`
     /// (instead of the system's roots).
     pub tls_ca: Option<PathBuf>,
-    /// The shared store's exact rejection cache (`rejection_cache`,
-    /// `rejection_cache_max_clients`): `None` when off, and always for the
-    /// memory store, which decides locally and gains nothing from it.
+    /// The exact rejection cache as configured (`rejection_cache`,
+    /// `rejection_cache_max_clients`): its cap, or `None` when turned off.
+    /// On by default, whatever the store: the store may become Redis by a
+    /// flag (`--redis`) after the file is read. See
+    /// [`StoreConfig::shared_rejection_cache`] for whether it applies.
     pub rejection_cache: Option<usize>,
 }
 
@@ -73,7 +75,17 @@ impl StoreConfig {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             breaker: BreakerConfig::default(),
             tls_ca: None,
-            rejection_cache: None,
+            rejection_cache: Some(tollgate_cache::DEFAULT_MAX_CLIENTS),
+        }
+    }
+
+    /// The rejection cache's cap where it applies: on a shared store
+    /// (Redis, Redis Cluster) with the cache on. `None` for the memory
+    /// store, which decides locally and would gain nothing from it.
+    pub fn shared_rejection_cache(&self) -> Option<usize> {
+        match self.kind {
+            StoreKind::Memory => None,
+            StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => self.rejection_cache,
         }
     }
 
@@ -108,7 +120,7 @@ impl StoreConfig {
 pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<StoreConfig, Error> {
     let kind = build_kind(section, at)?;
     let store = StoreConfig {
-        rejection_cache: build_rejection_cache(section, &kind, at)?,
+        rejection_cache: build_rejection_cache(section, at)?,
         kind,
         failure_policy: build_failure_policy(section, at)?,
         max_clients: build_max_clients(section, at)?,
@@ -223,7 +235,6 @@ fn build_kind(section: &file::StoreSection, at: &At<'_>) -> Result<StoreKind, Er
 /// is found before someone turns the cache on).
 fn build_rejection_cache(
     section: &file::StoreSection,
-    kind: &StoreKind,
     at: &At<'_>,
 ) -> Result<Option<usize>, Error> {
     let max = match &section.rejection_cache_max_clients {
@@ -246,7 +257,7 @@ fn build_rejection_cache(
         .rejection_cache
         .as_ref()
         .is_none_or(|on| *on.get_ref());
-    Ok((on && *kind != StoreKind::Memory).then_some(max))
+    Ok(on.then_some(max))
 }
 
 fn build_breaker(section: &file::StoreSection, at: &At<'_>) -> Result<BreakerConfig, Error> {

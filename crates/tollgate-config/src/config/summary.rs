@@ -41,7 +41,7 @@ impl Config {
         let store = match &self.store.kind {
             StoreKind::Memory => format!("memory (at most {} clients)", self.store.max_clients),
             StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => {
-                let cache = match self.store.rejection_cache {
+                let cache = match self.store.shared_rejection_cache() {
                     Some(max) => format!("rejection cache of at most {max} clients"),
                     None => "no rejection cache".to_owned(),
                 };
