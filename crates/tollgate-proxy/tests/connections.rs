@@ -14,7 +14,7 @@ use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan};
 use tollgate_connections::Limits;
 use tollgate_proxy::{bind_workers, run_workers, KeySource, ProxyConfig};
 use tollgate_testkit::counting_upstream;
-use tollgate_testkit::slowloris::{KeepAlive, SlowClients, Slowness};
+use tollgate_testkit::slowloris::{assert_all_closed_within, KeepAlive, SlowClients, Slowness};
 use tollgate_tower::RateLimitConfig;
 
 /// How late past its timeout a connection may be closed.
@@ -71,27 +71,6 @@ async fn slowloris(addr: SocketAddr, count: usize, slowness: Slowness) -> Vec<Op
     }
     assert!(answered >= 5, "only {answered} normal requests answered");
     slow.lifetimes().await
-}
-
-fn assert_all_closed_within(lifetimes: &[Option<Duration>], limit: Duration) {
-    let open = lifetimes.iter().filter(|l| l.is_none()).count();
-    let late: Vec<Duration> = lifetimes
-        .iter()
-        .flatten()
-        .copied()
-        .filter(|l| *l > limit)
-        .collect();
-    assert_eq!(
-        open,
-        0,
-        "{open} of {} slow connections were never closed",
-        lifetimes.len()
-    );
-    assert!(
-        late.is_empty(),
-        "{} closed after {limit:?}: {late:?}",
-        late.len()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::TestServer;
 use tokio::time::Instant;
-use tollgate_testkit::slowloris::{KeepAlive, SlowClients, Slowness};
+use tollgate_testkit::slowloris::{assert_all_closed_within, KeepAlive, SlowClients, Slowness};
 
 const PLAN: &str = "default_plan = \"free\"\n[[plans.free]]\nname = \"1s\"\npolicy = \"sliding-window\"\nlimit = 1000000\nwindow = \"1s\"\n";
 
@@ -42,27 +42,6 @@ async fn slowloris(t: &TestServer, count: usize, slowness: Slowness) -> Vec<Opti
     }
     assert!(answered >= 5, "only {answered} normal checks answered");
     slow.lifetimes().await
-}
-
-fn assert_all_closed_within(lifetimes: &[Option<Duration>], limit: Duration) {
-    let open = lifetimes.iter().filter(|l| l.is_none()).count();
-    let late: Vec<Duration> = lifetimes
-        .iter()
-        .flatten()
-        .copied()
-        .filter(|l| *l > limit)
-        .collect();
-    assert_eq!(
-        open,
-        0,
-        "{open} of {} slow connections were never closed",
-        lifetimes.len()
-    );
-    assert!(
-        late.is_empty(),
-        "{} closed after {limit:?}: {late:?}",
-        late.len()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -194,3 +194,29 @@ impl KeepAlive {
         }
     }
 }
+
+/// Asserts that every slow connection of [`SlowClients::lifetimes`] was
+/// closed by the server, and none later than `limit` after it opened.
+///
+/// # Panics
+/// Naming how many were never closed, or which closed late.
+pub fn assert_all_closed_within(lifetimes: &[Option<Duration>], limit: Duration) {
+    let open = lifetimes.iter().filter(|l| l.is_none()).count();
+    let late: Vec<Duration> = lifetimes
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|l| *l > limit)
+        .collect();
+    assert_eq!(
+        open,
+        0,
+        "{open} of {} slow connections were never closed",
+        lifetimes.len()
+    );
+    assert!(
+        late.is_empty(),
+        "{} closed after {limit:?}: {late:?}",
+        late.len()
+    );
+}
