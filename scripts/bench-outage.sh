@@ -10,6 +10,11 @@
 #      outage's answers are compared with (no decision, no store);
 #   4. Redis restarted on the same port: the time from "redis-server answers
 #      PING" to the first decision by the store (polled every 5 ms).
+# For runs 1 and 2 it also prints the server's own view of the decisions, from
+# its histogram tollgate_decision_duration_seconds (read before and after the
+# run): the share decided within 1 ms and 2 ms, and the bucket holding the
+# 99th percentile. wrk's percentiles include the time a request waits for a
+# core (wrk, the server and Redis share two); the histogram's do not.
 #
 #   scripts/bench-outage.sh
 #   DURATION=10s CONNECTIONS=32 scripts/bench-outage.sh
@@ -74,6 +79,24 @@ load() { # load LABEL [PATH]: one wrk run, its latency percentiles and rate
   ' "$WORK/wrk.txt"
 }
 
+histogram() { curl -s "http://127.0.0.1:$PORT/metrics" | grep '^tollgate_decision_duration_seconds_bucket'; }
+decisions_in_server() { # decisions_in_server BEFORE AFTER: the histogram's difference, summarised
+  awk '
+    { match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5); count = $NF }
+    FNR == NR { before[le] = count; next }
+    { n++; bound[n] = le; cum[n] = count - before[le] }
+    END {
+      total = cum[n]; p99 = "-"
+      for (i = 1; i <= n; i++) {
+        if (bound[i] == "0.001") within1 = cum[i]
+        if (bound[i] == "0.002") within2 = cum[i]
+        if (p99 == "-" && cum[i] >= 0.99 * total) p99 = bound[i]
+      }
+      printf "%-34s %10d decisions: %.3f%% within 1 ms, %.3f%% within 2 ms, p99 <= %s s\n",
+        "  in the server (histogram)", total, 100 * within1 / total, 100 * within2 / total, p99
+    }' "$1" "$2"
+}
+
 recovery() { # sets RECOVERY_MS: from Redis answering PING to the first store decision
   local start now
   redis_start
@@ -113,9 +136,14 @@ TOML
   redis_start
   server_start "$WORK/config.toml"
   wrk -t1 -c8 -d2s -s scripts/bench/check.lua "http://127.0.0.1:$PORT" >/dev/null # warm-up
+  histogram >"$WORK/h0"
   load "redis up"
+  histogram >"$WORK/h1"
+  decisions_in_server "$WORK/h0" "$WORK/h1"
   redis_kill
   load "redis killed (fail-closed answers)"
+  histogram >"$WORK/h2"
+  decisions_in_server "$WORK/h1" "$WORK/h2"
   load "GET /healthz (ceiling, redis down)" /healthz
   curl -s "http://127.0.0.1:$PORT/metrics" |
     grep -E '^tollgate_(store_circuit_open|store_short_circuited_total|store_errors_total|decisions_by_total)' |
