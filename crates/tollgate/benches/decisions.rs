@@ -16,71 +16,13 @@
 #![allow(missing_docs)]
 
 use std::hint::black_box;
-use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use governor::clock::FakeRelativeClock;
-use governor::state::keyed::DefaultKeyedStateStore;
-use tollgate::RateLimiter;
 
-const LIMIT: u32 = 100;
-const WINDOW_MS: u64 = 1_000;
-/// Calls per simulated millisecond.
-const CALLS_PER_MS: u64 = 16;
-/// A start time like a real Unix clock in ms.
-const EPOCH_MS: u64 = 1_700_000_000_000;
-
-type Governor = governor::RateLimiter<
-    String,
-    DefaultKeyedStateStore<String>,
-    FakeRelativeClock,
-    governor::middleware::NoOpMiddleware<governor::nanos::Nanos>,
->;
-
-/// One of the limiters under test, deciding "may `id` pass at call number `i`".
-enum Subject {
-    Tollgate(RateLimiter),
-    Governor(Governor, FakeRelativeClock),
-}
-
-impl Subject {
-    fn new(name: &str) -> Self {
-        if name == "governor-keyed" {
-            let quota =
-                governor::Quota::with_period(Duration::from_millis(WINDOW_MS / u64::from(LIMIT)))
-                    .expect("non-zero period")
-                    .allow_burst(NonZeroU32::new(LIMIT).expect("non-zero limit"));
-            let clock = FakeRelativeClock::default();
-            // The same store as `RateLimiter::keyed` (a DashMap with the
-            // default hasher), with a clock we move.
-            Subject::Governor(Governor::dashmap_with_clock(quota, clock.clone()), clock)
-        } else {
-            Subject::Tollgate(RateLimiter::new(name, LIMIT, WINDOW_MS).expect("valid limiter"))
-        }
-    }
-
-    /// Decides call number `i` for `id`. The clock moves on at every
-    /// `CALLS_PER_MS`-th call (for governor, whichever thread gets there).
-    #[inline]
-    fn decide(&self, id: &String, i: u64) -> bool {
-        match self {
-            Subject::Tollgate(l) => l.allow(id, EPOCH_MS + i / CALLS_PER_MS),
-            Subject::Governor(g, clock) => {
-                if i.is_multiple_of(CALLS_PER_MS) {
-                    clock.advance(Duration::from_millis(1));
-                }
-                g.check_key(id).is_ok()
-            }
-        }
-    }
-}
-
-const SUBJECTS: [&str; 4] = ["sliding-window", "token-bucket", "gcra", "governor-keyed"];
-
-fn ids(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("client-{i:06}")).collect()
-}
+#[path = "subject.rs"]
+mod subject;
+use subject::{ids, Subject, CALLS_PER_MS, EPOCH_MS, LIMIT, SUBJECTS};
 
 fn single_thread(c: &mut Criterion) {
     let sizes = [
