@@ -1,7 +1,8 @@
 //! The circuit breaker on a real, private `redis-server` that is killed and
 //! restarted: while the circuit is open no call reaches Redis (even once it
 //! is back, until the probe interval has passed), and one probe interval
-//! after Redis is back, the first probe closes the circuit. The breaker's time is a
+//! after Redis is back, the first probe closes the circuit; and calls to a
+//! dead Redis fail at once rather than at their timeout. The breaker's time is a
 //! ManualClock; the only real waits are bounded polls for Redis itself.
 
 use std::sync::Arc;
@@ -109,5 +110,51 @@ fn a_killed_redis_is_short_circuited_and_one_probe_brings_it_back() {
             assert_eq!(ask(&guard, &plan).await.decided_by, DecidedBy::Store);
         }
         assert_eq!(evalsha_calls(&server), before + 5);
+    });
+}
+
+/// When Redis dies, a call does not wait out its timeout: its connection is
+/// refused and it fails at once (before, redis-rs's reconnect waited between
+/// retries, and every call made meanwhile waited with it, so the calls that
+/// should have opened the circuit timed out instead, each costing its
+/// caller the whole timeout). Breaker off, so that every call goes to the
+/// store; a short timeout, of which a refused connection on loopback needs a
+/// small part (a few calls are allowed to be slow on a busy machine).
+#[test]
+fn a_dead_redis_fails_calls_at_once_rather_than_at_their_timeout() {
+    let Some(mut server) =
+        RedisServer::spawn("a_dead_redis_fails_calls_at_once_rather_than_at_their_timeout")
+    else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let redis = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let guard = GuardedStore::new(redis, Duration::from_millis(25), FailurePolicy::FailClosed)
+            .with_breaker(BreakerConfig {
+                failures: 0,
+                probe_interval_ms: PROBE_MS,
+            });
+        let plan = plan();
+        assert_eq!(ask(&guard, &plan).await.decided_by, DecidedBy::Store);
+
+        server.kill();
+        const CALLS: u64 = 20;
+        for _ in 0..CALLS {
+            let closed = DecidedBy::Failure(FailurePolicy::FailClosed);
+            assert_eq!(ask(&guard, &plan).await.decided_by, closed);
+        }
+        let counts = guard.counts();
+        assert_eq!(counts.transient_errors + counts.timeouts, CALLS);
+        assert!(
+            counts.timeouts <= 5,
+            "calls to a dead Redis waited out their timeout: {counts:?}"
+        );
     });
 }
