@@ -8,7 +8,7 @@
 #   N1=2000 N2=12000 KEEP=/tmp/cg scripts/callgrind-proxy.sh   # keep the callgrind files
 #
 # The proxy runs twice under callgrind, forwarding N1 then N2 requests
-# (wrk, 4 connections, stopped after that many answers) to the
+# (curl, one after another on one kept-alive connection) to the
 # hello_upstream example, with a limit nobody reaches (per client IP, as
 # scripts/bench-proxy.sh); the per-request figure is the difference of the
 # two totals over N2 - N1, so start-up and shutdown cancel out. Every
@@ -35,13 +35,6 @@ trap cleanup EXIT
 target/release/examples/hello_upstream "127.0.0.1:$UPSTREAM_PORT" >/dev/null & pids+=($!)
 
 count() { # count N: the proxy's instructions over its whole life, forwarding N requests
-    cat >"$DIR/stop.lua" <<EOF
-local answered = 0
-function response()
-    answered = answered + 1
-    if answered >= $1 then wrk.thread:stop() end
-end
-EOF
     valgrind --tool=callgrind --callgrind-out-file="$DIR/callgrind.$1" \
         "$TOLLGATE" proxy --workers 1 --upstream "http://127.0.0.1:$UPSTREAM_PORT" \
         --listen "127.0.0.1:$PROXY_PORT" --key peer --policy gcra --limit 1000000 --window 1s \
@@ -51,7 +44,8 @@ EOF
         curl -fs -o /dev/null "http://127.0.0.1:$PROXY_PORT/" && break
         sleep 0.1
     done
-    wrk -t1 -c4 -d600s -s "$DIR/stop.lua" "http://127.0.0.1:$PROXY_PORT/" >/dev/null
+    # N requests one after another on one kept-alive connection (curl's URL ranges).
+    curl -fs "http://127.0.0.1:$PROXY_PORT/?[1-$1]" >/dev/null
     kill -TERM "$pid"
     wait "$pid" || true
     awk '/^summary:/ {print $2}' "$DIR/callgrind.$1"

@@ -10,7 +10,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use http::header::{HeaderName, CONNECTION, CONTENT_TYPE, HOST};
+use http::header::{
+    HeaderName, CONNECTION, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING,
+    UPGRADE,
+};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
 use tower::Service;
@@ -98,16 +101,17 @@ fn host_header(authority: &Authority) -> Result<HeaderValue, http::header::Inval
 }
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1):
-/// never forwarded in either direction.
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authorization",
+/// never forwarded in either direction. Names, not strings: a string would
+/// be parsed into a name again on every request.
+static HOP_BY_HOP: [HeaderName; 8] = [
+    CONNECTION,
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("keep-alive"),
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
+    PROXY_AUTHORIZATION,
 ];
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -122,7 +126,7 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
+    for name in &HOP_BY_HOP {
         headers.remove(name);
     }
 }
