@@ -10,21 +10,25 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use http::header::{HeaderName, CONNECTION, CONTENT_TYPE, HOST};
+use http::header::{
+    HeaderName, CONNECTION, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION, TE, TRAILER,
+    TRANSFER_ENCODING, UPGRADE,
+};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use tower::Service;
 
+use crate::pool::{Pool, ReturningBody};
 use crate::Error;
 
 /// Where allowed requests go: an `http://host:port[/base]` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upstream {
-    scheme: Scheme,
-    authority: Authority,
+    /// `host:port` (port 80 when the URL has none), to connect to.
+    address: String,
+    /// The `Host` of a request that came without one and without an
+    /// authority in its URI: the upstream's, as an HTTP client sends it.
+    host: HeaderValue,
     /// Prefixed to every request path; empty or starting with `/`, never ending with one.
     base_path: String,
     url: String,
@@ -53,14 +57,17 @@ impl Upstream {
         }
         let authority = uri
             .authority()
-            .cloned()
             .ok_or_else(|| invalid("the URL has no host"))?;
         if uri.query().is_some() {
             return Err(invalid("the URL must not have a query"));
         }
         Ok(Self {
-            scheme: Scheme::HTTP,
-            authority,
+            address: format!(
+                "{}:{}",
+                authority.host(),
+                authority.port_u16().unwrap_or(80)
+            ),
+            host: host_header(authority).map_err(|e| invalid(&e.to_string()))?,
             base_path: uri.path().trim_end_matches('/').to_owned(),
             url: url.to_owned(),
         })
@@ -71,32 +78,48 @@ impl Upstream {
         &self.url
     }
 
-    /// The upstream URI for a request to `path_and_query`.
-    fn uri_for(&self, path_and_query: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
-        let tail = path_and_query.map_or("/", PathAndQuery::as_str);
-        let path = format!("{}{}", self.base_path, tail);
-        Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
-            .path_and_query(path)
-            .build()
+    /// The path and query to ask the upstream for (origin form) for a
+    /// request to `path_and_query`: the same, behind the base path if any.
+    fn path_for(&self, path_and_query: Option<&PathAndQuery>) -> Result<PathAndQuery, http::Error> {
+        match path_and_query {
+            Some(tail) if self.base_path.is_empty() => Ok(tail.clone()),
+            tail => {
+                let tail = tail.map_or("/", PathAndQuery::as_str);
+                Ok(PathAndQuery::try_from(format!("{}{tail}", self.base_path))?)
+            }
+        }
+    }
+}
+
+/// The `Host` header for `authority`: its host, and its port unless 80
+/// (what an HTTP client sends).
+fn host_header(authority: &Authority) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    match authority.port_u16() {
+        Some(80) => HeaderValue::from_str(authority.host()),
+        _ => HeaderValue::from_str(authority.as_str()),
     }
 }
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1):
-/// never forwarded in either direction.
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authorization",
+/// never forwarded in either direction. Names, not strings: a string would
+/// be parsed into a name again on every request.
+static HOP_BY_HOP: [HeaderName; 8] = [
+    CONNECTION,
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("keep-alive"),
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
+    PROXY_AUTHORIZATION,
 ];
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages have none: one look at their few names is cheaper than
+    // eight removals, each a hash and a probe.
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
+        return;
+    }
     // Headers named in Connection are hop-by-hop too.
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
@@ -108,15 +131,18 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
+    for name in &HOP_BY_HOP {
         headers.remove(name);
     }
 }
 
-/// Sends requests to the upstream over a pooled HTTP/1.1 client.
+/// Sends requests to the upstream over HTTP/1.1 connections of its own:
+/// each `Forward::new` has its pool, which its clones share (the proxy
+/// builds one per worker thread, so a request is forwarded on the thread
+/// that read it).
 #[derive(Clone)]
 pub struct Forward {
-    client: Client<HttpConnector, Body>,
+    pool: Pool,
     upstream: Arc<Upstream>,
     response_timeout: Duration,
 }
@@ -129,17 +155,16 @@ impl std::fmt::Debug for Forward {
     }
 }
 
+/// Why a request could not be forwarded.
+type SendError = Box<dyn StdError + Send + Sync>;
+
 impl Forward {
     /// A forwarder to `upstream`, with a 5-second connect timeout and
     /// `response_timeout` to wait for the upstream's response head (the
     /// body then streams for as long as it takes).
     pub fn new(upstream: Upstream, response_timeout: Duration) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(5)));
-        let client = Client::builder(TokioExecutor::new()).build(connector);
         Self {
-            client,
+            pool: Pool::new(upstream.address.clone()),
             upstream: Arc::new(upstream),
             response_timeout,
         }
@@ -147,8 +172,8 @@ impl Forward {
 
     async fn forward(self, request: Request<Body>) -> Response<Body> {
         let (mut parts, body) = request.into_parts();
-        let uri = match self.upstream.uri_for(parts.uri.path_and_query()) {
-            Ok(uri) => uri,
+        let path = match self.upstream.path_for(parts.uri.path_and_query()) {
+            Ok(path) => path,
             Err(e) => {
                 return gateway_error(
                     StatusCode::BAD_GATEWAY,
@@ -156,33 +181,29 @@ impl Forward {
                 )
             }
         };
-        // HTTP/2 clients send the host as :authority, not Host: keep it for the upstream.
+        // HTTP/2 clients send the host as :authority, not Host: keep it for
+        // the upstream; with neither, the upstream's own.
         if !parts.headers.contains_key(HOST) {
-            if let Some(value) = parts
+            let host = parts
                 .uri
                 .authority()
                 .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-            {
-                parts.headers.insert(HOST, value);
-            }
+                .unwrap_or_else(|| self.upstream.host.clone());
+            parts.headers.insert(HOST, host);
         }
         strip_hop_by_hop(&mut parts.headers);
-        parts.uri = uri;
+        parts.uri = Uri::from(path);
         // The upstream connection is HTTP/1.1 whatever the client spoke.
         parts.version = Version::HTTP_11;
-        let pending = self.client.request(Request::from_parts(parts, body));
+        let pending = self.send(Request::from_parts(parts, body));
         match tokio::time::timeout(self.response_timeout, pending).await {
-            Ok(Ok(response)) => {
-                let (mut parts, body) = response.into_parts();
-                strip_hop_by_hop(&mut parts.headers);
-                Response::from_parts(parts, Body::new(body))
-            }
+            Ok(Ok(response)) => response,
             Ok(Err(e)) => gateway_error(
                 StatusCode::BAD_GATEWAY,
                 &format!(
                     "upstream {} unreachable: {}",
                     self.upstream.url(),
-                    error_chain(&e)
+                    error_chain(&*e)
                 ),
             ),
             Err(_) => gateway_error(
@@ -194,6 +215,28 @@ impl Forward {
                 ),
             ),
         }
+    }
+
+    /// Sends `request` on a pooled connection, or a new one, and gives the
+    /// response with its body streaming from the upstream.
+    async fn send(&self, request: Request<Body>) -> Result<Response<Body>, SendError> {
+        let (mut sender, reused) = self.pool.checkout().await?;
+        let response = match sender.try_send_request(request).await {
+            Ok(response) => response,
+            Err(mut error) => match error.take_message() {
+                // The upstream closed the idle connection before the request
+                // went out: once more on a new one (as hyper-util's client does).
+                Some(request) if reused => {
+                    sender = self.pool.connect().await?;
+                    sender.send_request(request).await?
+                }
+                _ => return Err(error.into_error().into()),
+            },
+        };
+        let (mut parts, body) = response.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        let body = ReturningBody::new(body, sender, self.pool.clone());
+        Ok(Response::from_parts(parts, Body::new(body)))
     }
 }
 
@@ -226,7 +269,7 @@ impl Service<Request<Body>> for Forward {
     type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // The pooled client takes requests at any time.
+        // The pool takes requests at any time (a new connection if need be).
         Poll::Ready(Ok(()))
     }
 
@@ -244,12 +287,15 @@ mod tests {
     fn upstream_urls_are_checked() {
         let up = Upstream::parse("http://127.0.0.1:3000/").unwrap();
         let pq: PathAndQuery = "/a?b=c".parse().unwrap();
-        assert_eq!(
-            up.uri_for(Some(&pq)).unwrap(),
-            "http://127.0.0.1:3000/a?b=c"
-        );
-        let based = Upstream::parse("http://h:1/v2/").unwrap();
-        assert_eq!(based.uri_for(Some(&pq)).unwrap(), "http://h:1/v2/a?b=c");
+        assert_eq!(up.path_for(Some(&pq)).unwrap(), "/a?b=c");
+        assert_eq!(up.path_for(None).unwrap(), "/");
+        assert_eq!(up.address, "127.0.0.1:3000");
+        assert_eq!(up.host, "127.0.0.1:3000");
+        let based = Upstream::parse("http://h/v2/").unwrap();
+        assert_eq!(based.path_for(Some(&pq)).unwrap(), "/v2/a?b=c");
+        assert_eq!(based.path_for(None).unwrap(), "/v2/");
+        assert_eq!(based.address, "h:80");
+        assert_eq!(based.host, "h");
         for (bad, why) in [
             ("https://h", "only http://"),
             ("127.0.0.1:3000", "expected a URL"),

@@ -41,6 +41,7 @@ use tollgate_tower::{ApiKey, HeaderKey, KeyExtractor, PeerIp, RateLimitConfig, R
 mod error;
 pub mod forward;
 pub mod options;
+mod pool;
 pub mod workers;
 
 pub use error::Error;

@@ -1,0 +1,159 @@
+//! The proxy's upstream connections: kept and reused between requests, and
+//! never reused when a response was not read to its end. A real upstream
+//! (hyper, counting the connections it accepts) behind the real proxy,
+//! both on 127.0.0.1 port 0.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::channel::Channel;
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tollgate::{AnyPolicy, Limit, MemoryBackend, Plan, SystemClock};
+use tollgate_proxy::{KeySource, ProxyConfig};
+use tollgate_tower::RateLimitConfig;
+
+/// How long any one exchange may take before the test fails.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// The upstream: `/endless` answers with a body that goes on for as long as
+/// it is read, anything else with `ok`; counts the connections it accepts.
+async fn upstream(accepted: Arc<AtomicUsize>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            accepted.fetch_add(1, Ordering::SeqCst);
+            let service = hyper::service::service_fn(|request: Request<Incoming>| async move {
+                if request.uri().path() != "/endless" {
+                    return Ok::<_, Infallible>(Response::new(Either::Left(Full::new(
+                        Bytes::from_static(b"ok"),
+                    ))));
+                }
+                let (mut tx, body) = Channel::<Bytes, Infallible>::new(1);
+                // Ends when the reader goes away (the send fails).
+                tokio::spawn(async move {
+                    while tx.send_data(Bytes::from(vec![b'x'; 1024])).await.is_ok() {}
+                });
+                Ok(Response::new(Either::Right(body)))
+            });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// The proxy in front of `upstream`, with a limit nobody reaches; stopped
+/// when the returned sender is dropped.
+async fn proxy(upstream: SocketAddr) -> (SocketAddr, oneshot::Sender<()>) {
+    let plan = Plan::new(
+        "proxy",
+        vec![Limit::new(
+            "1s",
+            AnyPolicy::from_name("gcra", 1_000_000, 1_000).unwrap(),
+            false,
+        )],
+    )
+    .unwrap();
+    let limits = RateLimitConfig::new(plan, Arc::new(MemoryBackend::new()), Arc::new(SystemClock));
+    let config = ProxyConfig::new(
+        &format!("http://{upstream}"),
+        KeySource::Peer { trusted_proxies: 0 },
+        limits,
+    )
+    .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(tollgate_proxy::run(listener, config, async {
+        let _ = stopped.await;
+    }));
+    (addr, stop)
+}
+
+fn client() -> Client<HttpConnector, Full<Bytes>> {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// `GET path` through the proxy: the status, and the body read to its end.
+async fn get(
+    client: &Client<HttpConnector, Full<Bytes>>,
+    proxy: SocketAddr,
+    path: &str,
+) -> (StatusCode, Bytes) {
+    let request = Request::get(format!("http://{proxy}{path}"))
+        .body(Full::default())
+        .unwrap();
+    tokio::time::timeout(PATIENCE, async {
+        let response = client.request(request).await.unwrap();
+        let status = response.status();
+        (
+            status,
+            response.into_body().collect().await.unwrap().to_bytes(),
+        )
+    })
+    .await
+    .expect("an answer in time")
+}
+
+#[tokio::test]
+async fn requests_one_after_another_share_one_upstream_connection() {
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let (proxy, _stop) = proxy(upstream(accepted.clone()).await).await;
+    let client = client();
+    for _ in 0..5 {
+        assert_eq!(
+            get(&client, proxy, "/a").await,
+            (StatusCode::OK, Bytes::from_static(b"ok"))
+        );
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_response_left_unread_closes_its_connection_and_the_next_request_gets_another() {
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let (proxy, _stop) = proxy(upstream(accepted.clone()).await).await;
+    let client = client();
+    // The head and a first chunk arrive; then the client walks away.
+    let request = Request::get(format!("http://{proxy}/endless"))
+        .body(Full::default())
+        .unwrap();
+    let mut response = tokio::time::timeout(PATIENCE, client.request(request))
+        .await
+        .expect("a head in time")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let first = tokio::time::timeout(PATIENCE, response.body_mut().frame())
+        .await
+        .expect("a chunk in time");
+    assert!(first.is_some_and(|frame| frame.is_ok()));
+    drop(response);
+    // The upstream connection still carries that body: the next request
+    // must not wait behind it, and gets a connection of its own.
+    assert_eq!(
+        get(&client, proxy, "/b").await,
+        (StatusCode::OK, Bytes::from_static(b"ok"))
+    );
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    // Which is then kept.
+    assert_eq!(
+        get(&client, proxy, "/c").await,
+        (StatusCode::OK, Bytes::from_static(b"ok"))
+    );
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}

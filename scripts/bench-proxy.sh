@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# `tollgate proxy` against nginx with `limit_req`, side by side in one run,
+# in front of the same upstream (BENCHMARKS.md, "tollgate proxy against nginx").
+#
+#   scripts/bench-proxy.sh
+#   ROUNDS=5 DURATION=10s CONNECTIONS="32 64" WRK_THREADS=1 scripts/bench-proxy.sh
+#   BASELINE=/tmp/tollgate-old scripts/bench-proxy.sh   # a third contender: another tollgate binary
+#
+# Both proxies decide every request per client IP address and forward it:
+# nginx with `limit_req_zone $binary_remote_addr` and `limit_req ... nodelay`,
+# tollgate with `--key peer` and a GCRA limit; both limits are far above what
+# the benchmark reaches, so nothing is refused (the script checks for non-2xx
+# answers). nginx runs as Debian packages it (installed with apt-get if
+# missing), one worker process per CPU, keep-alive connections to the
+# upstream; tollgate runs one worker thread per CPU (its default).
+# Each round runs wrk against every contender in turn, the order flipped
+# from round to round. Every process started here is stopped by its PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10s}
+CONNECTIONS=${CONNECTIONS:-32 64}
+WRK_THREADS=${WRK_THREADS:-1}
+BASELINE=${BASELINE:-}
+UPSTREAM_PORT=13100
+NGINX_PORT=18183
+TOLLGATE_PORT=18184
+BASELINE_PORT=18185
+CPUS=$(nproc)
+
+command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 1; }
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+if [ ! -x "$NGINX" ]; then
+    apt-get install -y nginx-light >&2 || apt-get install -y nginx >&2
+    NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+fi
+cargo build --release -q -p tollgate-cli -p tollgate-proxy --example hello_upstream --bin tollgate >&2
+BIN=target/release
+
+DIR=$(mktemp -d /tmp/tollgate-bench-proxy.XXXXXX)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+wait_for() { # wait_for PORT: until something answers HTTP there
+    for _ in $(seq 100); do
+        curl -fs -o /dev/null "http://127.0.0.1:$1/" && return
+        sleep 0.1
+    done
+    echo "nothing answers on port $1" >&2
+    exit 1
+}
+
+mkdir -p "$DIR/tmp"
+cat >"$DIR/nginx.conf" <<EOF
+worker_processes $CPUS;
+daemon off;
+pid $DIR/nginx.pid;
+error_log $DIR/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $DIR/tmp/body;
+    proxy_temp_path $DIR/tmp/proxy;
+    fastcgi_temp_path $DIR/tmp/fastcgi;
+    uwsgi_temp_path $DIR/tmp/uwsgi;
+    scgi_temp_path $DIR/tmp/scgi;
+    # Per client IP, a rate no benchmark reaches: every request is decided and forwarded.
+    limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
+    upstream backend {
+        server 127.0.0.1:$UPSTREAM_PORT;
+        keepalive 128;
+    }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            limit_req zone=perip burst=100000 nodelay;
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host \$host;
+        }
+    }
+}
+EOF
+
+"$BIN/examples/hello_upstream" "127.0.0.1:$UPSTREAM_PORT" >/dev/null & pids+=($!)
+wait_for "$UPSTREAM_PORT"
+"$NGINX" -p "$DIR" -c "$DIR/nginx.conf" -e "$DIR/error.log" & pids+=($!)
+start_tollgate() { # start_tollgate BINARY PORT
+    "$1" proxy --upstream "http://127.0.0.1:$UPSTREAM_PORT" --listen "127.0.0.1:$2" \
+        --key peer --policy gcra --limit 1000000 --window 1s >/dev/null & pids+=($!)
+}
+start_tollgate "$BIN/tollgate" "$TOLLGATE_PORT"
+contenders="nginx:$NGINX_PORT tollgate:$TOLLGATE_PORT"
+if [ -n "$BASELINE" ]; then
+    start_tollgate "$BASELINE" "$BASELINE_PORT"
+    contenders="$contenders baseline:$BASELINE_PORT"
+fi
+for c in $contenders; do
+    wait_for "${c#*:}"
+    wrk -t1 -c8 -d1s "http://127.0.0.1:${c#*:}/" >/dev/null # warm-up
+done
+
+# One wrk run: "rps p50_ms p99_ms non2xx"
+run_wrk() { # run_wrk CONNECTIONS PORT
+    wrk -t"$WRK_THREADS" -c"$1" -d"$DURATION" --latency "http://127.0.0.1:$2/" | awk '
+        function ms(v) {
+            if (v ~ /us$/) return substr(v, 1, length(v) - 2) / 1000
+            if (v ~ /ms$/) return substr(v, 1, length(v) - 2) + 0
+            if (v ~ /s$/) return substr(v, 1, length(v) - 1) * 1000
+            return v
+        }
+        /Requests\/sec/ {r = $2}
+        / 50%/ {p50 = ms($2)}
+        / 99%/ {p99 = ms($2)}
+        /Non-2xx/ {bad = $4}
+        END {printf "%.0f %.3f %.3f %d\n", r, p50, p99, bad}'
+}
+
+echo "machine: $CPUS cores; nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), $CPUS worker processes; tollgate proxy, $CPUS workers; wrk -t$WRK_THREADS -d$DURATION"
+results="$DIR/results"
+for conns in $CONNECTIONS; do
+    for round in $(seq "$ROUNDS"); do
+        order=$contenders
+        if [ $((round % 2)) -eq 0 ]; then order=$(echo "$contenders" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+        for c in $order; do
+            load=$(cut -d' ' -f1 /proc/loadavg)
+            read -r rps p50 p99 bad <<<"$(run_wrk "$conns" "${c#*:}")"
+            echo "$conns $round ${c%%:*} $rps $p50 $p99 $bad $load" | tee -a "$results"
+        done
+    done
+done | awk 'BEGIN {print "connections round contender req/s p50_ms p99_ms non-2xx load1"} {print}'
+
+echo
+echo "medians over $ROUNDS rounds (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+for conns in $CONNECTIONS; do
+    for c in $contenders; do
+        name=${c%%:*}
+        for col in 4 5 6; do
+            awk -v n="$name" -v c="$conns" -v k="$col" '$1 == c && $3 == n {print $k}' "$results" | sort -g |
+                awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+        done | paste -sd' ' | awk -v n="$name" -v c="$conns" '{printf "c=%s %-9s req/s %7.0f  p50 %.3f ms  p99 %.3f ms\n", c, n, $1, $2, $3}'
+    done
+    awk -v c="$conns" '$1 == c {rps[$2, $3] = $4}
+        $1 == c && $3 == "tollgate" {rounds[$2] = 1}
+        END {for (r in rounds) printf "c=%s round %s: tollgate/nginx %.2f\n", c, r, rps[r, "tollgate"] / rps[r, "nginx"]}' "$results" | sort
+done
