@@ -58,7 +58,12 @@ for _ in $(seq 100); do
 done
 curl -fs "$URL/healthz" >/dev/null || { echo "the server did not start" >&2; cat /tmp/tollgate-bench-http.err >&2; exit 1; }
 
-echo "machine: $(nproc) cores; $BIN ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified'))"
+if [ "$BIN" = target/release/tollgate ]; then
+  built="built from $(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified')"
+else
+  built="given by BIN"
+fi
+echo "machine: $(nproc) cores; $BIN ($built)"
 echo "$ROUNDS rounds of ${LOADS[*]}, $CONNECTIONS connections, wrk -t1, $DURATION each"
 echo "load average at the start: $(loadavg)"
 for load in "${LOADS[@]}"; do
