@@ -11,12 +11,13 @@
 //! Every decision carries `RateLimit-Policy` and `RateLimit`, and a rejection
 //! `Retry-After`. Bad input gets a 4xx `{"error": "..."}` and changes nothing.
 
+mod decision_json;
 mod request;
 mod response;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -160,34 +161,32 @@ fn auth_client(source: &ClientIdSource, headers: &HeaderMap) -> Result<String, R
     Ok(client)
 }
 
-async fn auth(
-    State(server): State<Server>,
-    query: Result<Query<PlanQuery>, QueryRejection>,
-    headers: HeaderMap,
-) -> Response {
-    let plan = match plan_query(query) {
+/// Forward auth. The request is taken whole, to read its query and headers
+/// in place (axum's `HeaderMap` extractor would copy every header).
+async fn auth(State(server): State<Server>, request: Request) -> Response {
+    let plan = match plan_query(Query::try_from_uri(request.uri())) {
         Ok(plan) => plan,
         Err(rejection) => return refuse(&server, rejection),
     };
-    let client = match auth_client(&server.config().client_id, &headers) {
+    let client = match auth_client(&server.config().client_id, request.headers()) {
         Ok(client) => client,
         Err(rejection) => return refuse(&server, rejection),
     };
     match server.decide(&client, plan.as_deref(), 1).await {
         Ok(decided) if decided.decision.allowed => {
-            (StatusCode::NO_CONTENT, rate_limit_headers(&decided)).into_response()
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            response::insert_rate_limit_headers(response.headers_mut(), &decided);
+            response
         }
         Ok(decided) => decision_response(StatusCode::TOO_MANY_REQUESTS, &client, 1, &decided),
         Err(error) => refuse(&server, error.into()),
     }
 }
 
+/// `{"status":"ok"}`, as written once.
 async fn healthz() -> Response {
-    response::json(
-        StatusCode::OK,
-        &serde_json::json!({"status": "ok"}),
-        HeaderMap::new(),
-    )
+    response::json_bytes(StatusCode::OK, Bytes::from_static(br#"{"status":"ok"}"#))
 }
 
 async fn metrics(State(server): State<Server>) -> Response {

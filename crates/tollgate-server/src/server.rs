@@ -342,10 +342,12 @@ impl Server {
             decision,
             Frontend::Http,
         );
-        metrics.record_latency(stopwatch.elapsed());
+        // One reading of the clock for both latency counters.
+        let elapsed = stopwatch.elapsed();
+        metrics.record_latency(elapsed);
         if let Some(observed) = &self.inner.observed {
             observed.decided(now, Some(client), plan.name(), cost, decision);
-            observed.timed(now, cost, stopwatch.elapsed());
+            observed.timed(now, cost, elapsed);
         }
         tracing::debug!(
             client,

@@ -12,8 +12,6 @@
 //! rounded up. Shadow limits are left out: they never reject, so clients need
 //! not pace themselves by them.
 
-use std::fmt::Write;
-
 use crate::plan::PlanDecision;
 
 /// The header values for one decision.
@@ -47,8 +45,9 @@ impl RateLimitHeaders {
     /// decision, in order, and `Retry-After` for the longest wait among the
     /// rejecting decisions that waiting can cure.
     pub fn combined<'a>(decisions: impl IntoIterator<Item = (&'a str, &'a PlanDecision)>) -> Self {
-        let mut policy = String::new();
-        let mut ratelimit = String::new();
+        // One allocation per value for the usual plan of a limit or two.
+        let mut policy = String::with_capacity(64);
+        let mut ratelimit = String::with_capacity(64);
         let mut retry_after_ms: Option<u64> = None;
         for (plan, decision) in decisions {
             write_items(&mut policy, &mut ratelimit, plan, decision);
@@ -59,7 +58,8 @@ impl RateLimitHeaders {
         Self {
             policy,
             ratelimit,
-            retry_after: retry_after_ms.map(|ms| seconds_up(ms).to_string()),
+            retry_after: retry_after_ms
+                .map(|ms| itoa::Buffer::new().format(seconds_up(ms)).to_owned()),
         }
     }
 
@@ -79,25 +79,27 @@ impl RateLimitHeaders {
     }
 }
 
-/// Appends the items of `decision`'s enforced limits to both field values.
+/// Appends the items of `decision`'s enforced limits to both field values
+/// (written piece by piece: this runs for every answer of every front end).
 fn write_items(policy: &mut String, ratelimit: &mut String, plan: &str, decision: &PlanDecision) {
+    let mut number = itoa::Buffer::new();
     for limit in decision.limits.iter().filter(|l| !l.shadow) {
-        let separator = if policy.is_empty() { "" } else { ", " };
-        let name = sf_string(&format!("{plan}-{}", limit.name));
+        if !policy.is_empty() {
+            policy.push_str(", ");
+            ratelimit.push_str(", ");
+        }
+        let name_start = policy.len();
+        push_sf_string(policy, &[plan, "-", &limit.name]);
+        ratelimit.push_str(&policy[name_start..]);
         let d = &limit.decision;
-        // Writing to a String cannot fail.
-        let _ = write!(
-            policy,
-            "{separator}{name};q={};w={}",
-            d.limit,
-            seconds_up(limit.window_ms)
-        );
-        let _ = write!(
-            ratelimit,
-            "{separator}{name};r={};t={}",
-            d.remaining,
-            seconds_up(d.reset_after_ms)
-        );
+        policy.push_str(";q=");
+        policy.push_str(number.format(d.limit));
+        policy.push_str(";w=");
+        policy.push_str(number.format(seconds_up(limit.window_ms)));
+        ratelimit.push_str(";r=");
+        ratelimit.push_str(number.format(d.remaining));
+        ratelimit.push_str(";t=");
+        ratelimit.push_str(number.format(seconds_up(d.reset_after_ms)));
     }
 }
 
@@ -106,12 +108,12 @@ pub fn seconds_up(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
 
-/// A structured-field string (RFC 8941 sf-string): quoted, with `"` and `\`
-/// escaped and characters outside printable ASCII replaced by `?`.
-fn sf_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
+/// Appends the concatenation of `parts` as a structured-field string (RFC
+/// 8941 sf-string): quoted, with `"` and `\` escaped and characters outside
+/// printable ASCII replaced by `?`.
+fn push_sf_string(out: &mut String, parts: &[&str]) {
     out.push('"');
-    for c in s.chars() {
+    for c in parts.iter().flat_map(|part| part.chars()) {
         match c {
             '"' | '\\' => {
                 out.push('\\');
@@ -122,7 +124,6 @@ fn sf_string(s: &str) -> String {
         }
     }
     out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -223,6 +224,8 @@ mod tests {
 
     #[test]
     fn names_are_escaped() {
-        assert_eq!(sf_string("a\"b\\c\u{e9}"), r#""a\"b\\c?""#);
+        let mut out = String::new();
+        push_sf_string(&mut out, &["a\"b", "\\c\u{e9}"]);
+        assert_eq!(out, r#""a\"b\\c?""#);
     }
 }

@@ -1,9 +1,12 @@
 //! Turning decisions and refusals into HTTP responses.
 
+use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use tollgate::RateLimitHeaders;
+
+use super::decision_json::DecisionJson;
 
 use crate::server::Decided;
 use crate::Error;
@@ -77,52 +80,42 @@ impl IntoResponse for Rejection {
 
 /// A JSON response. Serializing these plain structs cannot fail; if it ever
 /// did, the caller gets a 500 rather than a panic.
-pub fn json(status: StatusCode, body: &impl Serialize, mut headers: HeaderMap) -> Response {
+pub fn json(status: StatusCode, body: &impl Serialize, headers: HeaderMap) -> Response {
     match serde_json::to_vec(body) {
         Ok(bytes) => {
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            (status, headers, bytes).into_response()
+            let mut response = json_bytes(status, bytes);
+            response.headers_mut().extend(headers);
+            response
         }
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 
-#[derive(Serialize)]
-struct LimitBody<'a> {
-    name: &'a str,
-    policy: &'static str,
-    limit: u32,
-    window_ms: u64,
-    remaining: u32,
-    retry_after_ms: Option<u64>,
-    reset_after_ms: u64,
-    allowed: bool,
-    shadow: bool,
-}
-
-/// The JSON answer of `/v1/check` and `/v1/remaining` (and `/v1/auth`'s 429).
-#[derive(Serialize)]
-struct DecisionBody<'a> {
-    allowed: bool,
-    client: &'a str,
-    plan: &'a str,
-    cost: u32,
-    retry_after_ms: Option<u64>,
-    decided_by: &'static str,
-    limits: Vec<LimitBody<'a>>,
+/// A response of `status` with `body`, already JSON, built in place: the
+/// `Content-Type` first, then whatever the caller adds.
+pub(crate) fn json_bytes(status: StatusCode, body: impl Into<Body>) -> Response {
+    let mut response = Response::new(body.into());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// The IETF RateLimit fields for a decision, plus `Retry-After` on a
 /// rejection that waiting can cure (formatted by [`RateLimitHeaders`],
 /// written by [`tollgate_http::insert_headers`]).
 pub fn rate_limit_headers(decided: &Decided) -> HeaderMap {
-    let values = RateLimitHeaders::new(decided.plan().name(), &decided.decision);
     let mut headers = HeaderMap::with_capacity(3);
-    tollgate_http::insert_headers(&mut headers, &values);
+    insert_rate_limit_headers(&mut headers, decided);
     headers
+}
+
+/// [`rate_limit_headers`], added to `headers` (a response's own).
+pub(crate) fn insert_rate_limit_headers(headers: &mut HeaderMap, decided: &Decided) {
+    let values = RateLimitHeaders::new(decided.plan().name(), &decided.decision);
+    tollgate_http::insert_headers(headers, &values);
 }
 
 /// The full response for a decision: `status`, rate-limit headers and the
@@ -135,38 +128,24 @@ pub fn decision_response(
     decided: &Decided,
 ) -> Response {
     let decision = &decided.decision;
-    let limits = decision
-        .limits
-        .iter()
-        .map(|l| LimitBody {
-            name: &l.name,
-            policy: l.policy,
-            limit: l.decision.limit,
-            window_ms: l.window_ms,
-            remaining: l.decision.remaining,
-            retry_after_ms: l.decision.retry_after_ms,
-            reset_after_ms: l.decision.reset_after_ms,
-            allowed: if cost == 0 {
-                l.decision.remaining >= 1
-            } else {
-                l.decision.allowed
-            },
-            shadow: l.shadow,
-        })
-        .collect::<Vec<_>>();
     let allowed = if cost == 0 {
-        limits.iter().all(|l| l.shadow || l.allowed)
+        decision
+            .limits
+            .iter()
+            .all(|l| l.shadow || l.decision.remaining >= 1)
     } else {
         decision.allowed
     };
-    let body = DecisionBody {
+    let body = DecisionJson {
         allowed,
         client,
         plan: decided.plan().name(),
         cost,
         retry_after_ms: decision.retry_after_ms,
         decided_by: decision.decided_by.as_str(),
-        limits,
+        limits: &decision.limits,
     };
-    json(status, &body, rate_limit_headers(decided))
+    let mut response = json_bytes(status, body.to_vec());
+    insert_rate_limit_headers(response.headers_mut(), decided);
+    response
 }
