@@ -101,7 +101,9 @@
 //! # }
 //! ```
 
+pub mod batch;
 pub mod bounds;
+mod call;
 mod connection;
 pub mod deadline;
 mod error;
@@ -117,5 +119,9 @@ pub mod testing;
 
 pub use bounds::check_limit;
 pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
-pub use store::{RedisStore, RedisStoreConfig, TimeSource, DEFAULT_TIMEOUT};
+pub use call::CallCounts;
+pub use store::{
+    RedisStore, RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX,
+    DEFAULT_TIMEOUT, MAX_BATCH, MAX_BATCHES_IN_FLIGHT,
+};
 pub use target::RedisTarget;
