@@ -184,7 +184,7 @@ mod tests {
             include_str!("scripts/plan.lua"),
             include_str!("scripts/batch.lua"),
         ] {
-            assert!(!driver.contains("local policies") && driver.contains("decide_call("));
+            assert!(!driver.contains("local policies") && driver.contains("decide_call"));
         }
     }
 }
