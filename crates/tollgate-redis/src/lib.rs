@@ -10,6 +10,15 @@
 //!   (sliding-window log, token bucket anchored at the first call, GCRA) and
 //!   the same rule for times that go backwards (answered as at the latest
 //!   time seen for the client).
+//! - Batching ([`batch`]): decisions that arrive while calls are in flight
+//!   queue up, and the next call carries them all ([`scripts::BATCH`], up
+//!   to [`RedisStoreConfig::batch_max`]), decided one after another in
+//!   arrival order with the plan script's own per-call function: the
+//!   answers of separate calls in that order, each with its own deadline
+//!   and its own errors. No timer: a decision that arrives when a call may
+//!   still go out goes at once. One node only (a cluster script touches one
+//!   slot); [`RedisStore::call_counts`] says how many calls carried how
+//!   many decisions.
 //! - Inspection ([`RedisStore::inspect`], [`tollgate::Store::inspect`]): one
 //!   read-only script ([`scripts::INSPECT`]) returns a client's stored
 //!   states, decoded into the core's and answered by
