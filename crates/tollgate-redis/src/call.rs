@@ -131,8 +131,10 @@ impl Scripts {
 
     fn count(&self, decisions: usize) {
         let c = &self.counters;
-        c.decisions
-            .fetch_add(u64::try_from(decisions).unwrap_or(u64::MAX), Ordering::Relaxed);
+        c.decisions.fetch_add(
+            u64::try_from(decisions).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         c.calls.fetch_add(1, Ordering::Relaxed);
         if decisions > 1 {
             c.batches.fetch_add(1, Ordering::Relaxed);
@@ -173,7 +175,10 @@ fn call_reply(entry: Value) -> CallReply {
 fn error_reply(text: &[u8]) -> RedisStoreError {
     let mut wire = Vec::with_capacity(text.len() + 3);
     wire.push(b'-');
-    wire.extend(text.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+    wire.extend(
+        text.iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
     wire.extend_from_slice(b"\r\n");
     match redis::parse_redis_value(&wire) {
         Ok(Value::ServerError(error)) => script_error(error.into()),
@@ -210,15 +215,17 @@ mod tests {
         };
         assert_eq!(e.code(), Some("OOM"));
         assert!(oom.is_transient());
-        let refused = call_reply(Value::BulkString(b"TOLLGATE cost is not\r\na number".to_vec()))
-            .expect_err("an error");
+        let refused = call_reply(Value::BulkString(
+            b"TOLLGATE cost is not\r\na number".to_vec(),
+        ))
+        .expect_err("an error");
         assert!(
             matches!(&refused, RedisStoreError::Script(m) if m == "cost is not  a number"),
             "{refused:?}"
         );
         assert!(!refused.is_transient());
-        let wrong = call_reply(Value::BulkString(b"WRONGTYPE Operation".to_vec()))
-            .expect_err("an error");
+        let wrong =
+            call_reply(Value::BulkString(b"WRONGTYPE Operation".to_vec())).expect_err("an error");
         assert!(!wrong.is_transient());
         let answer = call_reply(Value::Array(vec![Value::Int(7), Value::Int(-1)]));
         assert_eq!(answer.expect("an answer"), vec![7, -1]);

@@ -127,8 +127,8 @@ mod target;
 pub mod testing;
 
 pub use bounds::check_limit;
-pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
 pub use call::CallCounts;
+pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
 pub use store::{
     RedisStore, RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX,
     DEFAULT_TIMEOUT, MAX_BATCH, MAX_BATCHES_IN_FLIGHT,

@@ -254,7 +254,10 @@ fn out_of_memory_in_a_batch_is_transient_for_each_caller() {
             .await
             .expect("connect");
         server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-        assert_eq!(server.cli(&["CONFIG", "SET", "maxmemory", "1"]).trim(), "OK");
+        assert_eq!(
+            server.cli(&["CONFIG", "SET", "maxmemory", "1"]).trim(),
+            "OK"
+        );
         let plan = plan();
         let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
         let futures: Vec<Pending<'_>> = clients
