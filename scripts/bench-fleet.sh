@@ -15,7 +15,9 @@
 #   abusive: 1% of the clients (100) send 50% of the calls, 50x their limit
 #            (LIMIT = REQUESTS / 2 / 100 / 50); the other 9,900 share the rest.
 # For each: combined decisions/s, p50/p99, who decided (store, cache,
-# failure policy), and Redis calls per decision from INFO commandstats.
+# failure policy), Redis calls per decision from INFO commandstats, and the
+# CPU time per decision of Redis (INFO cpu) and of the servers (/proc/PID/stat,
+# 10 ms ticks): unlike decisions/s, these hardly move with the machine's load.
 # On one Redis, each run is repeated for every BATCHING setting
 # ("batch_max/batches_in_flight" of [store]: 1/1 sends every decision
 # alone; a cluster always does, so it runs 1/1 only).
@@ -34,7 +36,7 @@ REQUESTS=${REQUESTS:-100000}
 CONNECTIONS=${CONNECTIONS:-64}
 SERVERS=${SERVERS:-"1 2 4 8"}
 TOPOLOGIES=${TOPOLOGIES:-"single cluster"}
-BATCHING=${BATCHING:-"1/1 64/2"}
+BATCHING=${BATCHING:-"1/1 64/1"}
 REDIS_PORT=${REDIS_PORT:-16490}  # single node; the cluster uses the next three
 SERVE_PORT=${SERVE_PORT:-18290}  # the servers use SERVE_PORT .. SERVE_PORT+7
 PROFILE=${PROFILE:-release}       # PROFILE=debug: a quick check of the script itself
@@ -136,6 +138,24 @@ fleet_up() { # fleet_up N TOPOLOGY
   FLEET=$(IFS=,; echo "${addresses[*]}")
 }
 
+serve_cpu_us() { # CPU time (user + system) of the running servers, in µs
+  local total=0 pid ticks
+  for pid in "${SERVE_PIDS[@]}"; do
+    ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    total=$((total + ticks))
+  done
+  echo $((total * 1000000 / $(getconf CLK_TCK)))
+}
+
+redis_cpu_us() { # CPU time (user + system) of the topology's masters, in µs
+  local port total=0
+  for port in $(masters "$1"); do
+    total=$(redis-cli -p "$port" INFO cpu | tr -d '\r' |
+      awk -F: -v t="$total" '/^used_cpu_(sys|user):/ {t += $2} END {printf "%d", t * 1000000}')
+  done
+  echo "$total"
+}
+
 fleet_down() {
   for pid in "${SERVE_PIDS[@]}"; do kill -TERM "$pid"; wait "$pid" || true; done
   SERVE_PIDS=()
@@ -171,15 +191,20 @@ run() { # run TOPOLOGY WORKLOAD N BATCHING
   write_config "$limit" "$4"
   reset_redis "$1"
   fleet_up "$3" "$1"
+  local serve_before redis_before; serve_before=$(serve_cpu_us); redis_before=$(redis_cpu_us "$1")
   # shellcheck disable=SC2086
   line=$("$LOAD" --servers "$FLEET" --requests "$REQUESTS" --connections "$CONNECTIONS" \
     --limit "$limit" $load_flags)
+  local serve_cpu redis_cpu
+  serve_cpu=$(($(serve_cpu_us) - serve_before)); redis_cpu=$(($(redis_cpu_us "$1") - redis_before))
   fleet_down
   local calls; calls=$(redis_calls "$1")
-  echo "$line" | awk -v topo="$1" -v work="$2" -v n="$3" -v batching="$4" -v calls="$calls" '{
+  echo "$line" | awk -v topo="$1" -v work="$2" -v n="$3" -v batching="$4" -v calls="$calls" \
+    -v serve_cpu="$serve_cpu" -v redis_cpu="$redis_cpu" '{
     for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-    printf "| %s | %s | %d | %s | %s | %s | %s | %.3f | %s / %s | %s | %s |\n",
+    printf "| %s | %s | %d | %s | %s | %s | %s | %.3f | %.1f | %.1f | %s / %s | %s | %s |\n",
       topo, work, n, batching, v["rate"], v["p50_ms"], v["p99_ms"], calls / v["requests"],
+      redis_cpu / v["requests"], serve_cpu / v["requests"],
       v["most_allowed_per_client"], v["limit"], v["clients_over_limit"], v["decided_by"]
   }'
 }
@@ -238,8 +263,8 @@ for topology in $TOPOLOGIES; do
   echo "== $topology: redis-benchmark EVALSHA ceiling, $CONNECTIONS connections"
   ceiling "$topology"
   echo
-  echo "| store | workload | servers | batch max/in flight | decisions/s | p50 ms | p99 ms | Redis calls/decision | most allowed / limit | clients over | decided by |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| store | workload | servers | batch max/in flight | decisions/s | p50 ms | p99 ms | Redis calls/decision | Redis CPU µs/decision | serve CPU µs/decision | most allowed / limit | clients over | decided by |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   batchings=$BATCHING
   [ "$topology" = cluster ] && batchings=1/1
   for workload in spread abusive; do

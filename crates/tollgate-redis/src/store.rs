@@ -71,8 +71,10 @@ pub const DEFAULT_BATCH_MAX: usize = 64;
 /// (each decision runs for a few µs inside Redis).
 pub const MAX_BATCH: usize = 1024;
 
-/// The default [`RedisStoreConfig::batches_in_flight`].
-pub const DEFAULT_BATCHES_IN_FLIGHT: usize = 2;
+/// The default [`RedisStoreConfig::batches_in_flight`]: 1, which made the
+/// fewest Redis calls per decision in `scripts/bench-fleet.sh` (2 and 4
+/// were no faster: BENCHMARKS.md, "A fleet on one Redis").
+pub const DEFAULT_BATCHES_IN_FLIGHT: usize = 1;
 
 /// The largest [`RedisStoreConfig::batches_in_flight`].
 pub const MAX_BATCHES_IN_FLIGHT: usize = 64;
