@@ -307,3 +307,48 @@ fn a_batch_that_fails_whole_is_a_transient_error_for_every_caller() {
         }
     });
 }
+
+#[test]
+fn each_decision_of_a_late_batch_is_refused_by_its_own_deadline() {
+    let Some(server) = RedisServer::spawn("a_late_batch") else {
+        return;
+    };
+    runtime().block_on(async {
+        let config = RedisStoreConfig {
+            timeout: Duration::from_millis(200),
+            ..config("late", 1)
+        };
+        let store = RedisStore::connect(&server.url(), config)
+            .await
+            .expect("connect");
+        let plan = plan();
+        // Redis stopped for longer than the timeout: the first call waits
+        // in flight, the others queue up behind it, and every caller keeps
+        // waiting (nothing gives up here: only the deadlines decide).
+        server.stop_process();
+        let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
+        let futures: Vec<Pending<'_>> = clients
+            .iter()
+            .map(|client| Box::pin(store.decide(&plan, client, 1_000, 1)) as Pending<'_>)
+            .collect();
+        let stall = async {
+            // The stall itself, on Redis's clock: no answer depends on
+            // how much longer than the timeout it lasts.
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            server.continue_process();
+        };
+        let (answers, ()) = tokio::join!(in_order(futures), stall);
+        for answer in answers {
+            let error = answer.expect_err("late");
+            assert!(
+                matches!(error, RedisStoreError::DeadlinePassed { .. }),
+                "{error:?}"
+            );
+        }
+        assert_eq!(store.call_counts().batches, 1, "the nine went together");
+        assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "nothing written");
+        // And the store decides again.
+        let answer = store.decide(&plan, "c0", 2_000, 1).await.expect("decided");
+        assert_eq!(answer, PlanLimiter::new().check(&plan, "c0", 2_000, 1));
+    });
+}
