@@ -15,12 +15,20 @@
 #   abusive: 1% of the clients (100) send 50% of the calls, 50x their limit
 #            (LIMIT = REQUESTS / 2 / 100 / 50); the other 9,900 share the rest.
 # For each: combined decisions/s, p50/p99, who decided (store, cache,
-# failure policy), and Redis calls per decision from INFO commandstats.
-# Then the ceiling: redis-benchmark sending the same EVALSHA (captured with
-# MONITOR from a real call) with the same number of connections.
+# failure policy), Redis calls per decision from INFO commandstats, and the
+# CPU time per decision of Redis (INFO cpu) and of the servers (/proc/PID/stat,
+# 10 ms ticks): unlike decisions/s, these hardly move with the machine's load.
+# On one Redis, each run is repeated for every BATCHING setting
+# ("batch_max/batches_in_flight" of [store]: 1/1 sends every decision
+# alone; a cluster always does, so it runs 1/1 only).
+# First the ceiling: redis-benchmark sending the same EVALSHA (captured with
+# MONITOR from a real call) on CONNECTIONS connections, and on as many
+# connections as the servers of each SERVERS value hold (one each, a
+# multiplexed one, so pipelined: CONNECTIONS / N deep).
 #
 #   scripts/bench-fleet.sh
 #   REQUESTS=200000 CONNECTIONS=64 SERVERS="1 2 4" scripts/bench-fleet.sh
+#   TOPOLOGIES=single SERVERS="1 4" BATCHING="1/1 64/1 64/2 64/4" scripts/bench-fleet.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +36,7 @@ REQUESTS=${REQUESTS:-100000}
 CONNECTIONS=${CONNECTIONS:-64}
 SERVERS=${SERVERS:-"1 2 4 8"}
 TOPOLOGIES=${TOPOLOGIES:-"single cluster"}
+BATCHING=${BATCHING:-"1/1 64/1"}
 REDIS_PORT=${REDIS_PORT:-16490}  # single node; the cluster uses the next three
 SERVE_PORT=${SERVE_PORT:-18290}  # the servers use SERVE_PORT .. SERVE_PORT+7
 PROFILE=${PROFILE:-release}       # PROFILE=debug: a quick check of the script itself
@@ -93,7 +102,8 @@ store_flags() { # the serve flags that reach the topology's store
   fi
 }
 
-write_config() { # write_config LIMIT
+write_config() { # write_config LIMIT [BATCH_MAX/IN_FLIGHT]
+  local batching=${2:-1/1}
   cat >"$WORK/config.toml" <<TOML
 [[plans.default]]
 name = "1h"
@@ -104,6 +114,8 @@ window = "1h"
 [store]
 failure_policy = "fail-closed"
 timeout = "1s"
+batch_max = ${batching%/*}
+batches_in_flight = ${batching#*/}
 TOML
 }
 
@@ -124,6 +136,24 @@ fleet_up() { # fleet_up N TOPOLOGY
     done
   done
   FLEET=$(IFS=,; echo "${addresses[*]}")
+}
+
+serve_cpu_us() { # CPU time (user + system) of the running servers, in µs
+  local total=0 pid ticks
+  for pid in "${SERVE_PIDS[@]}"; do
+    ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    total=$((total + ticks))
+  done
+  echo $((total * 1000000 / $(getconf CLK_TCK)))
+}
+
+redis_cpu_us() { # CPU time (user + system) of the topology's masters, in µs
+  local port total=0
+  for port in $(masters "$1"); do
+    total=$(redis-cli -p "$port" INFO cpu | tr -d '\r' |
+      awk -F: -v t="$total" '/^used_cpu_(sys|user):/ {t += $2} END {printf "%d", t * 1000000}')
+  done
+  echo "$total"
 }
 
 fleet_down() {
@@ -152,24 +182,29 @@ reset_redis() {
   done
 }
 
-run() { # run TOPOLOGY WORKLOAD N
+run() { # run TOPOLOGY WORKLOAD N BATCHING
   local limit=100 load_flags="--clients 10000"
   if [ "$2" = abusive ]; then
     limit=$((REQUESTS / 2 / 100 / 50)); [ "$limit" -ge 1 ] || limit=1
     load_flags="--clients 10000 --abusers 100 --abuser-share 0.5"
   fi
-  write_config "$limit"
+  write_config "$limit" "$4"
   reset_redis "$1"
   fleet_up "$3" "$1"
+  local serve_before redis_before; serve_before=$(serve_cpu_us); redis_before=$(redis_cpu_us "$1")
   # shellcheck disable=SC2086
   line=$("$LOAD" --servers "$FLEET" --requests "$REQUESTS" --connections "$CONNECTIONS" \
     --limit "$limit" $load_flags)
+  local serve_cpu redis_cpu
+  serve_cpu=$(($(serve_cpu_us) - serve_before)); redis_cpu=$(($(redis_cpu_us "$1") - redis_before))
   fleet_down
   local calls; calls=$(redis_calls "$1")
-  echo "$line" | awk -v topo="$1" -v work="$2" -v n="$3" -v calls="$calls" '{
+  echo "$line" | awk -v topo="$1" -v work="$2" -v n="$3" -v batching="$4" -v calls="$calls" \
+    -v serve_cpu="$serve_cpu" -v redis_cpu="$redis_cpu" '{
     for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-    printf "| %s | %s | %d | %s | %s | %s | %.3f | %s / %s | %s | %s |\n",
-      topo, work, n, v["rate"], v["p50_ms"], v["p99_ms"], calls / v["requests"],
+    printf "| %s | %s | %d | %s | %s | %s | %s | %.3f | %.1f | %.1f | %s / %s | %s | %s |\n",
+      topo, work, n, batching, v["rate"], v["p50_ms"], v["p99_ms"], calls / v["requests"],
+      redis_cpu / v["requests"], serve_cpu / v["requests"],
       v["most_allowed_per_client"], v["limit"], v["clients_over_limit"], v["decided_by"]
   }'
 }
@@ -205,11 +240,19 @@ for line in open(sys.argv[2]):
     print(" ".join(shlex.quote(w.replace("{c:cBENCH}", tag)) for w in words))
     break
 PY
-  local cluster_flag=""
+  local cluster_flag="" conns pipeline n
   [ "$1" = cluster ] && cluster_flag="--cluster"
-  # shellcheck disable=SC2046
-  eval redis-benchmark -p "$port" $cluster_flag -c "$CONNECTIONS" -n "$REQUESTS" -r 10000 -q \
-    $(cat "$WORK/evalsha.args") | tr '\r' '\n' | grep -E 'requests per second' | tail -1
+  for n in 0 $SERVERS; do
+    # n = 0: CONNECTIONS connections, one call each in flight; else as the
+    # n servers' n multiplexed connections, CONNECTIONS / n calls deep.
+    if [ "$n" = 0 ]; then conns=$CONNECTIONS; pipeline=1; else
+      conns=$n; pipeline=$(( (CONNECTIONS + n - 1) / n )); fi
+    printf '%s connections, pipeline %s: ' "$conns" "$pipeline"
+    # shellcheck disable=SC2046
+    eval redis-benchmark -p "$port" $cluster_flag -c "$conns" -P "$pipeline" -n "$REQUESTS" \
+      -r 10000 -q $(cat "$WORK/evalsha.args") | tr '\r' '\n' |
+      grep -E 'requests per second' | tail -1 | sed 's/.*: \([0-9.]* requests per second\)/\1/'
+  done
 }
 
 echo "machine: $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -220,10 +263,14 @@ for topology in $TOPOLOGIES; do
   echo "== $topology: redis-benchmark EVALSHA ceiling, $CONNECTIONS connections"
   ceiling "$topology"
   echo
-  echo "| store | workload | servers | decisions/s | p50 ms | p99 ms | Redis calls/decision | most allowed / limit | clients over | decided by |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| store | workload | servers | batch max/in flight | decisions/s | p50 ms | p99 ms | Redis calls/decision | Redis CPU µs/decision | serve CPU µs/decision | most allowed / limit | clients over | decided by |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  batchings=$BATCHING
+  [ "$topology" = cluster ] && batchings=1/1
   for workload in spread abusive; do
-    for n in $SERVERS; do run "$topology" "$workload" "$n"; done
+    for n in $SERVERS; do
+      for batching in $batchings; do run "$topology" "$workload" "$n" "$batching"; done
+    done
   done
 done
 echo

@@ -29,7 +29,8 @@ pub use envoy::{EnvoyConfig, DEFAULT_GRPC_LISTEN, ON_STORE_ERROR_NAMES};
 use locate::error_at;
 pub use overrides::Overrides;
 pub use store::{
-    check_redis_url, FailurePolicy, StoreConfig, StoreKind, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS,
+    check_redis_url, Batching, FailurePolicy, StoreConfig, StoreKind, DEFAULT_PREFIX,
+    DEFAULT_TIMEOUT_MS,
 };
 pub use window::{format_duration, parse_duration};
 

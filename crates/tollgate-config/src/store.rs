@@ -116,6 +116,8 @@ fn redis_parts(config: &Config) -> Result<Option<(RedisTarget, RedisStoreConfig)
         prefix: config.store.prefix.clone(),
         // The guard's timeout: calls Redis runs after it write nothing.
         timeout: Duration::from_millis(config.store.timeout_ms),
+        batch_max: config.store.batching.batch_max,
+        batches_in_flight: config.store.batching.batches_in_flight,
         ..RedisStoreConfig::default()
     };
     Ok(Some((target, redis_config)))

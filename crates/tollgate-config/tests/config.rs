@@ -363,6 +363,37 @@ fn the_rejection_cache_is_on_for_shared_stores_and_off_for_memory() {
     }
 }
 
+#[test]
+fn batching_is_on_by_default_and_bounded() {
+    let redis = "url = \"redis://127.0.0.1:6379/0\"\n";
+    let config = Config::parse(&format!("[store]\n{redis}{LIMIT}")).unwrap();
+    assert_eq!(
+        config.store.batching,
+        tollgate_config::config::Batching {
+            batch_max: tollgate_redis::DEFAULT_BATCH_MAX,
+            batches_in_flight: tollgate_redis::DEFAULT_BATCHES_IN_FLIGHT,
+        }
+    );
+    let set = format!("[store]\n{redis}batch_max = 1\nbatches_in_flight = 4\n{LIMIT}");
+    let config = Config::parse(&set).unwrap();
+    assert_eq!(config.store.batching.batch_max, 1);
+    assert_eq!(config.store.batching.batches_in_flight, 4);
+    for bad in [
+        "batch_max = 0",
+        "batch_max = 1025",
+        "batches_in_flight = 0",
+        "batches_in_flight = 65",
+    ] {
+        match Config::parse(&format!("[store]\n{redis}{bad}\n{LIMIT}")) {
+            Err(Error::InvalidConfig { line, message, .. }) => {
+                assert_eq!(line, 3, "{bad}");
+                assert!(message.contains("must be from 1 to"), "{bad}: {message}");
+            }
+            other => panic!("{bad}: expected a config error, got {other:?}"),
+        }
+    }
+}
+
 /// `--redis` (or `--redis-cluster`) on a config whose `[store]` is memory
 /// makes a shared store: the cache is on there too, as the file asked.
 #[test]

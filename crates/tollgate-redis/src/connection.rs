@@ -1,5 +1,5 @@
 //! The connection to Redis: one node (reconnecting by itself) or a cluster,
-//! with the two calls the store makes: the plan script, and `TIME`.
+//! with the two calls the store makes: a script, and `TIME`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
-use redis::{RedisResult, ScriptInvocation, Value};
+use redis::{FromRedisValue, RedisResult, ScriptInvocation, Value};
 
 use crate::lazy_cluster::LazyCluster;
 use crate::{RedisStoreError, RedisTarget};
@@ -78,8 +78,11 @@ impl Connection {
         matches!(self, Connection::Cluster(_) | Connection::ClusterLazy(_))
     }
 
-    /// Runs the plan script (EVALSHA, loading it after NOSCRIPT).
-    pub(crate) async fn invoke(&self, invocation: &ScriptInvocation<'_>) -> RedisResult<Vec<i64>> {
+    /// Runs a script (EVALSHA, loading it after NOSCRIPT).
+    pub(crate) async fn invoke<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+    ) -> RedisResult<T> {
         match self {
             Connection::Single(c) => {
                 let first = invocation.invoke_async(&mut c.clone()).await;

@@ -9,8 +9,9 @@ use tollgate::StoreError;
 /// Each error is either transient (Redis down, slow, restarting, failing
 /// over: trying again later may succeed, so a failure policy applies) or
 /// permanent (a bad argument, a bad configuration, a script error: retrying
-/// cannot help). See [`RedisStoreError::is_transient`].
-#[derive(Debug, thiserror::Error)]
+/// cannot help). See [`RedisStoreError::is_transient`]. Cloned when one
+/// failed call carried several decisions (see [`crate::RedisStoreConfig::batch_max`]).
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum RedisStoreError {
     /// The store's configuration cannot work (e.g. a key prefix with `{`).
@@ -57,6 +58,10 @@ pub enum RedisStoreError {
         /// How long after the deadline the script started, on Redis's clock.
         late_by: Duration,
     },
+    /// The call carrying the decision in a batch was dropped before it
+    /// answered (its runtime shut down): nothing is known of it.
+    #[error("the batch carrying the call was dropped before Redis answered")]
+    BatchLost,
     /// The script answered something this crate does not understand (a
     /// different script version under the same name, most likely).
     #[error("unexpected reply from the tollgate script: {0}")]
@@ -69,7 +74,9 @@ impl RedisStoreError {
     /// policy applies. False for errors that retrying cannot fix.
     pub fn is_transient(&self) -> bool {
         match self {
-            RedisStoreError::Timeout(_) | RedisStoreError::DeadlinePassed { .. } => true,
+            RedisStoreError::Timeout(_)
+            | RedisStoreError::DeadlinePassed { .. }
+            | RedisStoreError::BatchLost => true,
             RedisStoreError::Redis(e) | RedisStoreError::Connect { source: e, .. } => {
                 is_transient_redis(e)
             }

@@ -10,6 +10,15 @@
 //!   (sliding-window log, token bucket anchored at the first call, GCRA) and
 //!   the same rule for times that go backwards (answered as at the latest
 //!   time seen for the client).
+//! - Batching ([`batch`]): decisions that arrive while calls are in flight
+//!   queue up, and the next call carries them all ([`scripts::BATCH`], up
+//!   to [`RedisStoreConfig::batch_max`]), decided one after another in
+//!   arrival order with the plan script's own per-call function: the
+//!   answers of separate calls in that order, each with its own deadline
+//!   and its own errors. No timer: a decision that arrives when a call may
+//!   still go out goes at once. One node only (a cluster script touches one
+//!   slot); [`RedisStore::call_counts`] says how many calls carried how
+//!   many decisions.
 //! - Inspection ([`RedisStore::inspect`], [`tollgate::Store::inspect`]): one
 //!   read-only script ([`scripts::INSPECT`]) returns a client's stored
 //!   states, decoded into the core's and answered by
@@ -101,7 +110,9 @@
 //! # }
 //! ```
 
+pub mod batch;
 pub mod bounds;
+mod call;
 mod connection;
 pub mod deadline;
 mod error;
@@ -116,6 +127,10 @@ mod target;
 pub mod testing;
 
 pub use bounds::check_limit;
+pub use call::CallCounts;
 pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
-pub use store::{RedisStore, RedisStoreConfig, TimeSource, DEFAULT_TIMEOUT};
+pub use store::{
+    RedisStore, RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX,
+    DEFAULT_TIMEOUT, MAX_BATCH, MAX_BATCHES_IN_FLIGHT,
+};
 pub use target::RedisTarget;

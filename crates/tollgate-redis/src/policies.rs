@@ -1,7 +1,7 @@
 //! One descriptor per policy the Redis store serves, and everything derived
 //! from the list: the Redis dispatch (policy name to script code and key
-//! format), the bounds check ([`crate::bounds`]) and the plan script's table
-//! of policies ([`crate::scripts::PLAN`]).
+//! format), the bounds check ([`crate::bounds`]) and the table of policies
+//! of the plan and batch scripts ([`crate::scripts::PLAN`], [`crate::scripts::BATCH`]).
 //!
 //! The list is the Lua files in `src/scripts/policies/`: each file's first
 //! line declares its descriptor,
@@ -80,11 +80,21 @@ macro_rules! redis_policies {
         }),+];
 
         /// The plan script: `common.lua`, each policy's file registered
-        /// under its code, then `plan.lua`.
+        /// under its code, `decide.lua`, then `plan.lua`.
         pub(crate) const PLAN: &str = concat!(
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/common.lua")),
             $("policies['", $code, "'] = (function()\n", $lua, "end)()\n",)+
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/decide.lua")),
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/plan.lua")),
+        );
+
+        /// The batch script: the plan script with `batch.lua` as its
+        /// driver in place of `plan.lua`.
+        pub(crate) const BATCH: &str = concat!(
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/common.lua")),
+            $("policies['", $code, "'] = (function()\n", $lua, "end)()\n",)+
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/decide.lua")),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/batch.lua")),
         );
 
         /// The inspection script: `common.lua`, each policy's file
@@ -157,13 +167,24 @@ mod tests {
             ));
         }
         let registered = expected.clone();
-        expected.push_str(include_str!("scripts/plan.lua"));
+        let decide = registered.clone() + include_str!("scripts/decide.lua");
+        expected = decide.clone() + include_str!("scripts/plan.lua");
         assert_eq!(PLAN, expected);
+        assert_eq!(
+            BATCH,
+            decide + include_str!("scripts/batch.lua"),
+            "the batch script shares the plan script's per-call function"
+        );
         assert_eq!(
             INSPECT,
             registered + include_str!("scripts/inspect.lua"),
             "the inspection script shares the helpers and the policy files"
         );
-        assert!(!include_str!("scripts/plan.lua").contains("local policies"));
+        for driver in [
+            include_str!("scripts/plan.lua"),
+            include_str!("scripts/batch.lua"),
+        ] {
+            assert!(!driver.contains("local policies") && driver.contains("decide_call"));
+        }
     }
 }

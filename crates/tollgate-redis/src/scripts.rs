@@ -3,8 +3,10 @@
 //! Each policy is one Lua file that returns a table of `load`, `decide` and
 //! `write` on its own state key (the key layout and value format are
 //! described at the top of each file), listed once in [`crate::policies`];
-//! [`PLAN`] composes them with the shared helpers and the plan driver into
-//! the one script that every decision runs ([`INSPECT`], the same with the
+//! [`PLAN`] composes them with the shared helpers, the per-call function
+//! ([`DECIDE`]) and the plan driver into the script that every decision sent
+//! alone runs ([`BATCH`], the same with the batch driver, for decisions that
+//! queued up behind a call in flight) ([`INSPECT`], the same with the
 //! read-only inspection driver, the one every inspection runs). Its KEYS and ARGV:
 //!
 //! ```text
@@ -39,8 +41,16 @@ pub fn state_format(code: &str) -> u32 {
 
 /// Helpers every policy uses: exact integer parsing, formatting and division.
 pub const COMMON: &str = include_str!("scripts/common.lua");
-/// The plan driver: decides all limits, then consumes from all or none.
+/// One call of the plan script as a Lua function, `decide_call(keys, argv)`:
+/// decides all limits, then consumes from all or none. The one definition
+/// of the per-call arithmetic, run by both drivers ([`PLAN_DRIVER`],
+/// [`BATCH_DRIVER`]).
+pub const DECIDE: &str = include_str!("scripts/decide.lua");
+/// The plan driver: one call, `decide_call(KEYS, ARGV)`.
 pub const PLAN_DRIVER: &str = include_str!("scripts/plan.lua");
+/// The batch driver: several calls in one script, in order, each failing
+/// alone (see [`BATCH`]).
+pub const BATCH_DRIVER: &str = include_str!("scripts/batch.lua");
 
 /// The read-only driver of [`INSPECT`]: reads a client's raw state under
 /// every limit of a plan, writing nothing.
@@ -60,10 +70,27 @@ pub const INSPECT_DRIVER: &str = include_str!("scripts/inspect.lua");
 /// ```
 pub const INSPECT: &str = policies::INSPECT;
 
-/// The whole script run for every decision: [`COMMON`], each policy's file
-/// registered under its code (one line each, from [`crate::policies::POLICIES`]),
-/// then [`PLAN_DRIVER`].
+/// The whole script run for a decision sent alone: [`COMMON`], each
+/// policy's file registered under its code (one line each, from
+/// [`crate::policies::POLICIES`]), [`DECIDE`], then [`PLAN_DRIVER`].
 pub const PLAN: &str = policies::PLAN;
+
+/// The script run for decisions that queued up while another call was in
+/// flight ([`crate::RedisStoreConfig::batch_max`]): the same chunks as
+/// [`PLAN`], with [`BATCH_DRIVER`] as the driver. It decides its calls one
+/// after another in the order given, exactly as separate [`PLAN`] calls in
+/// that order (a script runs alone), each with its own deadline; a call that
+/// fails (its arguments or stored state refused, or Redis refusing its first
+/// write) fails alone, having written nothing. Its KEYS and ARGV:
+///
+/// ```text
+/// KEYS           the KEYS of call 1 as for PLAN (1 + n1 keys), then of call 2, ...
+/// ARGV[1]        m, the number of calls
+/// then per call  n_j (its number of limits), then its 4 + 4 n_j ARGV as for PLAN
+/// reply          m entries: PLAN's reply to call j, or the error reply PLAN
+///                would have raised for it, as a string "<CODE> <message>"
+/// ```
+pub const BATCH: &str = policies::BATCH;
 
 #[cfg(test)]
 mod tests {
@@ -72,7 +99,8 @@ mod tests {
     #[test]
     fn the_plan_script_starts_with_the_helpers_and_ends_with_the_driver() {
         assert!(PLAN.starts_with(COMMON));
-        assert!(PLAN.ends_with(PLAN_DRIVER));
+        assert!(PLAN.ends_with(&format!("{DECIDE}{PLAN_DRIVER}")));
+        assert!(BATCH.starts_with(COMMON) && BATCH.ends_with(&format!("{DECIDE}{BATCH_DRIVER}")));
         assert!(INSPECT.starts_with(COMMON) && INSPECT.ends_with(INSPECT_DRIVER));
         for write in [
             "'SET'",

@@ -3,12 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Script, ScriptInvocation};
+use redis::Script;
 use tollgate::{
     Decision, Inspection, LimitDecision, Plan, PlanDecision, Policy, Store, StoreFuture,
 };
 
+use crate::batch::Batcher;
 use crate::bounds;
+use crate::call::{script_error, Call, CallCounts, Scripts};
 use crate::connection::Connection;
 use crate::deadline::{self, RedisClock};
 use crate::inspect::read_inspection;
@@ -49,7 +51,33 @@ pub struct RedisStoreConfig {
     /// ([`crate::deadline`]): a script that starts later writes nothing and
     /// the call fails with [`RedisStoreError::DeadlinePassed`]. Default 100 ms.
     pub timeout: Duration,
+    /// At most this many decisions in one script call (see [`crate::batch`]):
+    /// decisions that arrive while [`RedisStoreConfig::batches_in_flight`]
+    /// calls are in flight queue up, and the next call carries them all, up
+    /// to this many; 1 sends every decision alone. Ignored on a cluster
+    /// (every decision is its own call there). From 1 to [`MAX_BATCH`];
+    /// default [`DEFAULT_BATCH_MAX`].
+    pub batch_max: usize,
+    /// At most this many script calls of batched decisions in flight at
+    /// once (at least 1; default [`DEFAULT_BATCHES_IN_FLIGHT`]). A decision
+    /// that arrives while fewer are in flight goes at once, alone.
+    pub batches_in_flight: usize,
 }
+
+/// The default [`RedisStoreConfig::batch_max`].
+pub const DEFAULT_BATCH_MAX: usize = 64;
+
+/// The largest [`RedisStoreConfig::batch_max`]: one script call stays short
+/// (each decision runs for a few µs inside Redis).
+pub const MAX_BATCH: usize = 1024;
+
+/// The default [`RedisStoreConfig::batches_in_flight`]: 1, which made the
+/// fewest Redis calls per decision in `scripts/bench-fleet.sh` (2 and 4
+/// were no faster: BENCHMARKS.md, "A fleet on one Redis").
+pub const DEFAULT_BATCHES_IN_FLIGHT: usize = 1;
+
+/// The largest [`RedisStoreConfig::batches_in_flight`].
+pub const MAX_BATCHES_IN_FLIGHT: usize = 64;
 
 /// The default [`RedisStoreConfig::timeout`]: 100 ms.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
@@ -61,7 +89,28 @@ impl Default for RedisStoreConfig {
             time_source: TimeSource::Caller,
             expiry_margin_ms: 60_000,
             timeout: DEFAULT_TIMEOUT,
+            batch_max: DEFAULT_BATCH_MAX,
+            batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
         }
+    }
+}
+
+impl RedisStoreConfig {
+    /// Checks what the key layout does not: the batching bounds.
+    fn validate(&self) -> Result<KeyLayout, RedisStoreError> {
+        if !(1..=MAX_BATCH).contains(&self.batch_max) {
+            return Err(RedisStoreError::Config(format!(
+                "batch_max must be from 1 to {MAX_BATCH}, got {}",
+                self.batch_max
+            )));
+        }
+        if !(1..=MAX_BATCHES_IN_FLIGHT).contains(&self.batches_in_flight) {
+            return Err(RedisStoreError::Config(format!(
+                "batches_in_flight must be from 1 to {MAX_BATCHES_IN_FLIGHT}, got {}",
+                self.batches_in_flight
+            )));
+        }
+        KeyLayout::new(self.prefix.clone())
     }
 }
 
@@ -70,13 +119,14 @@ impl Default for RedisStoreConfig {
 ///
 /// Each decision is one EVALSHA of [`scripts::PLAN`], which decides every
 /// limit of the plan for the client and consumes from all of them or none,
-/// atomically. Cloning is cheap and shares the connection.
+/// atomically; or, when decisions queue up behind calls in flight, one of
+/// the decisions of a [`scripts::BATCH`] call (see [`crate::batch`]).
+/// Cloning is cheap and shares the connection and the queue.
 #[derive(Clone)]
 pub struct RedisStore {
-    connection: Connection,
-    script: Arc<Script>,
+    scripts: Arc<Scripts>,
+    batcher: Option<Arc<Batcher>>,
     inspect_script: Arc<Script>,
-    clock: Arc<RedisClock>,
     keys: KeyLayout,
     config: RedisStoreConfig,
 }
@@ -107,7 +157,7 @@ impl RedisStore {
         target: &RedisTarget,
         config: RedisStoreConfig,
     ) -> Result<Self, RedisStoreError> {
-        let keys = KeyLayout::new(config.prefix.clone())?;
+        let keys = config.validate()?;
         let store = Self::with_connection(Connection::connect(target).await?, keys, config);
         store.measure_offset().await?;
         Ok(store)
@@ -138,7 +188,7 @@ impl RedisStore {
         target: &RedisTarget,
         config: RedisStoreConfig,
     ) -> Result<Self, RedisStoreError> {
-        let keys = KeyLayout::new(config.prefix.clone())?;
+        let keys = config.validate()?;
         Ok(Self::with_connection(
             Connection::lazy(target)?,
             keys,
@@ -159,30 +209,44 @@ impl RedisStore {
     }
 
     fn with_connection(connection: Connection, keys: KeyLayout, config: RedisStoreConfig) -> Self {
+        let scripts = Arc::new(Scripts::new(connection, Arc::new(RedisClock::new())));
         Self {
-            connection,
-            script: Arc::new(Script::new(scripts::PLAN)),
+            batcher: batcher(&scripts, &config),
+            scripts,
             inspect_script: Arc::new(Script::new(scripts::INSPECT)),
-            clock: Arc::new(RedisClock::new()),
             keys,
             config,
         }
     }
 
     /// The same connection with another configuration (e.g. another key
-    /// prefix: a separate key space).
+    /// prefix: a separate key space), and the same queue of decisions when
+    /// the batching settings are the same.
     ///
     /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix.
+    /// [`RedisStoreError::Config`] for a bad prefix or batching setting.
     pub fn with_config(&self, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
+        let keys = config.validate()?;
+        let same_batching = config.batch_max == self.config.batch_max
+            && config.batches_in_flight == self.config.batches_in_flight;
         Ok(Self {
-            connection: self.connection.clone(),
-            script: self.script.clone(),
+            batcher: if same_batching {
+                self.batcher.clone()
+            } else {
+                batcher(&self.scripts, &config)
+            },
+            scripts: self.scripts.clone(),
             inspect_script: self.inspect_script.clone(),
-            clock: self.clock.clone(),
-            keys: KeyLayout::new(config.prefix.clone())?,
+            keys,
             config,
         })
+    }
+
+    /// How many decisions this store (and every store sharing its
+    /// connection) sent to Redis, in how many script calls: for metrics and
+    /// benchmarks (Redis calls per decision).
+    pub fn call_counts(&self) -> CallCounts {
+        self.scripts.counts()
     }
 
     /// The configuration in force.
@@ -197,13 +261,14 @@ impl RedisStore {
 
     /// The SHA1 of the plan script, as EVALSHA names it.
     pub fn script_sha(&self) -> &str {
-        self.script.get_hash()
+        self.scripts.plan.get_hash()
     }
 
     /// Decides a request of `cost` units (0 only asks) for `client` against
     /// every limit of `plan` at `now_ms` (ignored with [`TimeSource::Redis`]),
     /// in one round trip (two when the estimate of Redis's clock is older
-    /// than two seconds: see [`crate::deadline`]).
+    /// than two seconds: see [`crate::deadline`]), shared with the other
+    /// decisions that queued up meanwhile (see [`crate::batch`]).
     ///
     /// # Errors
     /// [`RedisStoreError::OutOfRange`] before any call when an argument is
@@ -219,37 +284,29 @@ impl RedisStore {
         now_ms: u64,
         cost: u32,
     ) -> Result<PlanDecision, RedisStoreError> {
-        let started_us = self.clock.now_us();
+        let clock = &self.scripts.clock;
+        let started_us = clock.now_us();
         let caller_time = self.config.time_source == TimeSource::Caller;
         bounds::check(
             plan,
             caller_time.then_some(now_ms),
             self.config.expiry_margin_ms,
         )?;
-        let offset_us = match self.clock.offset_at(started_us) {
+        let offset_us = match clock.offset_at(started_us) {
             Some(offset) => offset,
             None => self.measure_offset().await?,
         };
         let deadline_us = deadline::deadline_us(started_us, offset_us, self.config.timeout);
-        let mut invocation = self.script.prepare_invoke();
-        self.arguments(&mut invocation, plan, client, now_ms, cost, deadline_us)?;
-        let sent_us = self.clock.now_us();
-        let reply = self
-            .connection
-            .invoke(&invocation)
-            .await
-            .map_err(script_error)?;
-        let received_us = self.clock.now_us();
+        let call = self.call(plan, client, now_ms, cost, deadline_us)?;
+        let reply = match &self.batcher {
+            Some(batcher) => batcher.decide(call).await?,
+            None => self.scripts.one(&call).await?,
+        };
         let (&redis_us, reply) = reply
             .split_first()
             .ok_or_else(|| RedisStoreError::Reply("an empty reply".into()))?;
         let redis_us = u64::try_from(redis_us)
             .map_err(|_| RedisStoreError::Reply(format!("negative Redis time {redis_us}")))?;
-        // On a cluster each node has its own clock: only the TIME of every
-        // primary (measure_offset) bounds them all.
-        if !self.connection.is_cluster() {
-            self.clock.record(sent_us, received_us, redis_us);
-        }
         if reply.first() == Some(&-1) {
             return Err(RedisStoreError::DeadlinePassed {
                 timeout: self.config.timeout,
@@ -300,7 +357,8 @@ impl RedisStore {
                 .arg(limit.policy().limit())
                 .arg(limit.policy().window_ms());
         }
-        let reply = self
+        let reply: Vec<i64> = self
+            .scripts
             .connection
             .invoke(&invocation)
             .await
@@ -311,49 +369,62 @@ impl RedisStore {
     /// Measures the offset between the monotonic clock and Redis's `TIME`
     /// with one round trip, and returns the offset now in force.
     async fn measure_offset(&self) -> Result<i64, RedisStoreError> {
-        let sent_us = self.clock.now_us();
-        let redis_us = self.connection.time_us().await?;
-        let received_us = self.clock.now_us();
-        Ok(self.clock.record(sent_us, received_us, redis_us))
+        let clock = &self.scripts.clock;
+        let sent_us = clock.now_us();
+        let redis_us = self.scripts.connection.time_us().await?;
+        let received_us = clock.now_us();
+        Ok(clock.record(sent_us, received_us, redis_us))
     }
 
     /// The script's KEYS and ARGV for one call (see [`scripts`]).
-    fn arguments(
+    fn call(
         &self,
-        invocation: &mut ScriptInvocation<'_>,
         plan: &Plan,
         client: &str,
         now_ms: u64,
         cost: u32,
         deadline_us: u64,
-    ) -> Result<(), RedisStoreError> {
+    ) -> Result<Call, RedisStoreError> {
+        let limits = plan.limits();
         let base = self.keys.client_base(client);
-        invocation.key(KeyLayout::seen_key_from_base(&base));
-        if self.config.time_source == TimeSource::Caller {
-            invocation.arg(now_ms);
+        let mut keys = Vec::with_capacity(1 + limits.len());
+        let mut args = Vec::with_capacity(4 + 4 * limits.len());
+        keys.push(KeyLayout::seen_key_from_base(&base));
+        args.push(if self.config.time_source == TimeSource::Caller {
+            now_ms.to_string()
         } else {
-            invocation.arg("redis");
-        }
-        invocation
-            .arg(cost)
-            .arg(self.config.expiry_margin_ms)
-            .arg(deadline_us);
-        for limit in plan.limits() {
+            "redis".to_owned()
+        });
+        args.push(cost.to_string());
+        args.push(self.config.expiry_margin_ms.to_string());
+        args.push(deadline_us.to_string());
+        for limit in limits {
             let policy = limit.policy();
             let descriptor = descriptor_of(policy)?;
-            invocation.key(KeyLayout::limit_key_from_base(
+            keys.push(KeyLayout::limit_key_from_base(
                 &base,
                 limit.id(),
                 descriptor.format,
             ));
-            invocation
-                .arg(descriptor.code)
-                .arg(policy.limit())
-                .arg(policy.window_ms())
-                .arg(if limit.is_shadow() { "1" } else { "0" });
+            args.push(descriptor.code.to_owned());
+            args.push(policy.limit().to_string());
+            args.push(policy.window_ms().to_string());
+            args.push(if limit.is_shadow() { "1" } else { "0" }.to_owned());
         }
-        Ok(())
+        Ok(Call { keys, args })
     }
+}
+
+/// The queue of decisions `config` asks for: none on a cluster (a script
+/// touches one slot) or with `batch_max` 1.
+fn batcher(scripts: &Arc<Scripts>, config: &RedisStoreConfig) -> Option<Arc<Batcher>> {
+    (config.batch_max > 1 && !scripts.connection.is_cluster()).then(|| {
+        Arc::new(Batcher::new(
+            scripts.clone(),
+            config.batch_max,
+            config.batches_in_flight,
+        ))
+    })
 }
 
 /// How the store serves `policy`, or [`RedisStoreError::UnsupportedPolicy`].
@@ -362,20 +433,6 @@ fn descriptor_of(
 ) -> Result<&'static policies::RedisPolicy, RedisStoreError> {
     policies::by_name(policy.name())
         .ok_or_else(|| RedisStoreError::UnsupportedPolicy(policy.name().to_owned()))
-}
-
-/// A Redis error of the script call as the store's error: the script's own
-/// refusals ("TOLLGATE ...") without Redis's script hash and line.
-fn script_error(e: redis::RedisError) -> RedisStoreError {
-    match e.code() {
-        Some("TOLLGATE") => {
-            // Redis appends " script: <sha>, on @user_script:<line>."
-            let detail = e.detail().unwrap_or_default();
-            let message = detail.split(" script: ").next().unwrap_or(detail);
-            RedisStoreError::Script(message.to_owned())
-        }
-        _ => RedisStoreError::Redis(e),
-    }
 }
 
 /// Builds the decision from the script's reply after its Redis time:

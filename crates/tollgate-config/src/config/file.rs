@@ -110,6 +110,10 @@ pub struct StoreSection {
     pub rejection_cache: Option<Spanned<bool>>,
     /// Cap on (client, plan) entries in the rejection cache.
     pub rejection_cache_max_clients: Option<Spanned<u64>>,
+    /// At most this many decisions in one Redis script call (1: no batching).
+    pub batch_max: Option<Spanned<u64>>,
+    /// At most this many Redis script calls of batched decisions in flight.
+    pub batches_in_flight: Option<Spanned<u64>>,
 }
 
 /// `[envoy]`.

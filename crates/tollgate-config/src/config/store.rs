@@ -56,6 +56,29 @@ pub struct StoreConfig {
     /// flag (`--redis`) after the file is read. See
     /// [`StoreConfig::shared_rejection_cache`] for whether it applies.
     pub rejection_cache: Option<usize>,
+    /// Decisions batched into one Redis script call at most (`batch_max`,
+    /// 1 = every decision alone; ignored on a cluster), and the batched
+    /// calls in flight at once (`batches_in_flight`): see
+    /// `tollgate_redis::RedisStoreConfig::batch_max`.
+    pub batching: Batching,
+}
+
+/// `batch_max` and `batches_in_flight`, checked against the Redis store's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    /// `tollgate_redis::RedisStoreConfig::batch_max`.
+    pub batch_max: usize,
+    /// `tollgate_redis::RedisStoreConfig::batches_in_flight`.
+    pub batches_in_flight: usize,
+}
+
+impl Default for Batching {
+    fn default() -> Self {
+        Self {
+            batch_max: tollgate_redis::DEFAULT_BATCH_MAX,
+            batches_in_flight: tollgate_redis::DEFAULT_BATCHES_IN_FLIGHT,
+        }
+    }
 }
 
 /// The default Redis key prefix.
@@ -76,6 +99,7 @@ impl StoreConfig {
             breaker: BreakerConfig::default(),
             tls_ca: None,
             rejection_cache: Some(tollgate_cache::DEFAULT_MAX_CLIENTS),
+            batching: Batching::default(),
         }
     }
 
@@ -128,6 +152,22 @@ pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<S
         timeout_ms: build_timeout(section, at)?,
         breaker: build_breaker(section, at)?,
         tls_ca: section.tls_ca.as_ref().map(|p| PathBuf::from(p.get_ref())),
+        batching: Batching {
+            batch_max: build_bounded(
+                &section.batch_max,
+                "batch_max",
+                tollgate_redis::DEFAULT_BATCH_MAX,
+                tollgate_redis::MAX_BATCH,
+                at,
+            )?,
+            batches_in_flight: build_bounded(
+                &section.batches_in_flight,
+                "batches_in_flight",
+                tollgate_redis::DEFAULT_BATCHES_IN_FLIGHT,
+                tollgate_redis::MAX_BATCHES_IN_FLIGHT,
+                at,
+            )?,
+        },
     };
     check_redis_target(&store, section, at)?;
     Ok(store)
@@ -160,6 +200,26 @@ fn build_max_clients(section: &file::StoreSection, at: &At<'_>) -> Result<usize,
         _ => Err(at(
             v.span(),
             format!("max_clients must be at least 1 (got {})", v.get_ref()),
+        )),
+    }
+}
+
+/// A count from 1 to `max` (`default` when left out).
+fn build_bounded(
+    value: &Option<toml::Spanned<u64>>,
+    name: &str,
+    default: usize,
+    max: usize,
+    at: &At<'_>,
+) -> Result<usize, Error> {
+    let Some(v) = value else {
+        return Ok(default);
+    };
+    match usize::try_from(*v.get_ref()) {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(at(
+            v.span(),
+            format!("{name} must be from 1 to {max} (got {})", v.get_ref()),
         )),
     }
 }

@@ -1,7 +1,7 @@
 -- common.lua: helpers shared by every policy. Prepended to the plan script.
 --
--- KEYS and ARGV: none of its own (see plan.lua and inspect.lua, the two
--- drivers that follow it and the policy chunks).
+-- KEYS and ARGV: none of its own (see plan.lua, batch.lua and inspect.lua,
+-- the drivers that follow it, the policy chunks and decide.lua).
 --
 -- Lua numbers are doubles: every integer here stays below 2^53, where
 -- doubles are exact. Arguments are checked against MAX_EXACT before the
@@ -11,7 +11,7 @@ local MAX_EXACT = 9007199254740991 -- 2^53 - 1
 local MAX_U32 = 4294967295
 
 -- Raises an error reply "TOLLGATE <message>" (nothing has been written yet
--- whenever this is called: see plan.lua).
+-- whenever this is called: see decide.lua).
 local function fail(message)
   error({ err = 'TOLLGATE ' .. message })
 end

@@ -1,0 +1,173 @@
+//! Batching concurrent decisions into one script call, exact by
+//! construction.
+//!
+//! While a call is in flight, decisions that arrive queue up; the next call
+//! carries all of them (up to [`crate::RedisStoreConfig::batch_max`]) as one
+//! call of [`crate::scripts::BATCH`], which decides them one after another in
+//! arrival order, exactly as separate calls in that order would (Redis runs
+//! a script alone, so nothing comes between them either way). There is no
+//! timer: a decision that arrives while fewer than
+//! [`crate::RedisStoreConfig::batches_in_flight`] calls are in flight goes at
+//! once, alone, as the plan script, so a store under light load adds no
+//! latency. Under load, batches form by themselves, and Redis runs one
+//! script per batch instead of one per decision.
+//!
+//! What each caller sees is unchanged:
+//! - its answer, computed by the same Lua function (`decide.lua`);
+//! - its own deadline, checked against Redis's `TIME` when its decision
+//!   starts inside the script: a decision that starts late writes nothing
+//!   and is refused as late ([`crate::RedisStoreError::DeadlinePassed`]);
+//! - its own error when its decision fails (bad arguments, a refused stored
+//!   state, Redis refusing its first write): the others in the batch are
+//!   decided all the same;
+//! - the error of the whole call (connection lost, BUSY, ...), with the same
+//!   classification (transient or permanent) as a call of its own would have
+//!   met, so a failure policy and a circuit breaker see what they saw before.
+//!
+//! A caller that gives up (its timeout, or its future dropped) leaves its
+//! decision in the queue; a decision whose caller is gone by the time a
+//! batch is taken is never sent (it writes nothing), and one already sent
+//! either starts before its deadline or writes nothing, as before.
+//!
+//! The queue is for one Redis node: a Redis Cluster script may only touch
+//! keys of one slot, and concurrent decisions of different clients rarely
+//! share one, so on a cluster every decision is its own call.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::oneshot;
+
+use crate::call::{Call, CallReply, Scripts};
+use crate::RedisStoreError;
+
+/// A decision waiting for a call to carry it, and where its answer goes.
+struct Waiting {
+    call: Call,
+    answer: oneshot::Sender<CallReply>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Waiting>,
+    in_flight: usize,
+}
+
+/// The queue of decisions for one Redis node, and the calls carrying them.
+pub(crate) struct Batcher {
+    scripts: Arc<Scripts>,
+    batch_max: usize,
+    in_flight_max: usize,
+    queue: Mutex<Queue>,
+}
+
+impl Batcher {
+    /// Batches of at most `batch_max` decisions, at most `in_flight_max` of
+    /// them in flight at once (both at least 1).
+    pub(crate) fn new(scripts: Arc<Scripts>, batch_max: usize, in_flight_max: usize) -> Self {
+        Self {
+            scripts,
+            batch_max: batch_max.max(1),
+            in_flight_max: in_flight_max.max(1),
+            queue: Mutex::new(Queue::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Decides `call`: at once when a call may still go in flight, else in
+    /// the next batch. Must be called inside a Tokio runtime (a batch is
+    /// sent by a task of its own, so that no caller giving up can stop it).
+    pub(crate) async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
+        let (answer, answered) = oneshot::channel();
+        let batch = {
+            let mut queue = self.lock();
+            queue.waiting.push_back(Waiting { call, answer });
+            if queue.in_flight < self.in_flight_max {
+                queue.in_flight += 1;
+                Some(self.take(&mut queue))
+            } else {
+                None
+            }
+        };
+        if let Some(batch) = batch {
+            tokio::spawn(self.clone().carry(batch));
+        }
+        answered.await.unwrap_or(Err(RedisStoreError::BatchLost))
+    }
+
+    /// Up to `batch_max` waiting decisions whose callers still wait.
+    fn take(&self, queue: &mut Queue) -> Vec<Waiting> {
+        let mut batch = Vec::with_capacity(queue.waiting.len().min(self.batch_max));
+        while batch.len() < self.batch_max {
+            let Some(waiting) = queue.waiting.pop_front() else {
+                break;
+            };
+            if !waiting.answer.is_closed() {
+                batch.push(waiting);
+            }
+        }
+        batch
+    }
+
+    /// Sends `batch`, then every batch that queued up meanwhile, until the
+    /// queue is empty; then gives its place in flight back.
+    async fn carry(self: Arc<Self>, mut batch: Vec<Waiting>) {
+        let mut place = InFlight {
+            batcher: &self,
+            given_back: false,
+        };
+        loop {
+            self.send(batch).await;
+            let mut queue = self.lock();
+            batch = self.take(&mut queue);
+            if batch.is_empty() {
+                queue.in_flight -= 1;
+                place.given_back = true;
+                return;
+            }
+        }
+    }
+
+    /// Sends one batch and answers each of its callers (a caller that gave
+    /// up no longer listens).
+    async fn send(&self, mut batch: Vec<Waiting>) {
+        if batch.len() <= 1 {
+            if let Some(waiting) = batch.pop() {
+                let reply = self.scripts.one(&waiting.call).await;
+                let _ = waiting.answer.send(reply);
+            }
+            return;
+        }
+        let calls: Vec<&Call> = batch.iter().map(|w| &w.call).collect();
+        match self.scripts.many(&calls).await {
+            Ok(replies) => {
+                for (waiting, reply) in batch.into_iter().zip(replies) {
+                    let _ = waiting.answer.send(reply);
+                }
+            }
+            Err(e) => {
+                for waiting in batch {
+                    let _ = waiting.answer.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// A batch's place in flight, given back if its task ends early (a panic,
+/// or the runtime shutting down) so that the next decision starts a batch.
+struct InFlight<'a> {
+    batcher: &'a Batcher,
+    given_back: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.given_back {
+            self.batcher.lock().in_flight -= 1;
+        }
+    }
+}

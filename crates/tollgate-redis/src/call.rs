@@ -1,0 +1,237 @@
+//! Sending decisions to Redis: one call of the plan script alone, or several
+//! in one call of the batch script ([`crate::scripts::BATCH`]), with the
+//! reply split back into each call's own answer or error.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use redis::{Script, Value};
+
+use crate::connection::Connection;
+use crate::deadline::RedisClock;
+use crate::RedisStoreError;
+
+/// One decision's script call: the KEYS and ARGV of [`crate::scripts::PLAN`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Call {
+    /// The client's last-seen key, then one state key per limit.
+    pub(crate) keys: Vec<String>,
+    /// now, cost, expiry margin, deadline, then four per limit.
+    pub(crate) args: Vec<String>,
+}
+
+/// One call's reply as the plan script gives it (`redis_time_us` first), or
+/// its error, classified as if the call had been sent alone.
+pub(crate) type CallReply = Result<Vec<i64>, RedisStoreError>;
+
+/// How many decisions the store sent to Redis, and in how many script calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    /// Decisions sent to Redis (each in a call alone or in a batch).
+    pub decisions: u64,
+    /// Script calls (EVALSHA) that carried them: `decisions / calls` is the
+    /// mean batch size, 1 when nothing was batched.
+    pub calls: u64,
+    /// Of those calls, the ones that carried more than one decision.
+    pub batches: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    decisions: AtomicU64,
+    calls: AtomicU64,
+    batches: AtomicU64,
+}
+
+/// The connection and the two decision scripts, shared by every clone of a
+/// store and by its batcher.
+pub(crate) struct Scripts {
+    pub(crate) connection: Connection,
+    pub(crate) plan: Script,
+    batch: Script,
+    pub(crate) clock: Arc<RedisClock>,
+    counters: Counters,
+}
+
+impl Scripts {
+    pub(crate) fn new(connection: Connection, clock: Arc<RedisClock>) -> Self {
+        Self {
+            connection,
+            plan: Script::new(crate::scripts::PLAN),
+            batch: Script::new(crate::scripts::BATCH),
+            clock,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The counts so far.
+    pub(crate) fn counts(&self) -> CallCounts {
+        CallCounts {
+            decisions: self.counters.decisions.load(Ordering::Relaxed),
+            calls: self.counters.calls.load(Ordering::Relaxed),
+            batches: self.counters.batches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sends `call` alone, as the plan script.
+    pub(crate) async fn one(&self, call: &Call) -> CallReply {
+        let mut invocation = self.plan.prepare_invoke();
+        for key in &call.keys {
+            invocation.key(key);
+        }
+        for arg in &call.args {
+            invocation.arg(arg);
+        }
+        self.count(1);
+        let sent_us = self.clock.now_us();
+        let reply: Vec<i64> = self
+            .connection
+            .invoke(&invocation)
+            .await
+            .map_err(script_error)?;
+        self.record(sent_us, &reply);
+        Ok(reply)
+    }
+
+    /// Sends `calls` (at least two) in one call of the batch script: each
+    /// call's own reply or error, in order; or the error of the whole call
+    /// (connection lost, BUSY, ...), which every one of them then meets.
+    pub(crate) async fn many(&self, calls: &[&Call]) -> Result<Vec<CallReply>, RedisStoreError> {
+        let mut invocation = self.batch.prepare_invoke();
+        invocation.arg(calls.len());
+        for call in calls {
+            for key in &call.keys {
+                invocation.key(key);
+            }
+            invocation.arg(call.keys.len().saturating_sub(1));
+            for arg in &call.args {
+                invocation.arg(arg);
+            }
+        }
+        self.count(calls.len());
+        let sent_us = self.clock.now_us();
+        let reply: Vec<Value> = self
+            .connection
+            .invoke(&invocation)
+            .await
+            .map_err(script_error)?;
+        if reply.len() != calls.len() {
+            return Err(RedisStoreError::Reply(format!(
+                "{} answers to a batch of {} calls",
+                reply.len(),
+                calls.len()
+            )));
+        }
+        let replies: Vec<CallReply> = reply.into_iter().map(call_reply).collect();
+        if let Some(Ok(first)) = replies.iter().find(|r| r.is_ok()) {
+            self.record(sent_us, first);
+        }
+        Ok(replies)
+    }
+
+    fn count(&self, decisions: usize) {
+        let c = &self.counters;
+        c.decisions.fetch_add(
+            u64::try_from(decisions).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        c.calls.fetch_add(1, Ordering::Relaxed);
+        if decisions > 1 {
+            c.batches.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Tightens the estimate of Redis's clock with the `TIME` a reply
+    /// carries (read by Redis between `sent_us` and now). On a cluster each
+    /// node has its own clock: only the `TIME` of every primary
+    /// (`RedisStore::measure_offset`) bounds them all.
+    fn record(&self, sent_us: u64, reply: &[i64]) {
+        let received_us = self.clock.now_us();
+        if self.connection.is_cluster() {
+            return;
+        }
+        if let Some(redis_us) = reply.first().and_then(|&t| u64::try_from(t).ok()) {
+            self.clock.record(sent_us, received_us, redis_us);
+        }
+    }
+}
+
+/// One entry of the batch script's reply: the plan script's reply to the
+/// call, or the text of the error it would have raised alone.
+fn call_reply(entry: Value) -> CallReply {
+    match entry {
+        Value::Array(_) => redis::from_redis_value::<Vec<i64>>(entry)
+            .map_err(|e| RedisStoreError::Reply(format!("a batched call's answer: {e}"))),
+        Value::BulkString(text) => Err(error_reply(&text)),
+        other => Err(RedisStoreError::Reply(format!(
+            "a batched call's answer: {other:?}"
+        ))),
+    }
+}
+
+/// The store's error for an error reply whose text is `text` (`CODE
+/// message`), parsed as an error reply of its own, so that it carries the
+/// code, and thus the classification, that the call sent alone would have met.
+fn error_reply(text: &[u8]) -> RedisStoreError {
+    let mut wire = Vec::with_capacity(text.len() + 3);
+    wire.push(b'-');
+    wire.extend(
+        text.iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
+    wire.extend_from_slice(b"\r\n");
+    match redis::parse_redis_value(&wire) {
+        Ok(Value::ServerError(error)) => script_error(error.into()),
+        other => RedisStoreError::Reply(format!("a batched call's error: {other:?}")),
+    }
+}
+
+/// A Redis error of a script call as the store's error: the script's own
+/// refusals ("TOLLGATE ...") without Redis's script hash and line.
+pub(crate) fn script_error(e: redis::RedisError) -> RedisStoreError {
+    match e.code() {
+        Some("TOLLGATE") => {
+            // Redis appends " script: <sha>, on @user_script:<line>."
+            let detail = e.detail().unwrap_or_default();
+            let message = detail.split(" script: ").next().unwrap_or(detail);
+            RedisStoreError::Script(message.to_owned())
+        }
+        _ => RedisStoreError::Redis(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batched_calls_error_text_keeps_its_code_and_classification() {
+        let oom = call_reply(Value::BulkString(
+            b"OOM command not allowed when used memory > 'maxmemory'.".to_vec(),
+        ))
+        .expect_err("an error");
+        let RedisStoreError::Redis(e) = &oom else {
+            panic!("{oom:?}")
+        };
+        assert_eq!(e.code(), Some("OOM"));
+        assert!(oom.is_transient());
+        let refused = call_reply(Value::BulkString(
+            b"TOLLGATE cost is not\r\na number".to_vec(),
+        ))
+        .expect_err("an error");
+        assert!(
+            matches!(&refused, RedisStoreError::Script(m) if m == "cost is not  a number"),
+            "{refused:?}"
+        );
+        assert!(!refused.is_transient());
+        let wrong =
+            call_reply(Value::BulkString(b"WRONGTYPE Operation".to_vec())).expect_err("an error");
+        assert!(!wrong.is_transient());
+        let answer = call_reply(Value::Array(vec![Value::Int(7), Value::Int(-1)]));
+        assert_eq!(answer.expect("an answer"), vec![7, -1]);
+        assert!(matches!(
+            call_reply(Value::Nil),
+            Err(RedisStoreError::Reply(_))
+        ));
+    }
+}

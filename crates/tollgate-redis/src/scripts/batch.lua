@@ -1,0 +1,80 @@
+-- batch.lua: several calls of plan.lua in one script, decided one after
+-- another in the order given, exactly as separate calls of plan.lua in that
+-- order would be (a script runs alone on its node, so nothing comes between
+-- them either way). Appended after common.lua, the policy chunks and
+-- decide.lua (src/policies.rs): each call is decide.lua's decide_call.
+-- The Redis store sends it when decisions queue up behind one in flight
+-- (src/batch.rs); all its keys are on one node (never on a cluster).
+--
+-- KEYS         the keys of call 1 (1 + n1 of them, laid out as plan.lua's
+--              KEYS), then the keys of call 2, and so on.
+-- ARGV[1]      m, the number of calls (at least 1)
+-- then, for each call j in turn: n_j, its number of limits, followed by its
+--              4 + 4 n_j arguments, laid out as plan.lua's ARGV (its own
+--              time, cost, expiry margin and deadline).
+--
+-- Returns m entries, entry j for call j: plan.lua's reply to it (each call
+-- reads TIME when it starts and checks its own deadline: a call that starts
+-- after its deadline writes nothing and answers { redis_time_us, -1 }); or,
+-- when call j failed, the error reply plan.lua would have raised for it
+-- alone, as a string "<CODE> <message>" ("TOLLGATE ..." for its refused
+-- arguments or stored state, Redis's own code for an error of a command,
+-- e.g. "OOM ..." at its first write). A call that fails has written nothing
+-- (decide.lua's phases) and the calls after it are decided all the same.
+-- A layout that does not add up raises "TOLLGATE ..." before any call.
+
+local m = parse_int(ARGV[1], 'number of calls', #KEYS)
+if m < 1 then
+  fail('a batch holds at least one call')
+end
+
+-- Where each call's keys and arguments start, checked before any call runs.
+local calls = {}
+local key_at, arg_at = 0, 1
+for j = 1, m do
+  if arg_at >= #ARGV then
+    fail('call ' .. j .. ' of ' .. m .. ' has no arguments')
+  end
+  local n = parse_int(ARGV[arg_at + 1], 'number of limits of call ' .. j, #KEYS)
+  calls[j] = { key_at = key_at, keys = 1 + n, arg_at = arg_at + 1, args = 4 + 4 * n }
+  key_at = key_at + 1 + n
+  arg_at = arg_at + 1 + 4 + 4 * n
+end
+if key_at ~= #KEYS or arg_at ~= #ARGV then
+  fail('the calls add up to ' .. key_at .. ' keys and ' .. arg_at .. ' arguments, got '
+    .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
+end
+
+-- An error raised inside a call, as the text of the error reply the call
+-- would have had alone: "<CODE> <message>". Redis 7's pcall hands over the
+-- text of an error reply (e.g. "TOLLGATE ...", "OOM ..."), older ones the
+-- table raised; a Lua runtime error has no code, and Redis answers it as ERR.
+local function error_text(e)
+  if type(e) == 'table' and type(e.err) == 'string' then
+    e = e.err
+  end
+  e = tostring(e)
+  if string.find(e, '^[A-Z][A-Z0-9_-]* ') then
+    return e
+  end
+  return 'ERR ' .. e
+end
+
+local replies = {}
+for j = 1, m do
+  local c = calls[j]
+  local keys, argv = {}, {}
+  for k = 1, c.keys do
+    keys[k] = KEYS[c.key_at + k]
+  end
+  for a = 1, c.args do
+    argv[a] = ARGV[c.arg_at + a]
+  end
+  local ok, reply = pcall(decide_call, keys, argv)
+  if ok then
+    replies[j] = reply
+  else
+    replies[j] = error_text(reply)
+  end
+end
+return replies

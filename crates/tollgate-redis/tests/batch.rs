@@ -1,0 +1,354 @@
+//! Batching (`RedisStoreConfig::batch_max`, `src/batch.rs`) on a real
+//! `redis-server` spawned by each test: many concurrent callers get the
+//! answers of the in-memory limiter for the order in which they queued; a
+//! decision that fails in a batch fails alone, with the classification it
+//! would have had alone; a whole batch that fails reaches every caller as
+//! a transient error.
+//!
+//! The callers are futures polled in a fixed order by one task
+//! ([`in_order`]): each queues its decision at its first poll, so the order
+//! they queued in is the order of the list. The first goes alone (nothing is
+//! in flight), the others queue up behind it and go in batches.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use tollgate::{AnyPolicy, Limit, Plan, PlanDecision, PlanLimiter};
+use tollgate_redis::testing::RedisServer;
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
+
+type Answer = Result<PlanDecision, RedisStoreError>;
+type Pending<'a> = Pin<Box<dyn Future<Output = Answer> + 'a>>;
+
+/// Polls every future in the list's order until all are ready.
+async fn in_order(futures: Vec<Pending<'_>>) -> Vec<Answer> {
+    let mut futures: Vec<Option<Pending<'_>>> = futures.into_iter().map(Some).collect();
+    let mut answers: Vec<Option<Answer>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (slot, answer) in futures.iter_mut().zip(answers.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => {
+                        *answer = Some(value);
+                        *slot = None;
+                    }
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    answers
+        .into_iter()
+        .map(|a| a.expect("every future answered"))
+        .collect()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    // One thread: a batch's task runs only once every caller has queued,
+    // so the batches are the same on every run.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Every policy, one limit each, plus a shadow limit.
+fn plan() -> Plan {
+    let mut limits: Vec<Limit> = ["sliding-window", "token-bucket", "gcra"]
+        .iter()
+        .map(|name| {
+            let policy = AnyPolicy::from_name(name, 5, 1_000).expect("policy");
+            Limit::new(*name, policy, false)
+        })
+        .collect();
+    let shadow = AnyPolicy::from_name("sliding-window", 3, 10_000).expect("policy");
+    limits.push(Limit::new("shadow", shadow, true));
+    Plan::new("batch", limits).expect("plan")
+}
+
+fn config(prefix: &str, batches_in_flight: usize) -> RedisStoreConfig {
+    RedisStoreConfig {
+        prefix: prefix.to_owned(),
+        expiry_margin_ms: 600_000,
+        // Answers, not stalls: a loaded test machine must not make calls late.
+        timeout: Duration::from_secs(10),
+        batch_max: 16,
+        batches_in_flight,
+        ..RedisStoreConfig::default()
+    }
+}
+
+/// The requests, in arrival order: `(client, now_ms, cost)`, from a small
+/// linear congruential generator (deterministic, no extra dependency).
+fn requests(count: usize, clients: u64) -> Vec<(String, u64, u32)> {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut now = 10_000;
+    (0..count)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            now += (state >> 60) * 7; // 0 to 105 ms later, often the same time
+            let client = format!("client-{}", (state >> 33) % clients);
+            let cost = u32::try_from((state >> 20) % 4).expect("small");
+            (client, now, cost)
+        })
+        .collect()
+}
+
+#[test]
+fn concurrent_callers_get_the_memory_stores_answers_in_arrival_order() {
+    let Some(server) = RedisServer::spawn("concurrent_callers_arrival_order") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), config("order", 1))
+            .await
+            .expect("connect");
+        let plan = plan();
+        let reference = PlanLimiter::new();
+        let requests = requests(600, 7);
+        let before = store.call_counts();
+        let futures: Vec<Pending<'_>> = requests
+            .iter()
+            .map(|(client, now, cost)| {
+                Box::pin(store.decide(&plan, client, *now, *cost)) as Pending<'_>
+            })
+            .collect();
+        let answers = in_order(futures).await;
+        for (i, ((client, now, cost), answer)) in requests.iter().zip(answers).enumerate() {
+            let expected = reference.check(&plan, client, *now, *cost);
+            assert_eq!(
+                answer.expect("decided"),
+                expected,
+                "request {i}: {client} at {now}, cost {cost}"
+            );
+        }
+        let counts = store.call_counts();
+        let (decisions, calls) = (
+            counts.decisions - before.decisions,
+            counts.calls - before.calls,
+        );
+        assert_eq!(decisions, 600);
+        // One alone, then batches of 16: 1 + ceil(599 / 16) = 39 calls.
+        assert_eq!(calls, 39, "{counts:?}");
+        assert_eq!(counts.batches - before.batches, 38);
+    });
+}
+
+#[test]
+fn with_several_batches_in_flight_each_client_gets_what_some_order_gives() {
+    let Some(server) = RedisServer::spawn("several_batches_in_flight") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), config("flight", 4))
+            .await
+            .expect("connect");
+        let plan = plan();
+        // All at one time: each client's answers, whatever the order of the
+        // batches, are the reference's for its 12 requests of cost 1 (the
+        // order among equal requests changes nothing but which caller gets
+        // which answer).
+        let clients: Vec<String> = (0..40).map(|c| format!("c{c}")).collect();
+        let futures: Vec<Pending<'_>> = (0..12)
+            .flat_map(|_| clients.iter())
+            .map(|client| Box::pin(store.decide(&plan, client, 50_000, 1)) as Pending<'_>)
+            .collect();
+        let answers = in_order(futures).await;
+        let reference = PlanLimiter::new();
+        let expected: Vec<PlanDecision> = (0..12)
+            .map(|_| reference.check(&plan, "one", 50_000, 1))
+            .collect();
+        for (c, client) in clients.iter().enumerate() {
+            let mut got: Vec<PlanDecision> = answers
+                .iter()
+                .skip(c)
+                .step_by(clients.len())
+                .map(|a| a.as_ref().expect("decided").clone())
+                .collect();
+            got.sort_by_key(|d| std::cmp::Reverse(d.limits[0].decision.remaining));
+            assert_eq!(got, expected, "{client}");
+        }
+        let counts = store.call_counts();
+        assert!(counts.batches > 0 && counts.calls < 480, "{counts:?}");
+    });
+}
+
+#[test]
+fn a_decision_that_fails_in_a_batch_fails_alone_and_writes_nothing() {
+    let Some(server) = RedisServer::spawn("a_decision_fails_alone") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), config("alone", 1))
+            .await
+            .expect("connect");
+        let plan = plan();
+        // A last-seen time no script wrote ("TOLLGATE ..." before any
+        // write), and a state key of the wrong type (Redis's WRONGTYPE, from
+        // a command inside the script).
+        let garbled = store.keys().seen_key("garbled");
+        assert_eq!(server.cli(&["SET", &garbled, "soon"]).trim(), "OK");
+        let wrong = store.keys().limit_key("wrong", plan.limits()[0].id(), 2);
+        assert_eq!(server.cli(&["HSET", &wrong, "f", "v"]).trim(), "1");
+        let clients = [
+            "a", "b", "garbled", "c", "a", "wrong", "b", "a", "garbled", "c",
+        ];
+        let futures: Vec<Pending<'_>> = clients
+            .iter()
+            .map(|client| Box::pin(store.decide(&plan, client, 1_000, 1)) as Pending<'_>)
+            .collect();
+        let answers = in_order(futures).await;
+        let reference = PlanLimiter::new();
+        for (client, answer) in clients.iter().zip(answers) {
+            match *client {
+                "garbled" => {
+                    let error = answer.expect_err("a garbled state");
+                    assert!(
+                        matches!(&error, RedisStoreError::Script(m) if m.contains("last-seen")),
+                        "{error:?}"
+                    );
+                    assert!(!error.is_transient());
+                }
+                "wrong" => {
+                    let error = answer.expect_err("a state of the wrong type");
+                    let RedisStoreError::Redis(e) = &error else {
+                        panic!("{error:?}")
+                    };
+                    assert_eq!(e.code(), Some("WRONGTYPE"), "{error}");
+                    assert!(!error.is_transient());
+                }
+                _ => assert_eq!(
+                    answer.expect("decided"),
+                    reference.check(&plan, client, 1_000, 1),
+                    "{client}"
+                ),
+            }
+        }
+        // The first call went alone, the other nine in one batch.
+        assert_eq!(store.call_counts().batches, 1);
+        assert_eq!(server.cli(&["GET", &garbled]).trim(), "soon");
+        assert_eq!(server.cli(&["TYPE", &wrong]).trim(), "hash");
+        let wrong_seen = store.keys().seen_key("wrong");
+        assert_eq!(server.cli(&["EXISTS", &wrong_seen]).trim(), "0");
+    });
+}
+
+#[test]
+fn out_of_memory_in_a_batch_is_transient_for_each_caller() {
+    let Some(server) = RedisServer::spawn("out_of_memory_in_a_batch") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), config("oom", 1))
+            .await
+            .expect("connect");
+        server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+        assert_eq!(
+            server.cli(&["CONFIG", "SET", "maxmemory", "1"]).trim(),
+            "OK"
+        );
+        let plan = plan();
+        let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
+        let futures: Vec<Pending<'_>> = clients
+            .iter()
+            .map(|client| Box::pin(store.decide(&plan, client, 1_000, 1)) as Pending<'_>)
+            .collect();
+        for answer in in_order(futures).await {
+            let error = answer.expect_err("OOM");
+            let RedisStoreError::Redis(e) = &error else {
+                panic!("{error:?}")
+            };
+            assert_eq!(e.code(), Some("OOM"), "{error}");
+            assert!(error.is_transient());
+        }
+        assert_eq!(store.call_counts().batches, 1);
+        assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "nothing written");
+    });
+}
+
+#[test]
+fn a_batch_that_fails_whole_is_a_transient_error_for_every_caller() {
+    let Some(mut server) = RedisServer::spawn("a_batch_fails_whole") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), config("whole", 1))
+            .await
+            .expect("connect");
+        let plan = plan();
+        // Redis stopped: the first call is in flight and the others queue
+        // up behind it; then Redis dies, and every call fails.
+        server.stop_process();
+        let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
+        let futures: Vec<Pending<'_>> = clients
+            .iter()
+            .map(|client| Box::pin(store.decide(&plan, client, 1_000, 1)) as Pending<'_>)
+            .collect();
+        let killer = async {
+            // Once every caller has queued (the first poll of `in_order`).
+            tokio::task::yield_now().await;
+            server.kill();
+        };
+        let (answers, ()) = tokio::join!(in_order(futures), killer);
+        for answer in answers {
+            let error = answer.expect_err("Redis is gone");
+            assert!(error.is_transient(), "{error:?}");
+        }
+    });
+}
+
+#[test]
+fn each_decision_of_a_late_batch_is_refused_by_its_own_deadline() {
+    let Some(server) = RedisServer::spawn("a_late_batch") else {
+        return;
+    };
+    runtime().block_on(async {
+        let config = RedisStoreConfig {
+            timeout: Duration::from_millis(200),
+            ..config("late", 1)
+        };
+        let store = RedisStore::connect(&server.url(), config)
+            .await
+            .expect("connect");
+        let plan = plan();
+        // Redis stopped for longer than the timeout: the first call waits
+        // in flight, the others queue up behind it, and every caller keeps
+        // waiting (nothing gives up here: only the deadlines decide).
+        server.stop_process();
+        let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
+        let futures: Vec<Pending<'_>> = clients
+            .iter()
+            .map(|client| Box::pin(store.decide(&plan, client, 1_000, 1)) as Pending<'_>)
+            .collect();
+        let stall = async {
+            // The stall itself, on Redis's clock: no answer depends on
+            // how much longer than the timeout it lasts.
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            server.continue_process();
+        };
+        let (answers, ()) = tokio::join!(in_order(futures), stall);
+        for answer in answers {
+            let error = answer.expect_err("late");
+            assert!(
+                matches!(error, RedisStoreError::DeadlinePassed { .. }),
+                "{error:?}"
+            );
+        }
+        assert_eq!(store.call_counts().batches, 1, "the nine went together");
+        assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "nothing written");
+        // And the store decides again.
+        let answer = store.decide(&plan, "c0", 2_000, 1).await.expect("decided");
+        assert_eq!(answer, PlanLimiter::new().check(&plan, "c0", 2_000, 1));
+    });
+}
