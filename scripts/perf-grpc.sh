@@ -40,5 +40,5 @@ perf record -q -e cpu-clock -g -p "$server" -o "$out/perf.$mode.data" -- sleep "
 wait "$load"
 tail -n1 "$out/load.$mode.txt"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-perf report -i "$out/perf.$mode.data" --no-children --sort dso --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -8
+perf report -i "$out/perf.$mode.data" --no-children --sort dso --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -8
 perf report -i "$out/perf.$mode.data" --no-children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25
