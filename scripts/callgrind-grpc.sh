@@ -9,7 +9,7 @@
 #
 # Usage: scripts/callgrind-grpc.sh [OUT_DIR]
 #   env: FEW (2000), MANY (12000), CONNECTIONS (4), INFLIGHT (64), PORT (18092),
-#        MODES ("rls health")
+#        MODES ("rls health"), SERVER (the rls_server binary; default this tree's)
 set -euo pipefail
 out=${1:-target/callgrind-grpc}
 few=${FEW:-2000}
@@ -31,7 +31,7 @@ trap cleanup EXIT
 measure() {
     local mode=$1 calls=$2 file="$out/callgrind.$1.$2.out"
     valgrind --tool=callgrind --callgrind-out-file="$file" \
-        "$bin/rls_server" "127.0.0.1:$port" >/dev/null 2>"$out/valgrind.$mode.$calls.log" &
+        "${SERVER:-$bin/rls_server}" "127.0.0.1:$port" >/dev/null 2>"$out/valgrind.$mode.$calls.log" &
     server=$!
     for _ in $(seq 300); do
         (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
