@@ -12,8 +12,10 @@
 #
 # Usage: scripts/bench-grpc.sh [ROUNDS] [SECONDS]
 #   env: CONNECTIONS (4), INFLIGHT (64), KEYS (10000), PORT (18091),
-#        LOAD_THREADS (rls_load's runtime threads; default one per core),
-#        SERVER (the rls_server binary; default this tree's)
+#        LOAD_THREADS (rls_load's runtime threads; default 1: the load generator
+#        then takes about one core and leaves the server the other),
+#        SERVER (the rls_server binary; default this tree's),
+#        WORKERS (the server's threads; default one per core)
 set -euo pipefail
 rounds=${1:-3}
 seconds=${2:-5}
@@ -21,7 +23,7 @@ connections=${CONNECTIONS:-4}
 inflight=${INFLIGHT:-64}
 keys=${KEYS:-10000}
 port=${PORT:-18091}
-threads=${LOAD_THREADS:-0}
+threads=${LOAD_THREADS:-1}
 cd "$(dirname "$0")/.."
 cargo build --release -q -p tollgate-envoy --examples
 bin=target/release/examples
@@ -36,7 +38,8 @@ cleanup() {
     rm -f "$tmp"
 }
 trap cleanup EXIT
-"${SERVER:-$bin/rls_server}" "127.0.0.1:$port" >/dev/null &
+# shellcheck disable=SC2086 # WORKERS: no argument when unset
+"${SERVER:-$bin/rls_server}" "127.0.0.1:$port" ${WORKERS:-} >/dev/null &
 server=$!
 for _ in $(seq 50); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -64,7 +67,7 @@ run() {
 
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "## Envoy RLS vs gRPC health, ${connections} connections x ${inflight} in flight, ${seconds}s per run, $(nproc) cores"
+echo "## Envoy RLS vs gRPC health, ${connections} connections x ${inflight} in flight, ${seconds}s per run, $(nproc) cores, server workers ${WORKERS:-default}, load threads $threads"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 fmt='%-6s %9s %7s %7s %7s %9s %7s %7s %7s %6s  %s\n'
 printf "$fmt" round rls/s p50 p99 cpu_us health/s p50 p99 cpu_us ratio loadavg
