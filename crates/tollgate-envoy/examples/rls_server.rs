@@ -2,8 +2,11 @@
 //! `examples/rules.toml` (which match `examples/envoy.yaml`).
 //!
 //! ```text
-//! cargo run --release -p tollgate-envoy --example rls_server -- 127.0.0.1:8081
+//! cargo run --release -p tollgate-envoy --example rls_server -- 127.0.0.1:8081 [WORKERS]
 //! ```
+//!
+//! `WORKERS`: the server's threads (default one per core, as
+//! `tollgate serve`).
 
 use std::sync::Arc;
 
@@ -23,6 +26,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listen = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:8081".to_owned());
+    let workers = match std::env::args().nth(2) {
+        Some(n) => n
+            .parse()
+            .map_err(|_| "WORKERS must be a whole number above 0")?,
+        None => tollgate_envoy::default_workers(),
+    };
     let plans = vec![
         Plan::new("per-ip", vec![limit("1s", "sliding-window", 20, 1_000)?])?,
         Plan::new(
@@ -42,10 +51,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let listener = tokio::net::TcpListener::bind(&listen).await?;
     println!(
-        "tollgate rate limit service (gRPC) on {}",
+        "tollgate rate limit service (gRPC) on {}, {workers} workers",
         listener.local_addr()?
     );
-    tollgate_envoy::run(listener, config, async {
+    tollgate_envoy::run_workers(listener, config, workers, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await?;

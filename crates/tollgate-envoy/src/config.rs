@@ -4,8 +4,9 @@
 //! `UNAVAILABLE`, for Envoy's `failure_mode_deny` to decide.
 
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
+use arc_swap::{ArcSwap, Guard};
 use tollgate::{Clock, Store};
 
 use crate::observer::DecisionObserver;
@@ -14,31 +15,33 @@ use crate::rules::Rules;
 /// The rules in force, replaceable while the service runs (for config
 /// reloads). Clones share the same rules. Limit state is keyed by each
 /// limit's stable id, so limits that a reload leaves unchanged keep their
-/// counts.
+/// counts. Reading them costs no lock and no reference count (`arc-swap`),
+/// so the workers that read them on every call do not contend.
 #[derive(Debug, Clone)]
 pub struct RulesHandle {
-    current: Arc<RwLock<Arc<Rules>>>,
+    current: Arc<ArcSwap<Rules>>,
 }
 
 impl RulesHandle {
     fn new(rules: Rules) -> Self {
         Self {
-            current: Arc::new(RwLock::new(Arc::new(rules))),
+            current: Arc::new(ArcSwap::from_pointee(rules)),
         }
     }
 
     /// Puts `rules` in force for every request that starts from now on.
     pub fn replace(&self, rules: Rules) {
-        // A panic elsewhere cannot leave the Arc half-written: use it anyway.
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(rules);
+        self.current.store(Arc::new(rules));
     }
 
     /// The rules in force now.
     pub fn current(&self) -> Arc<Rules> {
-        self.current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.current.load_full()
+    }
+
+    /// The rules in force now, for the duration of one call.
+    pub(crate) fn load(&self) -> Guard<Arc<Rules>> {
+        self.current.load()
     }
 }
 

@@ -19,4 +19,7 @@ pub enum Error {
     /// The gRPC server failed (the listener broke).
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// A worker thread or its runtime could not start, or a worker panicked.
+    #[error("gRPC worker: {0}")]
+    Io(#[from] std::io::Error),
 }

@@ -67,7 +67,7 @@ pub use config::{RulesHandle, ServiceConfig};
 pub use error::Error;
 pub use observer::DecisionObserver;
 pub use rules::{EntryConfig, RuleConfig, Rules, RulesConfig};
-pub use server::{router, run};
+pub use server::{default_workers, router, run, run_workers};
 pub use service::RlsService;
 
 /// The generated Envoy and gRPC types this crate speaks (from `envoy-types`),

@@ -211,13 +211,18 @@ pub(crate) fn client_key<'a>(
     key
 }
 
+/// Appends `s` with `\`, `|` and `=` escaped, copying the runs between
+/// them whole (most values have none).
 fn escape_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        if matches!(c, '\\' | '|' | '=') {
-            out.push('\\');
-        }
-        out.push(c);
+    let mut rest = s;
+    while let Some(at) = rest.find(['\\', '|', '=']) {
+        out.push_str(&rest[..at]);
+        out.push('\\');
+        // The three are ASCII: one byte each.
+        out.push_str(&rest[at..=at]);
+        rest = &rest[at + 1..];
     }
+    out.push_str(rest);
 }
 
 #[cfg(test)]
@@ -311,6 +316,12 @@ mod tests {
             )
             .unwrap();
         assert_eq!(login.plan.name(), "login");
+    }
+
+    #[test]
+    fn client_keys_escape_every_separator_and_keep_other_characters() {
+        let key = client_key("é\\d", [("k|", "a==b"), ("ü", "")].into_iter());
+        assert_eq!(key, r"é\\d|k\|=a\=\=b|ü=");
     }
 
     #[test]

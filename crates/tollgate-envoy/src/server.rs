@@ -1,11 +1,25 @@
-//! Serving the rate limit service (and gRPC health checking) over gRPC.
+//! Serving the rate limit service (and gRPC health checking) over gRPC,
+//! thread per core.
+//!
+//! One task accepts connections on the listener and hands them out in
+//! turn to the workers: threads with a single-threaded runtime each,
+//! serving the same routes (one service, one set of client locks, one
+//! store). A call is then read, decided and answered on the thread of its
+//! connection; a work-stealing runtime would hand it between threads at
+//! every wake-up (the connection's task, the stream's task). Handing
+//! connections out in turn, rather than one `SO_REUSEPORT` socket per
+//! worker, spreads even a few long-lived connections (Envoy keeps a
+//! handful) evenly.
 
 use std::future::Future;
+use std::num::NonZeroUsize;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::StreamExt;
 use tonic::service::Routes;
-use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 
 use crate::config::ServiceConfig;
@@ -24,22 +38,120 @@ pub async fn router(config: ServiceConfig) -> Routes {
     Routes::new(RateLimitServiceServer::new(RlsService::new(config))).add_service(health)
 }
 
-/// Serves the rate limit service on `listener` until `shutdown` completes,
-/// then finishes the calls in flight.
+/// The default number of workers: one per core.
+pub fn default_workers() -> NonZeroUsize {
+    std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
+}
+
+/// Serves the rate limit service on `listener` with one worker per core
+/// ([`default_workers`]) until `shutdown` completes, then finishes the
+/// calls in flight.
 ///
 /// # Errors
-/// [`Error::Transport`] when the server fails.
+/// See [`run_workers`].
 pub async fn run(
     listener: TcpListener,
     config: ServiceConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
+    run_workers(listener, config, default_workers(), shutdown).await
+}
+
+/// Serves the rate limit service on `listener` with `workers` threads (see
+/// the module docs) until `shutdown` completes, then stops accepting and
+/// lets every worker finish the calls in flight.
+///
+/// # Errors
+/// [`Error::Io`] when a worker cannot start; [`Error::Transport`] when a
+/// worker's server fails (the others are then stopped too).
+pub async fn run_workers(
+    listener: TcpListener,
+    config: ServiceConfig,
+    workers: NonZeroUsize,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
     let routes = router(config).await;
-    // No Nagle: a decision is a small write that must leave at once.
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    Server::builder()
-        .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await?;
-    Ok(())
+    let mut inboxes = Vec::with_capacity(workers.get());
+    let mut finished = Vec::with_capacity(workers.get());
+    for index in 0..workers.get() {
+        let (inbox, connections) = mpsc::unbounded_channel();
+        let (done, ended) = oneshot::channel();
+        let routes = routes.clone();
+        std::thread::Builder::new()
+            .name(format!("tollgate-grpc-{index}"))
+            .spawn(move || {
+                let _ = done.send(serve_worker(routes, connections));
+            })?;
+        inboxes.push(inbox);
+        finished.push(ended);
+    }
+    // The listener is closed when `accept` returns: new clients are refused
+    // at once rather than left waiting while the workers finish.
+    accept(listener, &inboxes, shutdown).await;
+    // Closing the inboxes ends every worker's connection stream: each stops
+    // serving, gracefully (its calls in flight are answered).
+    drop(inboxes);
+    let mut result = Ok(());
+    for ended in finished {
+        let served = ended
+            .await
+            .unwrap_or_else(|_| Err(Error::Io(std::io::Error::other("a gRPC worker panicked"))));
+        if result.is_ok() {
+            result = served;
+        }
+    }
+    result
+}
+
+/// Accepts connections and hands them to the workers in turn, until
+/// `shutdown` completes or a worker has stopped.
+async fn accept(
+    listener: TcpListener,
+    inboxes: &[mpsc::UnboundedSender<std::net::TcpStream>],
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut next = 0;
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => return,
+            accepted = listener.accept() => accepted,
+        };
+        // A failed accept (the peer gave up, no descriptors left) ends only
+        // that connection, as in tonic's own accept loop.
+        let Ok((stream, _)) = accepted else { continue };
+        // No Nagle: a decision is a small write that must leave at once.
+        let _ = stream.set_nodelay(true);
+        // Registered again with the worker's own runtime.
+        let Ok(stream) = stream.into_std() else {
+            continue;
+        };
+        // A worker whose server failed has dropped its inbox: then stop
+        // accepting, and so stop the others.
+        if inboxes[next].send(stream).is_err() {
+            return;
+        }
+        next = (next + 1) % inboxes.len();
+    }
+}
+
+/// One worker: a single-threaded runtime serving the connections it is
+/// handed until their stream ends.
+fn serve_worker(
+    routes: Routes,
+    connections: mpsc::UnboundedReceiver<std::net::TcpStream>,
+) -> Result<(), Error> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let incoming = UnboundedReceiverStream::new(connections).map(TcpStream::from_std);
+        // The shutdown is the end of `incoming`; `pending` only makes the
+        // server drain its connections gracefully then.
+        Server::builder()
+            .add_routes(routes)
+            .serve_with_incoming_shutdown(incoming, std::future::pending())
+            .await?;
+        Ok(())
+    })
 }

@@ -22,7 +22,6 @@
 //! request is still answered `OVER_LIMIT`). That window is one Redis round
 //! trip wide, and only requests with several limited descriptors meet it.
 
-use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,6 +29,7 @@ use std::time::Instant;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use foldhash::fast::RandomState;
 use tokio::sync::{Mutex, MutexGuard};
 use tollgate::{Plan, PlanDecision};
 use tonic::{Request, Response, Status};
@@ -114,7 +114,7 @@ impl RlsService {
         Self {
             config,
             locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
         }
     }
 
@@ -136,7 +136,7 @@ impl RlsService {
     /// The groups of a request's descriptors: those naming the same plan and
     /// client key are counted together, their costs added.
     fn group(&self, request: &RateLimitRequest, request_cost: u32) -> Result<Grouped, Status> {
-        let rules = self.config.rules.current();
+        let rules = self.config.rules.load();
         let mut grouped = Grouped {
             groups: Vec::new(),
             slots: Vec::with_capacity(request.descriptors.len()),
@@ -186,26 +186,33 @@ impl RlsService {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
+        if let [group] = groups {
+            // One client (the common case): one lock, nothing to sort.
+            let guard = self.locks[self.stripe(group)].lock().await;
+            let now = self.config.clock.now_ms();
+            let verdict = self.check(group, now, group.cost).await?;
+            drop(guard);
+            return Ok(vec![verdict]);
+        }
         let guards = self.lock(groups).await;
         let now = self.config.clock.now_ms();
-        let verdicts = match groups {
-            [group] => vec![self.check(group, now, group.cost).await?],
-            _ => self.decide_together(groups, now).await?,
-        };
+        let verdicts = self.decide_together(groups, now).await?;
         drop(guards);
         Ok(verdicts)
+    }
+
+    /// The lock stripe of a group's client.
+    fn stripe(&self, group: &Group) -> usize {
+        let hash = self
+            .hasher
+            .hash_one((group.plan.name(), group.key.as_str()));
+        usize::try_from(hash % STRIPES as u64).unwrap_or(0)
     }
 
     /// Locks the stripe of every group, in stripe order, so two requests
     /// never wait on each other in a cycle.
     async fn lock(&self, groups: &[Group]) -> Vec<MutexGuard<'_, ()>> {
-        let mut stripes: Vec<usize> = groups
-            .iter()
-            .map(|g| {
-                let hash = self.hasher.hash_one((g.plan.name(), g.key.as_str()));
-                usize::try_from(hash % STRIPES as u64).unwrap_or(0)
-            })
-            .collect();
+        let mut stripes: Vec<usize> = groups.iter().map(|g| self.stripe(g)).collect();
         stripes.sort_unstable();
         stripes.dedup();
         let mut guards = Vec::with_capacity(stripes.len());

@@ -26,7 +26,7 @@ pub(crate) fn descriptor_status(plan: &str, decision: &PlanDecision) -> Descript
     if let Some(limit) = reported_limit(decision) {
         let (unit, requests_per_unit) = closest_unit(limit.decision.limit, limit.window_ms);
         status.current_limit = Some(RateLimit {
-            name: format!("{plan}-{}", limit.name),
+            name: limit_name(plan, &limit.name),
             requests_per_unit,
             unit: unit as i32,
         });
@@ -34,6 +34,15 @@ pub(crate) fn descriptor_status(plan: &str, decision: &PlanDecision) -> Descript
         status.duration_until_reset = Some(duration(limit.decision.reset_after_ms));
     }
     status
+}
+
+/// `PLAN-LIMIT`, in one allocation.
+fn limit_name(plan: &str, limit: &str) -> String {
+    let mut name = String::with_capacity(plan.len() + 1 + limit.len());
+    name.push_str(plan);
+    name.push('-');
+    name.push_str(limit);
+    name
 }
 
 /// A status without numbers (no rule matched, or a failure policy decided).
@@ -108,14 +117,14 @@ fn duration(ms: u64) -> Duration {
 pub(crate) fn response_headers<'a>(
     decisions: impl Iterator<Item = (&'a str, &'a PlanDecision)>,
 ) -> Vec<HeaderValue> {
-    RateLimitHeaders::combined(decisions)
-        .fields()
-        .map(|(key, value)| HeaderValue {
-            key: key.to_owned(),
-            value: value.to_owned(),
-            ..HeaderValue::default()
-        })
-        .collect()
+    let headers = RateLimitHeaders::combined(decisions);
+    let mut values = Vec::with_capacity(3);
+    values.extend(headers.fields().map(|(key, value)| HeaderValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        ..HeaderValue::default()
+    }));
+    values
 }
 
 #[cfg(test)]

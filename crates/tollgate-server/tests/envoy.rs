@@ -1,7 +1,7 @@
 //! Envoy's rate limit service inside `tollgate serve`: a tonic client calls
 //! the gRPC port of an in-process server (prepared as `tollgate serve`
-//! prepares it, on port 0); a config reload changes a rule, `/metrics`
-//! counts gRPC decisions, and a Redis that is down gives the failure
+//! prepares it, on port 0), whose gRPC health check says SERVING; a config
+//! reload changes a rule, `/metrics` counts gRPC decisions, and a Redis that is down gives the failure
 //! policy's answer or gRPC `UNAVAILABLE`, as `[envoy] on_store_error` says.
 
 use std::net::SocketAddr;
@@ -19,6 +19,9 @@ use tollgate_redis::testing::RedisServer;
 use tollgate_server::{Config, Error, Options, Server, StoreHandle};
 use tollgate_testkit::metric;
 use tonic::transport::Channel;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
 
 /// Plans `free` (3 a day) and `paid` (10 a day); the Envoy rule for domain
 /// `edge` and one budget per `remote_address` uses `rule_plan`.
@@ -110,6 +113,23 @@ async fn serve_answers_envoy_over_grpc_and_a_reload_changes_the_rule() {
     let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
         .await
         .unwrap();
+
+    // gRPC health checking on the same port: the server and the service
+    // are SERVING.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{grpc}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    for service in ["", "envoy.service.ratelimit.v3.RateLimitService"] {
+        let check = HealthCheckRequest {
+            service: service.into(),
+        };
+        let status = health.check(check).await.unwrap().into_inner().status;
+        assert_eq!(status, ServingStatus::Serving as i32, "{service:?}");
+    }
+    drop(health);
 
     // Plan `free`: 3 a day per address, then OVER_LIMIT.
     let mut codes = Vec::new();
