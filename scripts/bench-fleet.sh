@@ -150,8 +150,8 @@ serve_cpu_us() { # CPU time (user + system) of the running servers, in µs
 redis_cpu_us() { # CPU time (user + system) of the topology's masters, in µs
   local port total=0
   for port in $(masters "$1"); do
-    total=$(redis-cli -p "$port" INFO cpu | tr -d '\r' |
-      awk -F: -v t="$total" '/^used_cpu_(sys|user):/ {t += $2} END {printf "%d", t * 1000000}')
+    total=$((total + $(redis-cli -p "$port" INFO cpu | tr -d '\r' |
+      awk -F: '/^used_cpu_(sys|user):/ {t += $2} END {printf "%d", t * 1000000}')))
   done
   echo "$total"
 }
@@ -244,9 +244,12 @@ PY
   [ "$1" = cluster ] && cluster_flag="--cluster"
   for n in 0 $SERVERS; do
     # n = 0: CONNECTIONS connections, one call each in flight; else as the
-    # n servers' n multiplexed connections, CONNECTIONS / n calls deep.
+    # n servers' multiplexed connections (one each to one Redis; one to
+    # each of the 3 masters of a cluster, which redis-benchmark --cluster
+    # also needs at least), CONNECTIONS / that many calls deep.
     if [ "$n" = 0 ]; then conns=$CONNECTIONS; pipeline=1; else
-      conns=$n; pipeline=$(( (CONNECTIONS + n - 1) / n )); fi
+      conns=$n; [ "$1" = cluster ] && conns=$((n * 3))
+      pipeline=$(( (CONNECTIONS + conns - 1) / conns )); fi
     printf '%s connections, pipeline %s: ' "$conns" "$pipeline"
     # shellcheck disable=SC2046
     eval redis-benchmark -p "$port" $cluster_flag -c "$conns" -P "$pipeline" -n "$REQUESTS" \
