@@ -28,8 +28,13 @@ pub use tollgate_guard::DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS as FAIL_CLOSED_RETRY_
 pub enum StoreHandle {
     /// In this process: the server also reports tracked clients and sweeps idle ones.
     Memory(Arc<MemoryBackend>),
-    /// Anywhere else behind the [`Store`] trait (Redis). The server puts it
-    /// behind a [`GuardedStore`] with the config's timeout and failure policy.
+    /// Redis, one node or a cluster: shared like [`StoreHandle::Shared`],
+    /// and kept by its own type so that the server can report how many
+    /// calls carried its decisions ([`RedisStore::call_counts`]).
+    Redis(Arc<RedisStore>),
+    /// Any other store behind the [`Store`] trait. The server puts a shared
+    /// store behind a [`GuardedStore`] with the config's timeout and failure
+    /// policy.
     Shared(Arc<dyn Store>),
 }
 
@@ -56,7 +61,7 @@ impl StoreHandle {
         let store = RedisStore::connect_lazy_to(&target, redis_config)
             .map_err(|e| refused(e.to_string()))?;
         tracing::info!(redis = %target.redacted(), "limit state in Redis (connecting in the background)");
-        Ok(StoreHandle::Shared(Arc::new(store)))
+        Ok(StoreHandle::Redis(Arc::new(store)))
     }
 
     /// Like [`StoreHandle::for_config`], checking Redis first: the first
@@ -79,7 +84,7 @@ impl StoreHandle {
         let error = match tokio::time::timeout(STARTUP_CHECK_TIMEOUT, attempt).await {
             Ok(Ok(store)) => {
                 tracing::info!(redis = %target.redacted(), "limit state in Redis (connected)");
-                return Ok(StoreHandle::Shared(Arc::new(store)));
+                return Ok(StoreHandle::Redis(Arc::new(store)));
             }
             Ok(Err(e)) if !e.is_unreachable() => {
                 return Err(Error::Redis {
@@ -130,12 +135,33 @@ impl StoreHandle {
     /// timeout and failure policy, and the config's rejection cache in front
     /// of that (returned too, to drop a changed plan's entries on reload).
     pub fn into_store(self, config: &StoreConfig) -> (Arc<dyn Store>, Option<Arc<RejectionCache>>) {
-        match self {
-            StoreHandle::Memory(memory) => (memory, None),
-            StoreHandle::Shared(shared) => {
+        match self.shared() {
+            Err(memory) => (memory, None),
+            Ok(shared) => {
                 let cache = rejection_cache(config);
                 (cached(guard(shared, config), cache.as_ref()), cache)
             }
+        }
+    }
+
+    /// The store shared with other servers (Redis, or another behind the
+    /// [`Store`] trait), or the memory store.
+    ///
+    /// # Errors
+    /// The memory store, which is not shared.
+    pub fn shared(self) -> Result<Arc<dyn Store>, Arc<MemoryBackend>> {
+        match self {
+            StoreHandle::Memory(memory) => Err(memory),
+            StoreHandle::Redis(redis) => Ok(redis),
+            StoreHandle::Shared(shared) => Ok(shared),
+        }
+    }
+
+    /// The Redis store, if that is the store (for its call counts).
+    pub fn redis(&self) -> Option<Arc<RedisStore>> {
+        match self {
+            StoreHandle::Redis(redis) => Some(redis.clone()),
+            _ => None,
         }
     }
 }

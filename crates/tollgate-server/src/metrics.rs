@@ -22,7 +22,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tollgate::{DecidedBy, Plan, PlanDecision};
 
-pub use store_gauges::{Circuit, Gauges, StoreErrors};
+pub use store_gauges::{Circuit, Gauges, StoreCalls, StoreErrors};
 
 /// The prefix of every metric name.
 const PREFIX: &str = "tollgate";

@@ -15,7 +15,7 @@ use tollgate_config::{Config, Overrides, StoreHandle};
 use tollgate_guard::GuardedStore;
 
 use crate::clock::Stopwatch;
-use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics};
+use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics, StoreCalls};
 use crate::Error;
 
 mod grpc_metrics;
@@ -44,6 +44,8 @@ struct Inner {
     /// The shared store's exact rejection cache, in front of both guards:
     /// its size is a gauge, and a reload drops the changed plans' entries.
     rejection_cache: Option<Arc<RejectionCache>>,
+    /// The Redis store, for how many calls carried its decisions.
+    redis: Option<Arc<tollgate_redis::RedisStore>>,
     clock: Arc<dyn Clock>,
     /// The gRPC rate limit service's view: the same store (behind the
     /// policy `unavailable` if `[envoy] on_store_error` says so) and
@@ -165,7 +167,7 @@ fn plan_to_decide(
 
 impl Server {
     /// A server deciding with `store` under `config`, reading time from
-    /// `clock`. A [`StoreHandle::Shared`] store is put behind a
+    /// `clock`. A shared store ([`StoreHandle::Redis`], [`StoreHandle::Shared`]) is put behind a
     /// `tollgate_guard::GuardedStore` with the config's `[store]` timeout and
     /// failure policy (fixed for the server's life: `[store]` changes need a
     /// restart). The gRPC service decides on the same guarded store, or,
@@ -175,25 +177,24 @@ impl Server {
     /// error and is gRPC `UNAVAILABLE`. Both get the config's rejection
     /// cache (one for both) in front of their guard.
     pub fn new(config: Config, store: StoreHandle, clock: Arc<dyn Clock>) -> Self {
-        let cache = match &store {
-            StoreHandle::Memory(_) => None,
-            StoreHandle::Shared(_) => rejection_cache(&config.store),
-        };
-        let (store, memory, guarded, envoy_guarded): (Arc<dyn Store>, _, _, _) = match store {
-            StoreHandle::Memory(memory) => (memory.clone(), Some(memory), None, None),
-            StoreHandle::Shared(shared) => {
-                let policy = config.store.failure_policy;
-                let guarded = Arc::new(guard(shared, &config.store));
-                // One breaker for both: they share the Redis connection.
-                let envoy_guarded = config
-                    .envoy
-                    .on_store_error
-                    .filter(|p| *p != policy)
-                    .map(|p| Arc::new(guarded.sibling(p)));
-                let store = cached(guarded.clone(), cache.as_ref());
-                (store, None, Some(guarded), envoy_guarded)
-            }
-        };
+        let redis = store.redis();
+        let (store, memory, guarded, envoy_guarded, cache): (Arc<dyn Store>, _, _, _, _) =
+            match store.shared() {
+                Err(memory) => (memory.clone(), Some(memory), None, None, None),
+                Ok(shared) => {
+                    let cache = rejection_cache(&config.store);
+                    let policy = config.store.failure_policy;
+                    let guarded = Arc::new(guard(shared, &config.store));
+                    // One breaker for both: they share the Redis connection.
+                    let envoy_guarded = config
+                        .envoy
+                        .on_store_error
+                        .filter(|p| *p != policy)
+                        .map(|p| Arc::new(guarded.sibling(p)));
+                    let store = cached(guarded.clone(), cache.as_ref());
+                    (store, None, Some(guarded), envoy_guarded, cache)
+                }
+            };
         let envoy_store: Arc<dyn Store> = match &envoy_guarded {
             Some(envoy_guarded) => cached(envoy_guarded.clone(), cache.as_ref()),
             None => store.clone(),
@@ -221,6 +222,7 @@ impl Server {
                 guarded,
                 envoy_guarded,
                 rejection_cache: cache,
+                redis,
                 clock,
                 envoy,
                 metrics,
@@ -516,6 +518,13 @@ impl Server {
             };
         }
         gauges.rejection_cache_clients = self.inner.rejection_cache.as_ref().map_or(0, |c| c.len());
+        gauges.store_calls = self.inner.redis.as_ref().map(|redis| {
+            let counts = redis.call_counts();
+            StoreCalls {
+                decisions: counts.decisions,
+                calls: counts.calls,
+            }
+        });
         if let Some(memory) = &self.inner.memory {
             let store = memory.limiter().store();
             gauges.tracked_clients = Some(store.len());

@@ -157,3 +157,28 @@ async fn local_fallback_stands_in_while_redis_is_killed_and_redis_takes_over_aga
     assert!(back, "the server went back to Redis after it restarted");
     t.stop().await;
 }
+
+/// `/metrics` counts the decisions the server sent to Redis and the script
+/// calls that carried them: as many decisions as the store decided, in at
+/// most as many calls (fewer when concurrent decisions were batched).
+#[tokio::test]
+async fn metrics_count_the_decisions_sent_to_redis_and_the_calls_that_carried_them() {
+    let Some(redis) = RedisServer::spawn(
+        "metrics_count_the_decisions_sent_to_redis_and_the_calls_that_carried_them",
+    ) else {
+        return;
+    };
+    let t = start(&config_text(&redis.url(), "fail-closed")).await;
+    let before = t.get("/metrics").await.body;
+    let sent_before = metric(&before, "tollgate_store_decisions_sent_total");
+    let calls_before = metric(&before, "tollgate_store_calls_total");
+    for i in 0..40 {
+        let answer = t.check(&format!("metrics-{i}"), 1).await;
+        assert_eq!(answer.json()["decided_by"], "store", "{}", answer.body);
+    }
+    let after = t.get("/metrics").await.body;
+    let sent = metric(&after, "tollgate_store_decisions_sent_total") - sent_before;
+    let calls = metric(&after, "tollgate_store_calls_total") - calls_before;
+    assert_eq!(sent, 40, "{after}");
+    assert!((1..=40).contains(&calls), "{calls} calls for 40 decisions");
+}

@@ -1,7 +1,8 @@
 //! The stores' numbers, read when `/metrics` is scraped rather than
 //! counted on the hot path: how many clients the memory store tracks, its
 //! cap, and how many it dropped and why; the guarded store's errors by kind
-//! and its circuit breaker; the rejection cache's size.
+//! and its circuit breaker; the rejection cache's size; the Redis store's
+//! decisions and the calls that carried them.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -30,6 +31,19 @@ pub struct Gauges {
     /// (client, plan) entries in the shared store's rejection cache (0
     /// without one).
     pub rejection_cache_clients: usize,
+    /// The Redis store's decisions and the script calls that carried them
+    /// (`None` for another store).
+    pub store_calls: Option<StoreCalls>,
+}
+
+/// How many decisions went to Redis, and in how many script calls: with
+/// batching, fewer calls than decisions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreCalls {
+    /// Decisions sent to Redis (alone or in a batch).
+    pub decisions: u64,
+    /// Script calls that carried them.
+    pub calls: u64,
 }
 
 /// Store errors by kind, as the guarded stores counted them.
@@ -112,5 +126,23 @@ impl Gauges {
             "Calls answered by the failure policy without calling the store, its circuit being open",
             short_circuited,
         );
+        if let Some(calls) = self.store_calls {
+            for (name, help, count) in [
+                (
+                    "store_decisions_sent",
+                    "Decisions sent to the Redis store, alone or batched",
+                    calls.decisions,
+                ),
+                (
+                    "store_calls",
+                    "Script calls to Redis that carried those decisions (fewer when batched)",
+                    calls.calls,
+                ),
+            ] {
+                let counter = Counter::<u64>::default();
+                counter.inc_by(count);
+                registry.register(name, help, counter);
+            }
+        }
     }
 }
