@@ -39,6 +39,20 @@ fn evalsha_calls(server: &RedisServer) -> u64 {
         .unwrap_or(0)
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+async fn connect(server: &RedisServer) -> RedisStore {
+    RedisStore::connect(&server.url(), RedisStoreConfig::default())
+        .await
+        .expect("connect")
+}
+
 #[test]
 fn a_killed_redis_is_short_circuited_and_one_probe_brings_it_back() {
     let Some(mut server) =
@@ -46,15 +60,8 @@ fn a_killed_redis_is_short_circuited_and_one_probe_brings_it_back() {
     else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let redis = RedisStore::connect(&server.url(), RedisStoreConfig::default())
-            .await
-            .expect("connect");
+    runtime().block_on(async {
+        let redis = connect(&server).await;
         let clock = Arc::new(ManualClock::new(1_000_000));
         let guard = GuardedStore::new(redis, Duration::from_millis(300), FailurePolicy::FailClosed)
             .with_clock(clock.clone())
@@ -127,15 +134,8 @@ fn a_dead_redis_fails_calls_at_once_rather_than_at_their_timeout() {
     else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let redis = RedisStore::connect(&server.url(), RedisStoreConfig::default())
-            .await
-            .expect("connect");
+    runtime().block_on(async {
+        let redis = connect(&server).await;
         let guard = GuardedStore::new(redis, Duration::from_millis(25), FailurePolicy::FailClosed)
             .with_breaker(BreakerConfig {
                 failures: 0,

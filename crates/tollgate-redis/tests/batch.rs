@@ -52,6 +52,19 @@ async fn in_order(futures: Vec<Pending<'_>>) -> Vec<Answer> {
         .collect()
 }
 
+/// A decision of cost 1 at 1,000 ms for each of `clients`, in order, none
+/// polled yet.
+fn at_once<'a, C: AsRef<str>>(
+    store: &'a RedisStore,
+    plan: &'a Plan,
+    clients: &'a [C],
+) -> Vec<Pending<'a>> {
+    clients
+        .iter()
+        .map(|client| Box::pin(store.decide(plan, client.as_ref(), 1_000, 1)) as Pending<'a>)
+        .collect()
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     // One thread: a batch's task runs only once every caller has queued,
     // so the batches are the same on every run.
@@ -204,10 +217,7 @@ fn a_decision_that_fails_in_a_batch_fails_alone_and_writes_nothing() {
         let clients = [
             "a", "b", "garbled", "c", "a", "wrong", "b", "a", "garbled", "c",
         ];
-        let futures: Vec<Pending<'_>> = clients
-            .iter()
-            .map(|client| Box::pin(store.decide(&plan, client, 1_000, 1)) as Pending<'_>)
-            .collect();
+        let futures = at_once(&store, &plan, &clients);
         let answers = in_order(futures).await;
         let reference = PlanLimiter::new();
         for (client, answer) in clients.iter().zip(answers) {
@@ -260,10 +270,7 @@ fn out_of_memory_in_a_batch_is_transient_for_each_caller() {
         );
         let plan = plan();
         let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
-        let futures: Vec<Pending<'_>> = clients
-            .iter()
-            .map(|client| Box::pin(store.decide(&plan, client, 1_000, 1)) as Pending<'_>)
-            .collect();
+        let futures = at_once(&store, &plan, &clients);
         for answer in in_order(futures).await {
             let error = answer.expect_err("OOM");
             let RedisStoreError::Redis(e) = &error else {
@@ -291,10 +298,7 @@ fn a_batch_that_fails_whole_is_a_transient_error_for_every_caller() {
         // up behind it; then Redis dies, and every call fails.
         server.stop_process();
         let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
-        let futures: Vec<Pending<'_>> = clients
-            .iter()
-            .map(|client| Box::pin(store.decide(&plan, client, 1_000, 1)) as Pending<'_>)
-            .collect();
+        let futures = at_once(&store, &plan, &clients);
         let killer = async {
             // Once every caller has queued (the first poll of `in_order`).
             tokio::task::yield_now().await;
@@ -327,10 +331,7 @@ fn each_decision_of_a_late_batch_is_refused_by_its_own_deadline() {
         // waiting (nothing gives up here: only the deadlines decide).
         server.stop_process();
         let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
-        let futures: Vec<Pending<'_>> = clients
-            .iter()
-            .map(|client| Box::pin(store.decide(&plan, client, 1_000, 1)) as Pending<'_>)
-            .collect();
+        let futures = at_once(&store, &plan, &clients);
         let stall = async {
             // The stall itself, on Redis's clock: no answer depends on
             // how much longer than the timeout it lasts.
