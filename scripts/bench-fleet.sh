@@ -18,9 +18,9 @@
 # failure policy), Redis calls per decision from INFO commandstats, and the
 # CPU time per decision of Redis (INFO cpu) and of the servers (/proc/PID/stat,
 # 10 ms ticks): unlike decisions/s, these hardly move with the machine's load.
-# On one Redis, each run is repeated for every BATCHING setting
-# ("batch_max/batches_in_flight" of [store]: 1/1 sends every decision
-# alone; a cluster always does, so it runs 1/1 only).
+# Each run is repeated for every BATCHING setting ("batch_max/batches_in_flight"
+# of [store]: 1/1 sends every decision alone; on a cluster, the queues are
+# per master).
 # First the ceiling: redis-benchmark sending the same EVALSHA (captured with
 # MONITOR from a real call) on CONNECTIONS connections, and on as many
 # connections as the servers of each SERVERS value hold (one each, a
@@ -269,7 +269,6 @@ for topology in $TOPOLOGIES; do
   echo "| store | workload | servers | batch max/in flight | decisions/s | p50 ms | p99 ms | Redis calls/decision | Redis CPU µs/decision | serve CPU µs/decision | most allowed / limit | clients over | decided by |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   batchings=$BATCHING
-  [ "$topology" = cluster ] && batchings=1/1
   for workload in spread abusive; do
     for n in $SERVERS; do
       for batching in $batchings; do run "$topology" "$workload" "$n" "$batching"; done

@@ -29,16 +29,21 @@
 //! batch is taken is never sent (it writes nothing), and one already sent
 //! either starts before its deadline or writes nothing, as before.
 //!
-//! The queue is for one Redis node: a Redis Cluster script may only touch
-//! keys of one slot, and concurrent decisions of different clients rarely
-//! share one, so on a cluster every decision is its own call.
+//! The queue is for one Redis node: on a cluster, one queue per master
+//! ([`crate::masters`]). A batch declares one key, which routes it to its
+//! master, and carries the calls' keys as arguments (a cluster script may
+//! declare keys of one slot only, but touch any slot its node serves). A
+//! call whose keys another master holds (the map of slots was out of date)
+//! fails there before writing anything, and is sent again alone, routed by
+//! its own key.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::oneshot;
 
-use crate::call::{Call, CallReply, Scripts};
+use crate::call::{Batched, Call, CallReply, Scripts};
 use crate::RedisStoreError;
 
 /// A decision waiting for a call to carry it, and where its answer goes.
@@ -59,17 +64,27 @@ pub(crate) struct Batcher {
     batch_max: usize,
     in_flight_max: usize,
     queue: Mutex<Queue>,
+    /// Set when a master answered that another master holds a call's keys:
+    /// the cluster's map of slots ([`crate::masters`]) is out of date.
+    misrouted: Arc<AtomicBool>,
 }
 
 impl Batcher {
     /// Batches of at most `batch_max` decisions, at most `in_flight_max` of
-    /// them in flight at once (both at least 1).
-    pub(crate) fn new(scripts: Arc<Scripts>, batch_max: usize, in_flight_max: usize) -> Self {
+    /// them in flight at once (both at least 1); `misrouted` is set when a
+    /// call turns out to belong to another master of a cluster.
+    pub(crate) fn new(
+        scripts: Arc<Scripts>,
+        batch_max: usize,
+        in_flight_max: usize,
+        misrouted: Arc<AtomicBool>,
+    ) -> Self {
         Self {
             scripts,
             batch_max: batch_max.max(1),
             in_flight_max: in_flight_max.max(1),
             queue: Mutex::new(Queue::default()),
+            misrouted,
         }
     }
 
@@ -144,15 +159,39 @@ impl Batcher {
         let calls: Vec<&Call> = batch.iter().map(|w| &w.call).collect();
         match self.scripts.many(&calls).await {
             Ok(replies) => {
+                let mut elsewhere = Vec::new();
                 for (waiting, reply) in batch.into_iter().zip(replies) {
-                    let _ = waiting.answer.send(reply);
+                    match reply {
+                        Batched::Answered(reply) => {
+                            let _ = waiting.answer.send(reply);
+                        }
+                        Batched::Elsewhere => elsewhere.push(waiting),
+                    }
                 }
+                self.send_elsewhere(elsewhere);
             }
             Err(e) => {
                 for waiting in batch {
                     let _ = waiting.answer.send(Err(e.clone()));
                 }
             }
+        }
+    }
+
+    /// Sends each call that the batch's master said another master holds
+    /// alone, routed by its own key (nothing was written for it), each in a
+    /// task of its own; and reports that the map of slots is out of date.
+    fn send_elsewhere(&self, calls: Vec<Waiting>) {
+        if calls.is_empty() {
+            return;
+        }
+        self.misrouted.store(true, Ordering::Relaxed);
+        for waiting in calls {
+            let scripts = self.scripts.clone();
+            tokio::spawn(async move {
+                let reply = scripts.one(&waiting.call).await;
+                let _ = waiting.answer.send(reply);
+            });
         }
     }
 }

@@ -93,17 +93,25 @@ impl Scripts {
         Ok(reply)
     }
 
-    /// Sends `calls` (at least two) in one call of the batch script: each
-    /// call's own reply or error, in order; or the error of the whole call
+    /// Sends `calls` (at least two) in one call of the batch script, on the
+    /// node that holds the first call's keys: each call's own reply or
+    /// error, in order ([`Batched::Elsewhere`] for a call whose keys another
+    /// master of a cluster holds); or the error of the whole call
     /// (connection lost, BUSY, ...), which every one of them then meets.
-    pub(crate) async fn many(&self, calls: &[&Call]) -> Result<Vec<CallReply>, RedisStoreError> {
+    pub(crate) async fn many(&self, calls: &[&Call]) -> Result<Vec<Batched>, RedisStoreError> {
         let mut invocation = self.batch.prepare_invoke();
+        invocation.key(
+            calls
+                .first()
+                .and_then(|c| c.keys.first())
+                .map_or("", String::as_str),
+        );
         invocation.arg(calls.len());
         for call in calls {
-            for key in &call.keys {
-                invocation.key(key);
-            }
             invocation.arg(call.keys.len().saturating_sub(1));
+            for key in &call.keys {
+                invocation.arg(key);
+            }
             for arg in &call.args {
                 invocation.arg(arg);
             }
@@ -122,8 +130,11 @@ impl Scripts {
                 calls.len()
             )));
         }
-        let replies: Vec<CallReply> = reply.into_iter().map(call_reply).collect();
-        if let Some(Ok(first)) = replies.iter().find(|r| r.is_ok()) {
+        let replies: Vec<Batched> = reply.into_iter().map(batched).collect();
+        if let Some(Batched::Answered(Ok(first))) = replies
+            .iter()
+            .find(|r| matches!(r, Batched::Answered(Ok(_))))
+        {
             self.record(sent_us, first);
         }
         Ok(replies)
@@ -156,8 +167,36 @@ impl Scripts {
     }
 }
 
+/// What became of one call of a batch.
+#[derive(Debug)]
+pub(crate) enum Batched {
+    /// Decided (or refused) by the node that ran the batch: the call's own
+    /// reply or error.
+    Answered(CallReply),
+    /// Not run: another master of the cluster holds the call's keys (the
+    /// store's map of slots was out of date). Nothing was written for it.
+    Elsewhere,
+}
+
+/// Redis's error text for a key that a script touched on a cluster node
+/// that does not serve its slot (Redis 7: "Script attempted to access a non
+/// local key in a cluster node"; Redis 6 starts with "Lua script").
+const NOT_LOCAL: &[u8] = b"attempted to access a non local key in a cluster node";
+
 /// One entry of the batch script's reply: the plan script's reply to the
 /// call, or the text of the error it would have raised alone.
+fn batched(entry: Value) -> Batched {
+    match entry {
+        Value::BulkString(text) if contains(&text, NOT_LOCAL) => Batched::Elsewhere,
+        entry => Batched::Answered(call_reply(entry)),
+    }
+}
+
+fn contains(text: &[u8], part: &[u8]) -> bool {
+    text.windows(part.len()).any(|w| w == part)
+}
+
+/// One entry of the batch script's reply, as the call's own answer.
 fn call_reply(entry: Value) -> CallReply {
     match entry {
         Value::Array(_) => redis::from_redis_value::<Vec<i64>>(entry)
@@ -233,5 +272,20 @@ mod tests {
             call_reply(Value::Nil),
             Err(RedisStoreError::Reply(_))
         ));
+    }
+
+    #[test]
+    fn a_key_of_another_master_is_told_apart_from_an_error_of_the_call() {
+        for text in [
+            "ERR Script attempted to access a non local key in a cluster node script: 1f, on @user_script:9.",
+            "ERR Lua script attempted to access a non local key in a cluster node",
+        ] {
+            let entry = Value::BulkString(text.as_bytes().to_vec());
+            assert!(matches!(batched(entry), Batched::Elsewhere), "{text}");
+        }
+        let other = batched(Value::BulkString(b"ERR something else".to_vec()));
+        assert!(matches!(other, Batched::Answered(Err(_))), "{other:?}");
+        let answer = batched(Value::Array(vec![Value::Int(7), Value::Int(-1)]));
+        assert!(matches!(answer, Batched::Answered(Ok(_))), "{answer:?}");
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
 use redis::{FromRedisValue, RedisResult, ScriptInvocation, Value};
 
 use crate::lazy_cluster::LazyCluster;
@@ -100,6 +100,26 @@ impl Connection {
             }
             Connection::Cluster(c) => invocation.invoke_async(&mut c.clone()).await,
             Connection::ClusterLazy(lazy) => invocation.invoke_async(&mut lazy.get().await?).await,
+        }
+    }
+
+    /// The cluster's `CLUSTER SLOTS`, asked of any one node (on one node,
+    /// an error: there are no slots).
+    pub(crate) async fn cluster_slots(&self) -> Result<Value, RedisStoreError> {
+        let command = || {
+            let mut command = redis::cmd("CLUSTER");
+            command.arg("SLOTS");
+            command
+        };
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+        match self {
+            Connection::Single(_) => Err(RedisStoreError::Reply(
+                "CLUSTER SLOTS asked of a single node".into(),
+            )),
+            Connection::Cluster(c) => Ok(c.clone().route_command(command(), routing).await?),
+            Connection::ClusterLazy(lazy) => {
+                Ok(lazy.get().await?.route_command(command(), routing).await?)
+            }
         }
     }
 

@@ -16,9 +16,11 @@
 //!   arrival order with the plan script's own per-call function: the
 //!   answers of separate calls in that order, each with its own deadline
 //!   and its own errors. No timer: a decision that arrives when a call may
-//!   still go out goes at once. One node only (a cluster script touches one
-//!   slot); [`RedisStore::call_counts`] says how many calls carried how
-//!   many decisions.
+//!   still go out goes at once. On a cluster, one queue per master
+//!   ([`masters`], by the cluster's map of slots, [`slots`]); a decision
+//!   whose slot moved is refused by the old master before it writes and
+//!   sent again alone. [`RedisStore::call_counts`] says how many calls
+//!   carried how many decisions.
 //! - Inspection ([`RedisStore::inspect`], [`tollgate::Store::inspect`]): one
 //!   read-only script ([`scripts::INSPECT`]) returns a client's stored
 //!   states, decoded into the core's and answered by
@@ -119,8 +121,10 @@ mod error;
 mod inspect;
 pub mod keys;
 mod lazy_cluster;
+pub mod masters;
 pub mod policies;
 pub mod scripts;
+pub mod slots;
 mod store;
 mod target;
 #[cfg(feature = "testing")]

@@ -84,9 +84,15 @@ pub const PLAN: &str = policies::PLAN;
 /// write) fails alone, having written nothing. Its KEYS and ARGV:
 ///
 /// ```text
-/// KEYS           the KEYS of call 1 as for PLAN (1 + n1 keys), then of call 2, ...
+/// KEYS[1]        call 1's last-seen key: only routes the script to its node
 /// ARGV[1]        m, the number of calls
-/// then per call  n_j (its number of limits), then its 4 + 4 n_j ARGV as for PLAN
+/// then per call  n_j (its number of limits), its 1 + n_j KEYS as for PLAN,
+///                then its 4 + 4 n_j ARGV as for PLAN
+///
+/// (The calls' keys are arguments: a cluster script may declare keys of one
+/// slot only, but touch any key its node serves; a call whose keys another
+/// node serves fails alone, before writing, with Redis's "non local key"
+/// error, and the store sends it again alone.)
 /// reply          m entries: PLAN's reply to call j, or the error reply PLAN
 ///                would have raised for it, as a string "<CODE> <message>"
 /// ```

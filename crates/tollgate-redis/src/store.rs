@@ -8,13 +8,13 @@ use tollgate::{
     Decision, Inspection, LimitDecision, Plan, PlanDecision, Policy, Store, StoreFuture,
 };
 
-use crate::batch::Batcher;
 use crate::bounds;
 use crate::call::{script_error, Call, CallCounts, Scripts};
 use crate::connection::Connection;
 use crate::deadline::{self, RedisClock};
 use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
+use crate::masters::Queues;
 use crate::{policies, scripts, RedisStoreError, RedisTarget};
 
 /// Where the time of a decision comes from.
@@ -54,12 +54,12 @@ pub struct RedisStoreConfig {
     /// At most this many decisions in one script call (see [`crate::batch`]):
     /// decisions that arrive while [`RedisStoreConfig::batches_in_flight`]
     /// calls are in flight queue up, and the next call carries them all, up
-    /// to this many; 1 sends every decision alone. Ignored on a cluster
-    /// (every decision is its own call there). From 1 to [`MAX_BATCH`];
-    /// default [`DEFAULT_BATCH_MAX`].
+    /// to this many; 1 sends every decision alone. On a cluster, per master
+    /// ([`crate::masters`]): and likewise [`RedisStoreConfig::batches_in_flight`].
+    /// From 1 to [`MAX_BATCH`]; default [`DEFAULT_BATCH_MAX`].
     pub batch_max: usize,
     /// At most this many script calls of batched decisions in flight at
-    /// once (at least 1; default [`DEFAULT_BATCHES_IN_FLIGHT`]). A decision
+    /// once, per node (at least 1; default [`DEFAULT_BATCHES_IN_FLIGHT`]). A decision
     /// that arrives while fewer are in flight goes at once, alone.
     pub batches_in_flight: usize,
 }
@@ -125,7 +125,7 @@ impl RedisStoreConfig {
 #[derive(Clone)]
 pub struct RedisStore {
     scripts: Arc<Scripts>,
-    batcher: Option<Arc<Batcher>>,
+    queues: Option<Queues>,
     inspect_script: Arc<Script>,
     keys: KeyLayout,
     config: RedisStoreConfig,
@@ -160,6 +160,10 @@ impl RedisStore {
         let keys = config.validate()?;
         let store = Self::with_connection(Connection::connect(target).await?, keys, config);
         store.measure_offset().await?;
+        if let Some(queues) = &store.queues {
+            // On a cluster, batching starts with the first decision.
+            queues.read_map().await;
+        }
         Ok(store)
     }
 
@@ -211,7 +215,7 @@ impl RedisStore {
     fn with_connection(connection: Connection, keys: KeyLayout, config: RedisStoreConfig) -> Self {
         let scripts = Arc::new(Scripts::new(connection, Arc::new(RedisClock::new())));
         Self {
-            batcher: batcher(&scripts, &config),
+            queues: queues(&scripts, &config),
             scripts,
             inspect_script: Arc::new(Script::new(scripts::INSPECT)),
             keys,
@@ -230,10 +234,10 @@ impl RedisStore {
         let same_batching = config.batch_max == self.config.batch_max
             && config.batches_in_flight == self.config.batches_in_flight;
         Ok(Self {
-            batcher: if same_batching {
-                self.batcher.clone()
+            queues: if same_batching {
+                self.queues.clone()
             } else {
-                batcher(&self.scripts, &config)
+                queues(&self.scripts, &config)
             },
             scripts: self.scripts.clone(),
             inspect_script: self.inspect_script.clone(),
@@ -298,8 +302,8 @@ impl RedisStore {
         };
         let deadline_us = deadline::deadline_us(started_us, offset_us, self.config.timeout);
         let call = self.call(plan, client, now_ms, cost, deadline_us)?;
-        let reply = match &self.batcher {
-            Some(batcher) => batcher.decide(call).await?,
+        let reply = match &self.queues {
+            Some(queues) => queues.decide(call).await?,
             None => self.scripts.one(&call).await?,
         };
         let (&redis_us, reply) = reply
@@ -415,16 +419,9 @@ impl RedisStore {
     }
 }
 
-/// The queue of decisions `config` asks for: none on a cluster (a script
-/// touches one slot) or with `batch_max` 1.
-fn batcher(scripts: &Arc<Scripts>, config: &RedisStoreConfig) -> Option<Arc<Batcher>> {
-    (config.batch_max > 1 && !scripts.connection.is_cluster()).then(|| {
-        Arc::new(Batcher::new(
-            scripts.clone(),
-            config.batch_max,
-            config.batches_in_flight,
-        ))
-    })
+/// The queues of decisions `config` asks for: none with `batch_max` 1.
+fn queues(scripts: &Arc<Scripts>, config: &RedisStoreConfig) -> Option<Queues> {
+    Queues::new(scripts, config.batch_max, config.batches_in_flight)
 }
 
 /// How the store serves `policy`, or [`RedisStoreError::UnsupportedPolicy`].

@@ -4,14 +4,23 @@
 -- them either way). Appended after common.lua, the policy chunks and
 -- decide.lua (src/policies.rs): each call is decide.lua's decide_call.
 -- The Redis store sends it when decisions queue up behind one in flight
--- (src/batch.rs); all its keys are on one node (never on a cluster).
+-- (src/batch.rs): on one node, or on a cluster for the calls whose keys one
+-- master holds (src/masters.rs).
 --
--- KEYS         the keys of call 1 (1 + n1 of them, laid out as plan.lua's
---              KEYS), then the keys of call 2, and so on.
+-- KEYS[1]      a key of call 1 (its last-seen key): it only routes the
+--              script to the master that holds it. The calls' own keys are
+--              arguments, because on a cluster a script may declare keys of
+--              one slot only, while the calls are for clients of many slots.
+--              A script without flags (no "#!lua" line) may still touch keys
+--              of any slot its node serves; a key its node does not serve
+--              raises an error, caught for that call alone (below), before
+--              the call has written anything (its first key access is the
+--              read of its last-seen key).
 -- ARGV[1]      m, the number of calls (at least 1)
--- then, for each call j in turn: n_j, its number of limits, followed by its
---              4 + 4 n_j arguments, laid out as plan.lua's ARGV (its own
---              time, cost, expiry margin and deadline).
+-- then, for each call j in turn: n_j, its number of limits; its 1 + n_j
+--              keys, laid out as plan.lua's KEYS; its 4 + 4 n_j arguments,
+--              laid out as plan.lua's ARGV (its own time, cost, expiry
+--              margin and deadline).
 --
 -- Returns m entries, entry j for call j: plan.lua's reply to it (each call
 -- reads TIME when it starts and checks its own deadline: a call that starts
@@ -19,30 +28,29 @@
 -- when call j failed, the error reply plan.lua would have raised for it
 -- alone, as a string "<CODE> <message>" ("TOLLGATE ..." for its refused
 -- arguments or stored state, Redis's own code for an error of a command,
--- e.g. "OOM ..." at its first write). A call that fails has written nothing
+-- e.g. "OOM ..." at its first write, "ERR ... non local key ..." for a key
+-- another master serves). A call that fails has written nothing
 -- (decide.lua's phases) and the calls after it are decided all the same.
 -- A layout that does not add up raises "TOLLGATE ..." before any call.
 
-local m = parse_int(ARGV[1], 'number of calls', #KEYS)
+local m = parse_int(ARGV[1], 'number of calls', #ARGV)
 if m < 1 then
   fail('a batch holds at least one call')
 end
 
 -- Where each call's keys and arguments start, checked before any call runs.
 local calls = {}
-local key_at, arg_at = 0, 1
+local at = 2
 for j = 1, m do
-  if arg_at >= #ARGV then
+  if at > #ARGV then
     fail('call ' .. j .. ' of ' .. m .. ' has no arguments')
   end
-  local n = parse_int(ARGV[arg_at + 1], 'number of limits of call ' .. j, #KEYS)
-  calls[j] = { key_at = key_at, keys = 1 + n, arg_at = arg_at + 1, args = 4 + 4 * n }
-  key_at = key_at + 1 + n
-  arg_at = arg_at + 1 + 4 + 4 * n
+  local n = parse_int(ARGV[at], 'number of limits of call ' .. j, #ARGV)
+  calls[j] = { key_at = at, keys = 1 + n, arg_at = at + 1 + n, args = 4 + 4 * n }
+  at = at + 1 + (1 + n) + (4 + 4 * n)
 end
-if key_at ~= #KEYS or arg_at ~= #ARGV then
-  fail('the calls add up to ' .. key_at .. ' keys and ' .. arg_at .. ' arguments, got '
-    .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
+if at ~= #ARGV + 1 then
+  fail('the calls add up to ' .. (at - 1) .. ' arguments, got ' .. #ARGV)
 end
 
 -- An error raised inside a call, as the text of the error reply the call
@@ -65,7 +73,7 @@ for j = 1, m do
   local c = calls[j]
   local keys, argv = {}, {}
   for k = 1, c.keys do
-    keys[k] = KEYS[c.key_at + k]
+    keys[k] = ARGV[c.key_at + k]
   end
   for a = 1, c.args do
     argv[a] = ARGV[c.arg_at + a]

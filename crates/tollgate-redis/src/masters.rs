@@ -1,0 +1,210 @@
+//! Batching on a Redis Cluster: one queue per master.
+//!
+//! A decision goes to the queue of the master that serves its client's
+//! slot, by the store's own map of slots ([`crate::slots`], read with
+//! `CLUSTER SLOTS`); each queue batches as on one node ([`crate::batch`]).
+//! The map only groups decisions: each batch is routed by a key of its first
+//! decision, and a master that does not serve another decision's keys
+//! refuses that decision before it writes anything, which is then sent
+//! alone, routed by its own key. So a stale map (a resharding, a failover)
+//! costs calls, never an answer, and it is read again when a master says it
+//! is stale. Until the first map is read, every decision is sent alone.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+
+use crate::batch::Batcher;
+use crate::call::{Call, CallReply, Scripts};
+use crate::slots::SlotMap;
+
+/// At most one reading of the map per this many µs, so that a cluster that
+/// cannot answer `CLUSTER SLOTS` is not asked on every decision.
+const REFRESH_INTERVAL_US: u64 = 100_000;
+const NEVER: u64 = u64::MAX;
+
+/// Where a store's decisions queue up: one node's queue, or a queue per
+/// master of a cluster.
+#[derive(Clone)]
+pub(crate) enum Queues {
+    /// One Redis node.
+    Node(Arc<Batcher>),
+    /// A Redis Cluster.
+    Masters(Arc<MasterQueues>),
+}
+
+impl Queues {
+    /// Queues of batches of at most `batch_max` decisions, `in_flight_max`
+    /// of them in flight per node; `None` when `batch_max` is 1 (every
+    /// decision alone).
+    pub(crate) fn new(
+        scripts: &Arc<Scripts>,
+        batch_max: usize,
+        in_flight_max: usize,
+    ) -> Option<Self> {
+        if batch_max <= 1 {
+            return None;
+        }
+        Some(if scripts.connection.is_cluster() {
+            Queues::Masters(Arc::new(MasterQueues::new(
+                scripts.clone(),
+                batch_max,
+                in_flight_max,
+            )))
+        } else {
+            let misrouted = Arc::new(AtomicBool::new(false));
+            Queues::Node(Arc::new(Batcher::new(
+                scripts.clone(),
+                batch_max,
+                in_flight_max,
+                misrouted,
+            )))
+        })
+    }
+
+    /// On a cluster, reads the map of slots now (a failed reading is tried
+    /// again by a later decision); on one node, nothing.
+    pub(crate) async fn read_map(&self) {
+        if let Queues::Masters(masters) = self {
+            masters.read_map().await;
+        }
+    }
+
+    /// Decides `call` in its node's queue (see [`Batcher::decide`]).
+    pub(crate) async fn decide(&self, call: Call) -> CallReply {
+        match self {
+            Queues::Node(batcher) => batcher.decide(call).await,
+            Queues::Masters(masters) => masters.decide(call).await,
+        }
+    }
+}
+
+/// The map of slots and a queue per master in it.
+struct Routes {
+    map: SlotMap,
+    /// The queue of each master, indexed as [`SlotMap::masters`].
+    queues: Vec<(String, Arc<Batcher>)>,
+}
+
+/// A queue per master of a cluster, and the map that picks one.
+pub(crate) struct MasterQueues {
+    scripts: Arc<Scripts>,
+    batch_max: usize,
+    in_flight_max: usize,
+    routes: ArcSwapOption<Routes>,
+    /// Set by a queue whose master refused a decision as another's.
+    misrouted: Arc<AtomicBool>,
+    refreshing: AtomicBool,
+    /// When the map was last asked for (the scripts' clock, µs), or NEVER.
+    asked_us: AtomicU64,
+}
+
+impl MasterQueues {
+    fn new(scripts: Arc<Scripts>, batch_max: usize, in_flight_max: usize) -> Self {
+        Self {
+            scripts,
+            batch_max,
+            in_flight_max,
+            routes: ArcSwapOption::empty(),
+            misrouted: Arc::new(AtomicBool::new(false)),
+            refreshing: AtomicBool::new(false),
+            asked_us: AtomicU64::new(NEVER),
+        }
+    }
+
+    async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
+        self.refresh_when_stale();
+        let queue = {
+            let routes = self.routes.load();
+            routes.as_ref().and_then(|routes| {
+                let key = call.keys.first()?;
+                let master = routes.map.master_of(key.as_bytes())?;
+                routes.queues.get(master).map(|(_, queue)| queue.clone())
+            })
+        };
+        match queue {
+            Some(queue) => queue.decide(call).await,
+            None => self.scripts.one(&call).await,
+        }
+    }
+
+    /// Reads the map again, in a task of its own, when there is none yet or
+    /// a master said it is out of date, at most once per
+    /// [`REFRESH_INTERVAL_US`] and one reading at a time.
+    fn refresh_when_stale(self: &Arc<Self>) {
+        let stale = self.misrouted.load(Ordering::Relaxed) || self.routes.load().is_none();
+        if !stale {
+            return;
+        }
+        let now = self.scripts.clock.now_us();
+        let asked = self.asked_us.load(Ordering::Relaxed);
+        if asked != NEVER && now.saturating_sub(asked) < REFRESH_INTERVAL_US {
+            return;
+        }
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.asked_us.store(now, Ordering::Relaxed);
+        self.misrouted.store(false, Ordering::Relaxed);
+        let reading = Reading {
+            masters: self.clone(),
+        };
+        tokio::spawn(reading.run());
+    }
+
+    /// Reads the map of slots and puts it in place, with a queue for each
+    /// master (a failed reading changes nothing).
+    async fn read_map(&self) {
+        if let Ok(reply) = self.scripts.connection.cluster_slots().await {
+            if let Ok(map) = SlotMap::from_reply(&reply) {
+                self.routes.store(Some(Arc::new(self.routes_for(map))));
+            }
+        }
+    }
+
+    /// The routes for `map`, keeping the queue of every master that stays.
+    fn routes_for(&self, map: SlotMap) -> Routes {
+        let old = self.routes.load();
+        let queues = map
+            .masters()
+            .iter()
+            .map(|address| {
+                let kept = old.as_ref().and_then(|old| {
+                    old.queues
+                        .iter()
+                        .find(|(a, _)| a == address)
+                        .map(|(_, q)| q.clone())
+                });
+                let queue = kept.unwrap_or_else(|| {
+                    Arc::new(Batcher::new(
+                        self.scripts.clone(),
+                        self.batch_max,
+                        self.in_flight_max,
+                        self.misrouted.clone(),
+                    ))
+                });
+                (address.clone(), queue)
+            })
+            .collect();
+        Routes { map, queues }
+    }
+}
+
+/// One reading of the map; lets the next one start when it ends, however
+/// it ends (a failed reading is tried again by a later decision).
+struct Reading {
+    masters: Arc<MasterQueues>,
+}
+
+impl Reading {
+    async fn run(self) {
+        self.masters.read_map().await;
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.masters.refreshing.store(false, Ordering::Release);
+    }
+}

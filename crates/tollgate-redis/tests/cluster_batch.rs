@@ -1,0 +1,129 @@
+//! Batching on a Redis Cluster (`src/masters.rs`), on real `redis-server`
+//! clusters spawned by each test: decisions are batched per master with
+//! the in-memory limiter's answers, and a decision whose slot moved to
+//! another master after the store read its map of slots is still decided
+//! exactly, by its new master.
+
+mod batching;
+
+use batching::{config, in_order, plan, requests, runtime, Pending};
+use tollgate::PlanLimiter;
+use tollgate_redis::testing::{RedisCluster, RedisServer};
+use tollgate_redis::RedisStore;
+
+async fn connect(cluster: &RedisCluster, prefix: &str) -> RedisStore {
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    RedisStore::connect_cluster(&urls, config(prefix, 1))
+        .await
+        .expect("connect")
+}
+
+fn slot_of(node: &RedisServer, key: &str) -> u16 {
+    node.cli(&["CLUSTER", "KEYSLOT", key])
+        .trim()
+        .parse()
+        .expect("a slot")
+}
+
+#[test]
+fn on_a_cluster_concurrent_callers_are_batched_per_master_with_the_memory_stores_answers() {
+    let Some(cluster) = RedisCluster::spawn("cluster_batches_per_master") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = connect(&cluster, "masters").await;
+        let plan = plan();
+        let reference = PlanLimiter::new();
+        // 30 clients: about ten on each master.
+        let requests = requests(600, 30);
+        let futures: Vec<Pending<'_>> = requests
+            .iter()
+            .map(|(client, now, cost)| {
+                Box::pin(store.decide(&plan, client, *now, *cost)) as Pending<'_>
+            })
+            .collect();
+        let answers = in_order(futures).await;
+        for (i, ((client, now, cost), answer)) in requests.iter().zip(answers).enumerate() {
+            let expected = reference.check(&plan, client, *now, *cost);
+            assert_eq!(
+                answer.expect("decided"),
+                expected,
+                "request {i}: {client} at {now}, cost {cost}"
+            );
+        }
+        let counts = store.call_counts();
+        assert_eq!(counts.decisions, 600, "{counts:?}");
+        // One alone per master, then batches of up to 16 per master.
+        assert!(counts.calls <= 3 + 600 / 16 + 3, "{counts:?}");
+        assert!(counts.batches >= 600 / 16 - 3, "{counts:?}");
+    });
+}
+
+#[test]
+fn a_decision_whose_slot_moved_since_the_map_was_read_is_decided_by_its_new_master() {
+    let Some(cluster) = RedisCluster::spawn("cluster_batch_slot_moved") else {
+        return;
+    };
+    let nodes = cluster.nodes();
+    // `redis-cli --cluster create` gave the first master slots 0-5460 and
+    // the second 5461-10922.
+    let (from, to) = (&nodes[0], &nodes[1]);
+    runtime().block_on(async {
+        let store = connect(&cluster, "moved").await;
+        let plan = plan();
+        let reference = PlanLimiter::new();
+        let on_first: Vec<String> = (0..)
+            .map(|i| format!("c{i}"))
+            .filter(|c| slot_of(from, &store.keys().seen_key(c)) < 5_461)
+            .take(6)
+            .collect();
+        let (moving, others) = on_first.split_first().expect("clients");
+        let first = store
+            .decide(&plan, moving, 1_000, 1)
+            .await
+            .expect("decided");
+        assert_eq!(first, reference.check(&plan, moving, 1_000, 1));
+
+        // The client's slot moves to the second master, keys and all.
+        let seen = store.keys().seen_key(moving);
+        let slot = slot_of(from, &seen).to_string();
+        let from_id = from.cli(&["CLUSTER", "MYID"]).trim().to_owned();
+        let to_id = to.cli(&["CLUSTER", "MYID"]).trim().to_owned();
+        to.cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
+        from.cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
+        let keys = from.cli(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+        let keys: Vec<&str> = keys.split_whitespace().collect();
+        assert!(keys.contains(&seen.as_str()), "{keys:?}");
+        let port = to.port().to_string();
+        let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+        migrate.extend(&keys);
+        assert_eq!(from.cli(&migrate).trim(), "OK");
+        for node in nodes {
+            node.cli(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+        }
+
+        // The first other client goes alone; the rest, the moved client
+        // among them, queue up and go in one batch to the first master,
+        // which refuses the moved client's decision before it writes.
+        let order = [&others[0], &others[1], moving, &others[2], &others[3]];
+        let futures: Vec<Pending<'_>> = order
+            .iter()
+            .map(|client| Box::pin(store.decide(&plan, client, 2_000, 1)) as Pending<'_>)
+            .collect();
+        let answers = in_order(futures).await;
+        for (client, answer) in order.iter().zip(answers) {
+            let expected = reference.check(&plan, client, 2_000, 1);
+            assert_eq!(answer.expect("decided"), expected, "{client}");
+        }
+        let counts = store.call_counts();
+        // 1 + 1 alone, a batch of 4, then the moved client's decision
+        // again, alone.
+        assert_eq!(
+            (counts.decisions, counts.calls, counts.batches),
+            (7, 4, 1),
+            "{counts:?}"
+        );
+        assert_eq!(to.cli(&["EXISTS", &seen]).trim(), "1");
+    });
+}
