@@ -29,6 +29,10 @@
 #   scripts/bench-fleet.sh
 #   REQUESTS=200000 CONNECTIONS=64 SERVERS="1 2 4" scripts/bench-fleet.sh
 #   TOPOLOGIES=single SERVERS="1 4" BATCHING="1/1 64/1 64/2 64/4" scripts/bench-fleet.sh
+# REDIS_CPUS / CLIENT_CPUS (taskset lists, default: no pinning) put Redis on
+# cores of its own and the servers, the load generator and redis-benchmark
+# on the others, so that the ceiling and the fleet get the same Redis:
+#   REDIS_CPUS=1 CLIENT_CPUS=0 scripts/bench-fleet.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +41,8 @@ CONNECTIONS=${CONNECTIONS:-64}
 SERVERS=${SERVERS:-"1 2 4 8"}
 TOPOLOGIES=${TOPOLOGIES:-"single cluster"}
 BATCHING=${BATCHING:-"1/1 64/1"}
+REDIS_CPUS=${REDIS_CPUS:-}
+CLIENT_CPUS=${CLIENT_CPUS:-}
 REDIS_PORT=${REDIS_PORT:-16490}  # single node; the cluster uses the next three
 SERVE_PORT=${SERVE_PORT:-18290}  # the servers use SERVE_PORT .. SERVE_PORT+7
 PROFILE=${PROFILE:-release}       # PROFILE=debug: a quick check of the script itself
@@ -51,6 +57,11 @@ profile_flag=--release
 cargo build $profile_flag -p tollgate-cli >&2
 cargo build $profile_flag -p tollgate-testkit --example fleet_load >&2
 
+on_cpus() { # on_cpus CPUS COMMAND...: the command, on those cores when CPUS is set
+  local cpus=$1; shift
+  if [ -n "$cpus" ]; then exec taskset -c "$cpus" "$@"; else exec "$@"; fi
+}
+
 REDIS_PIDS=()
 SERVE_PIDS=()
 cleanup() {
@@ -63,8 +74,8 @@ trap cleanup EXIT
 redis_up() { # redis_up PORT [extra redis-server args]
   local port=$1; shift
   mkdir -p "$WORK/r$port"
-  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$WORK/r$port" "$@" >"$WORK/r$port.log" 2>&1 &
+  (on_cpus "$REDIS_CPUS" redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$WORK/r$port" "$@") >"$WORK/r$port.log" 2>&1 &
   REDIS_PIDS+=($!)
   for _ in $(seq 200); do
     [ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && return
@@ -125,8 +136,8 @@ fleet_up() { # fleet_up N TOPOLOGY
   for i in $(seq 0 $(($1 - 1))); do
     port=$((SERVE_PORT + i)); addresses+=("127.0.0.1:$port")
     # shellcheck disable=SC2046
-    "$BIN" serve --config "$WORK/config.toml" --listen "127.0.0.1:$port" --grpc-listen off \
-      $(store_flags "$2") >"$WORK/serve$i.out" 2>"$WORK/serve$i.err" &
+    (on_cpus "$CLIENT_CPUS" "$BIN" serve --config "$WORK/config.toml" --listen "127.0.0.1:$port" \
+      --grpc-listen off $(store_flags "$2")) >"$WORK/serve$i.out" 2>"$WORK/serve$i.err" &
     SERVE_PIDS+=($!)
   done
   for address in "${addresses[@]}"; do
@@ -193,7 +204,7 @@ run() { # run TOPOLOGY WORKLOAD N BATCHING
   fleet_up "$3" "$1"
   local serve_before redis_before; serve_before=$(serve_cpu_us); redis_before=$(redis_cpu_us "$1")
   # shellcheck disable=SC2086
-  line=$("$LOAD" --servers "$FLEET" --requests "$REQUESTS" --connections "$CONNECTIONS" \
+  line=$(on_cpus "$CLIENT_CPUS" "$LOAD" --servers "$FLEET" --requests "$REQUESTS" --connections "$CONNECTIONS" \
     --limit "$limit" $load_flags)
   local serve_cpu redis_cpu
   serve_cpu=$(($(serve_cpu_us) - serve_before)); redis_cpu=$(($(redis_cpu_us "$1") - redis_before))
@@ -252,13 +263,14 @@ PY
       pipeline=$(( (CONNECTIONS + conns - 1) / conns )); fi
     printf '%s connections, pipeline %s: ' "$conns" "$pipeline"
     # shellcheck disable=SC2046
-    eval redis-benchmark -p "$port" $cluster_flag -c "$conns" -P "$pipeline" -n "$REQUESTS" \
+    eval on_cpus "'$CLIENT_CPUS'" redis-benchmark -p "$port" $cluster_flag -c "$conns" -P "$pipeline" -n "$REQUESTS" \
       -r 10000 -q $(cat "$WORK/evalsha.args") | tr '\r' '\n' |
       grep -E 'requests per second' | tail -1 | sed 's/.*: \([0-9.]* requests per second\)/\1/'
   done
 }
 
 echo "machine: $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -n "$REDIS_CPUS$CLIENT_CPUS" ] && echo "pinned: Redis on cores ${REDIS_CPUS:-any}, servers, load generator and redis-benchmark on ${CLIENT_CPUS:-any}"
 echo "REQUESTS=$REQUESTS CONNECTIONS=$CONNECTIONS"
 for topology in $TOPOLOGIES; do
   if [ "$topology" = single ]; then redis_up "$REDIS_PORT"; else cluster_up; fi
