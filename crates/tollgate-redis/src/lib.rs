@@ -115,6 +115,7 @@
 pub mod batch;
 pub mod bounds;
 mod call;
+mod config;
 mod connection;
 pub mod deadline;
 mod error;
@@ -132,9 +133,10 @@ pub mod testing;
 
 pub use bounds::check_limit;
 pub use call::CallCounts;
-pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
-pub use store::{
-    RedisStore, RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX,
-    DEFAULT_TIMEOUT, MAX_BATCH, MAX_BATCHES_IN_FLIGHT,
+pub use config::{
+    RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX, DEFAULT_TIMEOUT,
+    MAX_BATCH, MAX_BATCHES_IN_FLIGHT,
 };
+pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
+pub use store::RedisStore;
 pub use target::RedisTarget;

@@ -1,0 +1,104 @@
+//! [`RedisStoreConfig`]: how a [`crate::RedisStore`] names and expires its
+//! keys, reads the time, waits and batches, checked before it connects.
+
+use std::time::Duration;
+
+use crate::keys::KeyLayout;
+use crate::RedisStoreError;
+
+/// Where the time of a decision comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeSource {
+    /// The caller's `now_ms`, as in the in-memory limiter: answers are exact
+    /// and repeatable (tests, replays), but servers sharing one Redis must
+    /// keep their clocks close. A server whose clock runs ahead pushes the
+    /// client's last-seen time forward, and the others are then answered at
+    /// that later time (the backwards-time rule) until their clocks catch up.
+    #[default]
+    Caller,
+    /// Redis's own clock (`TIME`, read inside the script): every server
+    /// agrees whatever its clock says, at the price of the `now_ms` argument
+    /// being ignored (so answers cannot be replayed or tested with a manual
+    /// clock), and of waits measured on Redis's clock.
+    Redis,
+}
+
+/// How a [`crate::RedisStore`] names and expires its keys and reads the time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisStoreConfig {
+    /// Every key starts with this prefix (see [`crate::keys`]). Default `"tollgate"`.
+    pub prefix: String,
+    /// Where the time comes from. Default: the caller's.
+    pub time_source: TimeSource,
+    /// Added to every key's expiry, in ms. Expiries run on Redis's clock but
+    /// are computed from decision times, so the margin covers callers whose
+    /// clocks lag Redis's or each other's. Default 60,000 (one minute).
+    pub expiry_margin_ms: u64,
+    /// How long a caller waits for a decision: the timeout of the
+    /// `tollgate_guard::GuardedStore` in front (give both the same value). Every
+    /// call carries a deadline this long after it began, on Redis's clock
+    /// ([`crate::deadline`]): a script that starts later writes nothing and
+    /// the call fails with [`RedisStoreError::DeadlinePassed`]. Default 100 ms.
+    pub timeout: Duration,
+    /// At most this many decisions in one script call (see [`crate::batch`]):
+    /// decisions that arrive while [`RedisStoreConfig::batches_in_flight`]
+    /// calls are in flight queue up, and the next call carries them all, up
+    /// to this many; 1 sends every decision alone. On a cluster, per master
+    /// ([`crate::masters`]): and likewise [`RedisStoreConfig::batches_in_flight`].
+    /// From 1 to [`MAX_BATCH`]; default [`DEFAULT_BATCH_MAX`].
+    pub batch_max: usize,
+    /// At most this many script calls of batched decisions in flight at
+    /// once, per node (at least 1; default [`DEFAULT_BATCHES_IN_FLIGHT`]). A decision
+    /// that arrives while fewer are in flight goes at once, alone.
+    pub batches_in_flight: usize,
+}
+
+/// The default [`RedisStoreConfig::batch_max`].
+pub const DEFAULT_BATCH_MAX: usize = 64;
+
+/// The largest [`RedisStoreConfig::batch_max`]: one script call stays short
+/// (each decision runs for a few µs inside Redis).
+pub const MAX_BATCH: usize = 1024;
+
+/// The default [`RedisStoreConfig::batches_in_flight`]: 1, which made the
+/// fewest Redis calls per decision in `scripts/bench-fleet.sh` (2 and 4
+/// were no faster: BENCHMARKS.md, "A fleet on one Redis").
+pub const DEFAULT_BATCHES_IN_FLIGHT: usize = 1;
+
+/// The largest [`RedisStoreConfig::batches_in_flight`].
+pub const MAX_BATCHES_IN_FLIGHT: usize = 64;
+
+/// The default [`RedisStoreConfig::timeout`]: 100 ms.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+
+impl Default for RedisStoreConfig {
+    fn default() -> Self {
+        Self {
+            prefix: "tollgate".to_owned(),
+            time_source: TimeSource::Caller,
+            expiry_margin_ms: 60_000,
+            timeout: DEFAULT_TIMEOUT,
+            batch_max: DEFAULT_BATCH_MAX,
+            batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
+        }
+    }
+}
+
+impl RedisStoreConfig {
+    /// Checks what the key layout does not: the batching bounds.
+    pub(crate) fn validate(&self) -> Result<KeyLayout, RedisStoreError> {
+        if !(1..=MAX_BATCH).contains(&self.batch_max) {
+            return Err(RedisStoreError::Config(format!(
+                "batch_max must be from 1 to {MAX_BATCH}, got {}",
+                self.batch_max
+            )));
+        }
+        if !(1..=MAX_BATCHES_IN_FLIGHT).contains(&self.batches_in_flight) {
+            return Err(RedisStoreError::Config(format!(
+                "batches_in_flight must be from 1 to {MAX_BATCHES_IN_FLIGHT}, got {}",
+                self.batches_in_flight
+            )));
+        }
+        KeyLayout::new(self.prefix.clone())
+    }
+}
