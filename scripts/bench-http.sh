@@ -9,6 +9,7 @@
 #   flock /tmp/tollgate-bench.lock scripts/bench-http.sh
 #   ROUNDS=5 DURATION=15s CONNECTIONS=64 scripts/bench-http.sh
 #   BIN=/tmp/tollgate-old NO_BUILD=1 scripts/bench-http.sh   # another build
+#   SERVER_CPUS=1 CLIENT_CPUS=0 scripts/bench-http.sh         # the server and wrk on cores of their own
 #
 # Two baselines: `healthz` is wrk's one prebuilt request (the cheapest load
 # wrk can generate); `healthz-lua` builds each request in Lua
@@ -23,6 +24,8 @@ DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-64}
 BIN=${BIN:-target/release/tollgate}
 PORT=${PORT:-18182}
+SERVER_CPUS=${SERVER_CPUS:-}  # taskset lists; default: no pinning
+CLIENT_CPUS=${CLIENT_CPUS:-}
 URL="http://127.0.0.1:$PORT"
 LOADS=(healthz healthz-lua check auth)
 
@@ -32,6 +35,10 @@ command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+on_cpus() { # on_cpus CPUS COMMAND...: becomes the command (run it in a subshell), on those cores when CPUS is set
+  local cpus=$1; shift
+  if [ -n "$cpus" ]; then exec taskset -c "$cpus" "$@"; else exec "$@"; fi
+}
 
 wrk_args() { # wrk_args LOAD: the URL and script of one load
   case $1 in
@@ -49,7 +56,7 @@ to_ms() { # wrk's latency (e.g. 283.00us, 1.75ms, 1.02s) in ms
     printf "%.2f", n }'
 }
 
-"$BIN" serve --listen "127.0.0.1:$PORT" --grpc-listen off >/tmp/tollgate-bench-http.out 2>/tmp/tollgate-bench-http.err &
+(on_cpus "$SERVER_CPUS" "$BIN" serve --listen "127.0.0.1:$PORT" --grpc-listen off) >/tmp/tollgate-bench-http.out 2>/tmp/tollgate-bench-http.err &
 SERVER=$!
 trap 'kill -TERM "$SERVER" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do
@@ -66,6 +73,7 @@ fi
 echo "machine: $(nproc) cores; $BIN ($built)"
 echo "$ROUNDS rounds of ${LOADS[*]}, $CONNECTIONS connections, wrk -t1, $DURATION each"
 echo "load average at the start: $(loadavg)"
+[ -z "$SERVER_CPUS$CLIENT_CPUS" ] || echo "pinned: server on cores ${SERVER_CPUS:-any}, wrk on ${CLIENT_CPUS:-any}"
 for load in "${LOADS[@]}"; do
   # shellcheck disable=SC2046
   wrk -t1 -c8 -d2s $(wrk_args "$load") >/dev/null # warm-up
@@ -77,7 +85,7 @@ for round in $(seq "$ROUNDS"); do
   for load in "${LOADS[@]}"; do
     before=$(cpu_ticks "$SERVER")
     # shellcheck disable=SC2046
-    out=$(wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency $(wrk_args "$load"))
+    out=$(on_cpus "$CLIENT_CPUS" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency $(wrk_args "$load"))
     after=$(cpu_ticks "$SERVER")
     requests=$(awk '/requests in/ {print $1}' <<<"$out")
     rps=$(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
