@@ -15,7 +15,9 @@
 #        LOAD_THREADS (rls_load's runtime threads; default 1: the load generator
 #        then takes about one core and leaves the server the other),
 #        SERVER (the rls_server binary; default this tree's),
-#        WORKERS (the server's threads; default one per core)
+#        WORKERS (the server's threads; default one per core),
+#        SERVER_CPUS / CLIENT_CPUS (taskset lists for the server and rls_load;
+#        default no pinning), e.g. SERVER_CPUS=1 CLIENT_CPUS=0 WORKERS=1
 set -euo pipefail
 rounds=${1:-3}
 seconds=${2:-5}
@@ -24,6 +26,14 @@ inflight=${INFLIGHT:-64}
 keys=${KEYS:-10000}
 port=${PORT:-18091}
 threads=${LOAD_THREADS:-1}
+server_cpus=${SERVER_CPUS:-}
+client_cpus=${CLIENT_CPUS:-}
+# on_cpus CPUS COMMAND...: becomes the command (run it in a subshell), on
+# those cores when CPUS is set.
+on_cpus() {
+    local cpus=$1; shift
+    if [ -n "$cpus" ]; then exec taskset -c "$cpus" "$@"; else exec "$@"; fi
+}
 cd "$(dirname "$0")/.."
 cargo build --release -q -p tollgate-envoy --examples
 bin=target/release/examples
@@ -39,7 +49,7 @@ cleanup() {
 }
 trap cleanup EXIT
 # shellcheck disable=SC2086 # WORKERS: no argument when unset
-"${SERVER:-$bin/rls_server}" "127.0.0.1:$port" ${WORKERS:-} >/dev/null &
+(on_cpus "$server_cpus" "${SERVER:-$bin/rls_server}" "127.0.0.1:$port" ${WORKERS:-}) >/dev/null &
 server=$!
 for _ in $(seq 50); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -55,8 +65,8 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$server/stat"; }
 run() {
     local before after
     before=$(cpu_ticks)
-    "$bin/rls_load" addr="127.0.0.1:$port" mode="$1" connections="$connections" \
-        concurrency="$inflight" seconds="$seconds" keys="$keys" threads="$threads" >"$tmp"
+    (on_cpus "$client_cpus" "$bin/rls_load" addr="127.0.0.1:$port" mode="$1" connections="$connections" \
+        concurrency="$inflight" seconds="$seconds" keys="$keys" threads="$threads") >"$tmp"
     after=$(cpu_ticks)
     awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" -v s="$seconds" \
         '/calls\/s=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
@@ -67,7 +77,7 @@ run() {
 
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "## Envoy RLS vs gRPC health, ${connections} connections x ${inflight} in flight, ${seconds}s per run, $(nproc) cores, server workers ${WORKERS:-default}, load threads $threads"
+echo "## Envoy RLS vs gRPC health, ${connections} connections x ${inflight} in flight, ${seconds}s per run, $(nproc) cores, server workers ${WORKERS:-default}, load threads $threads${server_cpus:+, server on cores $server_cpus}${client_cpus:+, load on cores $client_cpus}"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 fmt='%-6s %9s %7s %7s %7s %9s %7s %7s %7s %6s  %s\n'
 printf "$fmt" round rls/s p50 p99 cpu_us health/s p50 p99 cpu_us ratio loadavg
