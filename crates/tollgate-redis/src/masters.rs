@@ -114,9 +114,11 @@ impl MasterQueues {
     }
 
     async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
-        self.refresh_when_stale();
         let queue = {
             let routes = self.routes.load();
+            if routes.is_none() || self.misrouted.load(Ordering::Relaxed) {
+                self.read_map_later();
+            }
             routes.as_ref().and_then(|routes| {
                 let key = call.keys.first()?;
                 let master = routes.map.master_of(key.as_bytes())?;
@@ -129,14 +131,10 @@ impl MasterQueues {
         }
     }
 
-    /// Reads the map again, in a task of its own, when there is none yet or
-    /// a master said it is out of date, at most once per
+    /// Reads the map again, in a task of its own (there is none yet, or a
+    /// master said it is out of date), at most once per
     /// [`REFRESH_INTERVAL_US`] and one reading at a time.
-    fn refresh_when_stale(self: &Arc<Self>) {
-        let stale = self.misrouted.load(Ordering::Relaxed) || self.routes.load().is_none();
-        if !stale {
-            return;
-        }
+    fn read_map_later(self: &Arc<Self>) {
         let now = self.scripts.clock.now_us();
         let asked = self.asked_us.load(Ordering::Relaxed);
         if asked != NEVER && now.saturating_sub(asked) < REFRESH_INTERVAL_US {
