@@ -16,9 +16,10 @@
 -- without ":v2"; this script never reads it.)
 -- Bounds: now + window <= 2^53 - 1; counts and ends are below 2^32, so every
 -- sum here stays far below 2^53.
--- Expiry: window + margin after each write (the newest entry leaves the
--- window `window` ms after it was logged; the margin covers callers whose
--- clocks run behind Redis's).
+-- Expiry: window + margin after each write that adds an element (the newest
+-- entry leaves the window `window` ms after it was logged; the margin covers
+-- callers whose clocks run behind Redis's); units added to the newest
+-- element, at its time, leave the expiry as that element's write set it.
 --
 -- The first line declares the file to the Redis store (build.rs reads it):
 -- the core policy's name, its Redis code, its stored format version and
@@ -51,7 +52,8 @@ local function wrapped_diff(a, b)
 end
 
 -- The time, count and end of `value`, element `index` of the log at `key`,
--- each checked.
+-- each checked. (The checks' messages are built only on failure: a string
+-- concatenation per element read is a measurable part of a decision.)
 local function parse_element(key, value, index)
   local t, c, e
   if type(value) == 'string' then
@@ -61,18 +63,41 @@ local function parse_element(key, value, index)
     fail('stored log ' .. key .. ' has a malformed element at ' .. index .. ': '
       .. string.sub(tostring(value), 1, 64))
   end
-  local time = parse_int(t, 'stored log time of ' .. key, MAX_EXACT)
-  local count = parse_int(c, 'stored log count of ' .. key, MAX_U32)
-  local stop = parse_int(e, 'stored log end of ' .. key, MAX_U32)
+  local time, count, stop = tonumber(t), tonumber(c), tonumber(e)
+  if #t > 16 or time > MAX_EXACT or #c > 16 or count > MAX_U32 or #e > 16 or stop > MAX_U32 then
+    parse_int(t, 'stored log time of ' .. key, MAX_EXACT)
+    parse_int(c, 'stored log count of ' .. key, MAX_U32)
+    parse_int(e, 'stored log end of ' .. key, MAX_U32)
+  end
   if count < 1 then
     fail('stored log ' .. key .. ' has an element of no units at ' .. index)
   end
   return time, count, stop
 end
 
--- Element `index` of the log: its time, count and end, each checked.
-local function log_entry(key, index)
-  return parse_element(key, redis.call('LINDEX', key, index), index)
+-- How many of the newest elements load reads in one LRANGE: a log shorter
+-- than that is read whole in that one call (a client well under its limit,
+-- or whose requests share milliseconds), and the rest of a longer one only
+-- where needed, one LINDEX per element (a Redis command from a script costs
+-- far more than a list element carried in a reply).
+local TAIL = 16
+
+-- Element `index` (0-based) of the loaded log: its time, count and end,
+-- each checked; taken from the newest elements load already holds, or read
+-- with LINDEX, and parsed once.
+local function entry(state, index)
+  local parsed = state.parsed[index]
+  if not parsed then
+    local value
+    if index >= state.tail_from then
+      value = state.tail[index - state.tail_from + 1]
+    else
+      value = redis.call('LINDEX', state.key, index)
+    end
+    parsed = { parse_element(state.key, value, index) }
+    state.parsed[index] = parsed
+  end
+  return parsed[1], parsed[2], parsed[3]
 end
 
 function sliding.check_args(limit, window)
@@ -84,28 +109,52 @@ end
 
 -- The log at `now`: its length, the index of its first element still inside
 -- the window (binary search, the log is sorted), the units still inside,
--- the running count before them, and its newest element.
+-- the running count before them, and its newest element. One LRANGE of the
+-- newest TAIL elements (and an LLEN when there are more); the oldest element
+-- is probed first, since it is usually still live (long windows, steady
+-- traffic), then the oldest element held, so that the search reads elements
+-- with LINDEX only when the window's start lies before the held ones.
 function sliding.load(key, now, limit, window)
-  local n = redis.call('LLEN', key)
+  local tail = redis.call('LRANGE', key, -TAIL, -1)
+  local n = #tail
   if n == 0 then
     return nil
+  end
+  if n == TAIL then
+    n = redis.call('LLEN', key)
   end
   if n > limit then
     fail('stored log ' .. key .. ' holds more than the limit')
   end
+  local state = { key = key, n = n, tail = tail, tail_from = n - #tail, parsed = {},
+    first = 0, used = 0, base = 0 }
+  -- Elements before lo have left the window, elements from hi on have not.
   local lo, hi = 0, n
+  if entry(state, 0) + window <= now then
+    lo = 1
+    local held = state.tail_from
+    if held > lo then
+      if entry(state, held) + window <= now then
+        lo = held + 1
+      else
+        hi = held
+      end
+    end
+  else
+    hi = 0
+  end
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
-    if log_entry(key, mid) + window <= now then
+    if entry(state, mid) + window <= now then
       lo = mid + 1
     else
       hi = mid
     end
   end
-  local state = { key = key, n = n, first = lo, used = 0, base = 0 }
-  state.newest_time, state.newest_count, state.newest_end = log_entry(key, n - 1)
+  state.first = lo
+  state.newest_time, state.newest_count, state.newest_end = entry(state, n - 1)
   if lo < n then
-    local time, count, stop = log_entry(key, lo)
+    local time, count, stop = entry(state, lo)
     state.first_time, state.first_count = time, count
     state.base = wrapped_diff(stop, count)
     state.used = wrapped_diff(state.newest_end, state.base)
@@ -147,14 +196,14 @@ function sliding.decide(state, now, cost, limit, window)
       local lo, hi = state.first + 1, state.n - 1
       while lo < hi do
         local mid = math.floor((lo + hi) / 2)
-        local _, _, stop = log_entry(state.key, mid)
+        local _, _, stop = entry(state, mid)
         if wrapped_diff(stop, state.base) < excess then
           lo = mid + 1
         else
           hi = mid
         end
       end
-      time = log_entry(state.key, lo)
+      time = entry(state, lo)
     end
     retry = wait_until(time + window, now)
   end
@@ -162,7 +211,10 @@ function sliding.decide(state, now, cost, limit, window)
 end
 
 -- Logs `cost` units at `now` (after dropping elements that left the window);
--- returns the expiry set.
+-- returns the expiry: window + margin from this write, or, when the units
+-- only join the newest element (same time), from the write that logged it,
+-- left as it was: the newest element's time, which the expiry is for, has
+-- not changed (one PEXPIRE less for requests that share a millisecond).
 function sliding.write(key, state, now, cost, limit, window, margin)
   local last_end = 0
   local merge = false
@@ -191,7 +243,9 @@ function sliding.write(key, state, now, cost, limit, window, margin)
     end
   end
   local ttl = window + margin
-  redis.call('PEXPIRE', key, fmt(ttl))
+  if not (merge and cost > 0) then
+    redis.call('PEXPIRE', key, fmt(ttl))
+  end
   return ttl
 end
 
