@@ -139,13 +139,14 @@ local function decide_call(keys, argv)
   end
 
   local now = call_time(argv[1], redis_us)
-  local cost = parse_int(argv[2], 'cost', MAX_U32)
-  local margin = parse_int(argv[3], 'expiry margin', MAX_EXACT)
+  local cost = parse_arg(argv[2], 'cost', MAX_U32)
+  local margin = parse_arg(argv[3], 'expiry margin', MAX_EXACT)
   local limits = read_limits(keys, argv, n, margin)
   -- The backwards-time rule (reads the last-seen time, checks the bounds).
   local seen
   now, seen = time_after_seen(keys[1], now, limits)
   local allowed = decide_limits(limits, now, cost)
   write_limits(keys[1], seen, limits, now, allowed, cost, margin)
+  keep_args = true
   return call_reply(redis_us, now, allowed, limits)
 end

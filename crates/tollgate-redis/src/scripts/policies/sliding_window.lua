@@ -237,9 +237,9 @@ function sliding.write(key, state, now, cost, limit, window, margin)
     end
     if merge then
       local count = state.newest_count + cost
-      redis.call('LSET', key, -1, fmt(now) .. ':' .. fmt(count) .. ':' .. fmt(stop))
+      redis.call('LSET', key, -1, string.format('%d:%d:%d', now, count, stop))
     else
-      redis.call('RPUSH', key, fmt(now) .. ':' .. fmt(cost) .. ':' .. fmt(stop))
+      redis.call('RPUSH', key, string.format('%d:%d:%d', now, cost, stop))
     end
   end
   local ttl = window + margin

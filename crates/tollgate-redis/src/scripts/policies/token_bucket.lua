@@ -113,7 +113,7 @@ function bucket.write(key, state, now, cost, limit, window, margin)
     full_at = math.max(full_at, drips(b, now, interval)) + cost
   end
   local ttl = window + margin
-  redis.call('SET', key, fmt(b.anchor) .. ':' .. fmt(full_at), 'PX', fmt(ttl))
+  redis.call('SET', key, string.format('%d:%d', b.anchor, full_at), 'PX', fmt(ttl))
   return ttl
 end
 
