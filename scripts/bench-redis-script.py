@@ -15,7 +15,9 @@ across directories: the answers and the keys are the same.
 
 --callgrind runs each directory on its own redis-server under valgrind
 (callgrind, collecting inside evalShaCommand only): instructions per
-decision, which the machine's load does not move.
+decision, which the machine's load does not move. --alternate also runs the
+directories' scripts in turn on one store (old and new reading each other's
+keys): its digests must equal the others'.
 
 Workloads: spread (10,000 clients, ~10 calls each, 20 decisions per ms),
 hammer (one client, 1 decision per ms, past its limit), hammer-ms (one
@@ -161,9 +163,16 @@ def state_digest(r):
 
 
 def run(r, directory, args):
-    sha_plan = r.call("SCRIPT", "LOAD", compose(directory, "plan.lua"))
-    sha_batch = r.call("SCRIPT", "LOAD", compose(directory, "batch.lua"))
-    cmds, n = commands(sha_plan, sha_batch, args)
+    """One run; `directory` may be a list of directories whose scripts then
+    take the calls in turn (each reads what the other wrote)."""
+    dirs = directory if isinstance(directory, list) else [directory]
+    runs = []
+    for d in dirs:
+        sha_plan = r.call("SCRIPT", "LOAD", compose(d, "plan.lua"))
+        sha_batch = r.call("SCRIPT", "LOAD", compose(d, "batch.lua"))
+        runs.append(commands(sha_plan, sha_batch, args))
+    n = runs[0][1]
+    cmds = [runs[j % len(runs)][0][j] for j in range(len(runs[0][0]))]
     r.call("FLUSHALL")
     r.call("CONFIG", "RESETSTAT")
     cpu0 = info(r, "cpu")
@@ -215,6 +224,8 @@ def main():
     p.add_argument("--batch", type=int, default=1, help="decisions per EVALSHA (batch.lua when > 1)")
     p.add_argument("--pipeline", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--alternate", action="store_true",
+                   help="also run the directories' scripts in turn, call by call, on one store")
     p.add_argument("--callgrind", action="store_true",
                    help="count Redis's instructions inside EVALSHA under valgrind (one round)")
     args = p.parse_args()
@@ -240,6 +251,11 @@ def main():
             for _ in range(args.rounds):
                 for d in args.dirs:
                     results[d].append(run(r, d, args))
+    if args.alternate:
+        with server([]) as r:
+            mixed = run(r, list(args.dirs), args)
+        print("the directories in turn, call by call: replies %s, state %s (%d keys)" % (
+            mixed["replies"], mixed["state"][0], mixed["state"][1]))
     for d in args.dirs:
         rs = results[d]
         cpu = [x["cpu_us"] for x in rs]

@@ -21,7 +21,8 @@ local function parse_int(value, what, max)
   if type(value) ~= 'string' or #value == 0 or #value > 16 or not string.find(value, '^%d+$') then
     fail(what .. ' is not a whole number below 2^53: ' .. tostring(value))
   end
-  local n = tonumber(value)
+  -- Arithmetic converts a string once; tonumber converts it twice.
+  local n = value + 0
   if n > max then
     fail(what .. ' ' .. value .. ' is above its bound ' .. string.format('%d', max))
   end

@@ -133,7 +133,7 @@ local function decide_call(keys, argv)
 
   -- Phase 0.
   local clock = redis.call('TIME')
-  local redis_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+  local redis_us = (clock[1] + 0) * 1000000 + (clock[2] + 0)
   if redis_us > parse_int(argv[4], 'deadline', MAX_EXACT) then
     return { redis_us, -1 }
   end

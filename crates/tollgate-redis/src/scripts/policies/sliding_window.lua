@@ -63,7 +63,7 @@ local function parse_element(key, value, index)
     fail('stored log ' .. key .. ' has a malformed element at ' .. index .. ': '
       .. string.sub(tostring(value), 1, 64))
   end
-  local time, count, stop = tonumber(t), tonumber(c), tonumber(e)
+  local time, count, stop = t + 0, c + 0, e + 0
   if #t > 16 or time > MAX_EXACT or #c > 16 or count > MAX_U32 or #e > 16 or stop > MAX_U32 then
     parse_int(t, 'stored log time of ' .. key, MAX_EXACT)
     parse_int(c, 'stored log count of ' .. key, MAX_U32)
@@ -80,7 +80,10 @@ end
 -- or whose requests share milliseconds), and the rest of a longer one only
 -- where needed, one LINDEX per element (a Redis command from a script costs
 -- far more than a list element carried in a reply).
+-- Numbers go to redis.call as decimal strings: Redis would format a Lua
+-- number argument as a double ("%.17g"), which costs more.
 local TAIL = 16
+local TAIL_START = '-16'
 
 -- Element `index` (0-based) of the loaded log: its time, count and end,
 -- each checked; taken from the newest elements load already holds, or read
@@ -92,7 +95,7 @@ local function entry(state, index)
     if index >= state.tail_from then
       value = state.tail[index - state.tail_from + 1]
     else
-      value = redis.call('LINDEX', state.key, index)
+      value = redis.call('LINDEX', state.key, fmt(index))
     end
     parsed = { parse_element(state.key, value, index) }
     state.parsed[index] = parsed
@@ -115,7 +118,7 @@ end
 -- traffic), then the oldest element held, so that the search reads elements
 -- with LINDEX only when the window's start lies before the held ones.
 function sliding.load(key, now, limit, window)
-  local tail = redis.call('LRANGE', key, -TAIL, -1)
+  local tail = redis.call('LRANGE', key, TAIL_START, '-1')
   local n = #tail
   if n == 0 then
     return nil
@@ -224,7 +227,7 @@ function sliding.write(key, state, now, cost, limit, window, margin)
       redis.call('DEL', key)
     else
       if state.first > 0 then
-        redis.call('LTRIM', key, state.first, -1)
+        redis.call('LTRIM', key, fmt(state.first), '-1')
       end
       last_end = state.newest_end
       merge = state.newest_time == now
@@ -237,7 +240,7 @@ function sliding.write(key, state, now, cost, limit, window, margin)
     end
     if merge then
       local count = state.newest_count + cost
-      redis.call('LSET', key, -1, string.format('%d:%d:%d', now, count, stop))
+      redis.call('LSET', key, '-1', string.format('%d:%d:%d', now, count, stop))
     else
       redis.call('RPUSH', key, string.format('%d:%d:%d', now, cost, stop))
     end
@@ -260,7 +263,7 @@ function sliding.raw(state)
   if not state or state.first >= state.n then
     return out
   end
-  local values = redis.call('LRANGE', state.key, state.first, -1)
+  local values = redis.call('LRANGE', state.key, fmt(state.first), '-1')
   for j = 1, #values do
     local time, count = parse_element(state.key, values[j], state.first + j - 1)
     out[#out + 1] = time
