@@ -97,6 +97,8 @@ end
 
 -- The policies by Redis code. src/policies.rs appends one line per policy
 -- after this file: policies['<code>'] = (function() <policy file> end)().
+-- Each file returns a function that builds its table; read_limit calls it
+-- on the policy's first use and keeps the table in its place.
 local policies = {}
 
 -- Limit i's policy, limit and window from its arguments (policy code,
@@ -106,6 +108,10 @@ local function read_limit(i, code, limit_arg, window_arg)
   local policy = policies[code]
   if not policy then
     fail('unknown policy code ' .. tostring(code) .. ' for limit ' .. i)
+  end
+  if type(policy) == 'function' then
+    policy = policy()
+    policies[code] = policy
   end
   local limit = parse_arg(limit_arg, 'limit', MAX_U32)
   local window = parse_arg(window_arg, 'window_ms', MAX_EXACT)
