@@ -51,6 +51,15 @@ fn counts(server: &RedisServer, names: &[&str]) -> Vec<u64> {
         .collect()
 }
 
+/// Whether a request of cost 1 from client "c" at `now` is allowed.
+async fn allowed(store: &RedisStore, plan: &Plan, now: u64) -> bool {
+    store
+        .decide(plan, "c", now, 1)
+        .await
+        .expect("decide")
+        .allowed
+}
+
 #[test]
 fn a_short_log_is_read_with_one_command() {
     let Some(server) = RedisServer::spawn("a_short_log_is_read_with_one_command") else {
@@ -62,12 +71,12 @@ fn a_short_log_is_read_with_one_command() {
             .expect("connect");
         let plan = plan(100);
         for now in 1_000..1_010 {
-            assert!(store.decide(&plan, "c", now, 1).await.expect("decide").allowed);
+            assert!(allowed(&store, &plan, now).await);
         }
         server.cli(&["CONFIG", "RESETSTAT"]);
         // A log of 10 live elements: read whole by one LRANGE, no LLEN, no
         // search; the request logged by one RPUSH and one PEXPIRE.
-        assert!(store.decide(&plan, "c", 2_000, 1).await.expect("decide").allowed);
+        assert!(allowed(&store, &plan, 2_000).await);
         assert_eq!(
             counts(&server, &["lrange", "llen", "lindex", "rpush", "pexpire"]),
             [1, 0, 0, 1, 1]
@@ -76,7 +85,7 @@ fn a_short_log_is_read_with_one_command() {
         // expiry stays (no PEXPIRE of the log); the last-seen key keeps its
         // time and only its expiry may grow (PEXPIRE GT, no PTTL, no SET).
         server.cli(&["CONFIG", "RESETSTAT"]);
-        assert!(store.decide(&plan, "c", 2_000, 1).await.expect("decide").allowed);
+        assert!(allowed(&store, &plan, 2_000).await);
         assert_eq!(
             counts(&server, &["lset", "pexpire", "pttl", "set"]),
             [1, 1, 0, 0]
@@ -95,13 +104,13 @@ fn a_rejection_reads_no_expiry() {
             .expect("connect");
         let plan = plan(2);
         for now in [1, 2] {
-            assert!(store.decide(&plan, "c", now, 1).await.expect("decide").allowed);
+            assert!(allowed(&store, &plan, now).await);
         }
         server.cli(&["CONFIG", "RESETSTAT"]);
         // Rejections write no state key: the last-seen key takes each new
         // time and keeps its expiry, which still outlives the log's.
         for now in 3..8 {
-            assert!(!store.decide(&plan, "c", now, 1).await.expect("decide").allowed);
+            assert!(!allowed(&store, &plan, now).await);
         }
         assert_eq!(
             counts(&server, &["pttl", "pexpire", "set", "rpush", "lset"]),
@@ -109,9 +118,11 @@ fn a_rejection_reads_no_expiry() {
         );
         let seen = store.keys().seen_key("c");
         assert_eq!(server.cli(&["GET", &seen]).trim(), "7");
-        let log = store
-            .keys()
-            .limit_key("c", plan.limits()[0].id(), tollgate_redis::scripts::state_format("s"));
+        let log = store.keys().limit_key(
+            "c",
+            plan.limits()[0].id(),
+            tollgate_redis::scripts::state_format("s"),
+        );
         let ttl = |key: &str| -> i64 { server.cli(&["PTTL", key]).trim().parse().expect("PTTL") };
         assert!(ttl(&seen) >= ttl(&log) && ttl(&log) > 0);
     });
