@@ -89,26 +89,22 @@ local function write_limits(seen_key, seen, limits, now, allowed, cost, margin)
   -- Every call records its time, even one that only asks about an unknown
   -- client, as the in-memory store does: with the fewest commands that keep
   -- the key's value the latest time and its expiry at least the longest of
-  -- the state keys' (each write of a state key also sets the last-seen
-  -- key's expiry to the longest window + margin of the plan, or keeps a
-  -- longer one another plan set). A call that wrote no state key changes no
-  -- state key's expiry, so the one already set still outlives them all
-  -- (KEEPTTL); a call at the stored time changes only the expiry (PEXPIRE
-  -- GT: never shortened), or nothing when it wrote no state either.
-  if not seen then
-    redis.call('SET', seen_key, fmt(now), 'PX', fmt(seen_ttl))
-  elseif now ~= seen then
-    if wrote then
+  -- the state keys'. A call that wrote a state key sets the expiry to the
+  -- longest window + margin of the plan, or keeps a longer one another plan
+  -- set (PTTL). A call that wrote none changes no state key's expiry, so
+  -- the one already set still outlives them all: the new time keeps it
+  -- (KEEPTTL, Redis 6.0 or newer), and a call at the stored time writes
+  -- nothing.
+  if wrote or not seen then
+    if seen then
       local left = redis.call('PTTL', seen_key)
       if left > seen_ttl then
         seen_ttl = left
       end
-      redis.call('SET', seen_key, fmt(now), 'PX', fmt(seen_ttl))
-    else
-      redis.call('SET', seen_key, fmt(now), 'KEEPTTL')
     end
-  elseif wrote then
-    redis.call('PEXPIRE', seen_key, fmt(seen_ttl), 'GT')
+    redis.call('SET', seen_key, fmt(now), 'PX', fmt(seen_ttl))
+  elseif now ~= seen then
+    redis.call('SET', seen_key, fmt(now), 'KEEPTTL')
   end
 end
 
