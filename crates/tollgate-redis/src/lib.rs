@@ -71,10 +71,12 @@
 //!
 //! Every write sets the key's expiry (PEXPIRE / SET PX) on Redis's clock,
 //! computed from the decision's time plus [`RedisStoreConfig::expiry_margin_ms`]
-//! (the margin covers callers whose clocks lag Redis's or each other's):
+//! (the margin covers callers whose clocks lag Redis's or each other's),
+//! except where the expiry it needs has not moved (below):
 //!
-//! - sliding-window log: `window_ms + margin` after the write (the newest
-//!   entry leaves the window `window_ms` after it was logged), so the expiry
+//! - sliding-window log: `window_ms + margin` after the write that logged
+//!   its newest entry (which leaves the window `window_ms` after it was
+//!   logged; units added at that same time keep the expiry), so the expiry
 //!   never changes an answer;
 //! - GCRA: `reset_after_ms + margin` (once the theoretical arrival time has
 //!   passed, a missing state and the stored one answer alike), never changes
@@ -86,8 +88,9 @@
 //!   earlier or later than it would have (the same trade-off as the core's
 //!   opt-in `sweep(now, reset_phase = true)`);
 //! - the client's last-seen key: the longest expiry of the client's limits,
-//!   so it outlives every state key; once it is gone the client is
-//!   forgotten, as after the core's `sweep`.
+//!   so it outlives every state key (a call that writes no state key keeps
+//!   the key's expiry as it is: no state key's expiry moved); once it is
+//!   gone the client is forgotten, as after the core's `sweep`.
 //!
 //! ## Time
 //!

@@ -12,8 +12,8 @@
 //!
 //! and `build.rs` turns every file into one line of the `redis_policies!`
 //! call that builds [`POLICIES`] and the plan script. Adding a policy to the
-//! Redis store is therefore adding its Lua file (a chunk that returns its
-//! policy table, see `gcra.lua`), once the policy exists in the core
+//! Redis store is therefore adding its Lua file (a chunk that returns a
+//! function building its policy table, see `gcra.lua`), once the policy exists in the core
 //! (`crates/tollgate/src/policy/<name>.rs` and its `register_policies!`
 //! line). A test checks that every policy of [`tollgate::POLICY_NAMES`] has
 //! exactly one descriptor.

@@ -124,3 +124,48 @@ fn stored_lists_of_another_format_are_never_misread() {
         }
     });
 }
+
+#[test]
+fn long_logs_read_in_part_give_the_same_answers() {
+    let Some(server) = RedisServer::spawn("long_logs_read_in_part_give_the_same_answers") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let reference = PlanLimiter::new();
+        let plan = plan(40, 1_000);
+        // 30 elements, longer than the newest 16 the script reads at once:
+        // element i at 10 * i, of cost 2 when i is a multiple of 5. Probed
+        // where `gone` of them have left the window (the window's start at
+        // the oldest element, before the part read at once, inside it, past
+        // the newest), by requests whose wait ends in either part.
+        for gone in 0..=30u64 {
+            let now = 1_000 + 10 * gone - 5;
+            for cost in [0, 1, 2, 7, 25, 40, 41] {
+                let client = format!("c{gone}-{cost}");
+                let mut expected = Vec::new();
+                let mut end = 0;
+                for i in 0..30u64 {
+                    let units = if i % 5 == 0 { 2 } else { 1 };
+                    let want = reference.check(&plan, &client, 10 * i, units);
+                    let got = store.decide(&plan, &client, 10 * i, units).await;
+                    assert_eq!(got.expect("decide"), want, "history {i} of {client}");
+                    end += units;
+                    expected.push(format!("{}:{units}:{end}", 10 * i));
+                }
+                let key = state_key(&store, &plan, &client, scripts::state_format("s"));
+                let stored = server.cli(&["LRANGE", &key, "0", "-1"]);
+                assert_eq!(stored.split_whitespace().collect::<Vec<_>>(), expected);
+                // The probe, then one more request on the log it left (trimmed
+                // when the probe was allowed).
+                for (at, cost) in [(now, cost), (now + 1, 1)] {
+                    let want = reference.check(&plan, &client, at, cost);
+                    let got = store.decide(&plan, &client, at, cost).await;
+                    assert_eq!(got.expect("decide"), want, "{client} at {at}, cost {cost}");
+                }
+            }
+        }
+    });
+}

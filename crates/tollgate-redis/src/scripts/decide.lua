@@ -87,15 +87,24 @@ local function write_limits(seen_key, seen, limits, now, allowed, cost, margin)
     end
   end
   -- Every call records its time, even one that only asks about an unknown
-  -- client, as the in-memory store does.
-  if seen then
-    local left = redis.call('PTTL', seen_key)
-    if left > seen_ttl then
-      seen_ttl = left
+  -- client, as the in-memory store does: with the fewest commands that keep
+  -- the key's value the latest time and its expiry at least the longest of
+  -- the state keys'. A call that wrote a state key sets the expiry to the
+  -- longest window + margin of the plan, or keeps a longer one another plan
+  -- set (PTTL). A call that wrote none changes no state key's expiry, so
+  -- the one already set still outlives them all: the new time keeps it
+  -- (KEEPTTL, Redis 6.0 or newer), and a call at the stored time writes
+  -- nothing.
+  if wrote or not seen then
+    if seen then
+      local left = redis.call('PTTL', seen_key)
+      if left > seen_ttl then
+        seen_ttl = left
+      end
     end
-  end
-  if wrote or now ~= seen then
     redis.call('SET', seen_key, fmt(now), 'PX', fmt(seen_ttl))
+  elseif now ~= seen then
+    redis.call('SET', seen_key, fmt(now), 'KEEPTTL')
   end
 end
 
@@ -120,19 +129,20 @@ local function decide_call(keys, argv)
 
   -- Phase 0.
   local clock = redis.call('TIME')
-  local redis_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+  local redis_us = (clock[1] + 0) * 1000000 + (clock[2] + 0)
   if redis_us > parse_int(argv[4], 'deadline', MAX_EXACT) then
     return { redis_us, -1 }
   end
 
   local now = call_time(argv[1], redis_us)
-  local cost = parse_int(argv[2], 'cost', MAX_U32)
-  local margin = parse_int(argv[3], 'expiry margin', MAX_EXACT)
+  local cost = parse_arg(argv[2], 'cost', MAX_U32)
+  local margin = parse_arg(argv[3], 'expiry margin', MAX_EXACT)
   local limits = read_limits(keys, argv, n, margin)
   -- The backwards-time rule (reads the last-seen time, checks the bounds).
   local seen
   now, seen = time_after_seen(keys[1], now, limits)
   local allowed = decide_limits(limits, now, cost)
   write_limits(keys[1], seen, limits, now, allowed, cost, margin)
+  keep_args = true
   return call_reply(redis_us, now, allowed, limits)
 end

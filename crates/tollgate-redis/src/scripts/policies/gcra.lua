@@ -14,10 +14,13 @@
 -- its bound (a constant of tollgate_redis::policies::Bound).
 --
 -- KEYS and ARGV: none of its own. This file is one chunk of the plan script
--- (src/policies.rs wraps it in a function and registers the table it
--- returns under its code); plan.lua passes it the state key
--- (KEYS[1 + i]) and limit i's parsed arguments (ARGV, see plan.lua). It
--- returns a table of: check_args(limit, window), bound_ok(now, limit,
+-- (src/policies.rs wraps it in a function and registers what it returns
+-- under its code); plan.lua passes it the state key (KEYS[1 + i]) and
+-- limit i's parsed arguments (ARGV, see plan.lua). It returns a function
+-- that builds the policy's table, which read_limit (common.lua) calls on
+-- the policy's first use in a script run: a run builds only the policies
+-- its calls use (building one costs Redis as much as a few commands).
+-- The table holds: check_args(limit, window), bound_ok(now, limit,
 -- window), load(key, now, limit, window) -> state or nil,
 -- decide(state, now, cost, limit, window) -> decision,
 -- write(key, state, now, cost, limit, window, margin) -> ttl, anchors
@@ -26,72 +29,74 @@
 -- (empty for no state), which the Redis store decodes into the core
 -- policy's state (src/inspect.rs).
 
-local gcra = {}
+return function()
+  local gcra = {}
 
-function gcra.check_args(limit, window)
-end
-
-function gcra.bound_ok(now, limit, window)
-  return (now + 2 * window) * limit <= MAX_EXACT
-end
-
-function gcra.load(key, now, limit, window)
-  local value = redis.call('GET', key)
-  if not value then
-    return nil
+  function gcra.check_args(limit, window)
   end
-  local tat = parse_int(value, 'stored TAT of ' .. key, MAX_EXACT)
-  -- Every write leaves tat <= now * limit + tolerance, and time never goes
-  -- back for a client: anything beyond is not a state this script wrote.
-  if tat > (now + window) * limit then
-    fail('stored TAT of ' .. key .. ' lies beyond the burst tolerance')
+
+  function gcra.bound_ok(now, limit, window)
+    return (now + 2 * window) * limit <= MAX_EXACT
   end
-  return { tat = tat }
+
+  function gcra.load(key, now, limit, window)
+    local value = redis.call('GET', key)
+    if not value then
+      return nil
+    end
+    local tat = parse_int(value, 'stored TAT of ' .. key, MAX_EXACT)
+    -- Every write leaves tat <= now * limit + tolerance, and time never goes
+    -- back for a client: anything beyond is not a state this script wrote.
+    if tat > (now + window) * limit then
+      fail('stored TAT of ' .. key .. ' lies beyond the burst tolerance')
+    end
+    return { tat = tat }
+  end
+
+  local function base_of(state, now_scaled)
+    if state and state.tat > now_scaled then
+      return state.tat
+    end
+    return now_scaled
+  end
+
+  function gcra.decide(state, now, cost, limit, window)
+    local now_scaled = now * limit
+    local tolerance = window * limit
+    local base = base_of(state, now_scaled)
+    if cost <= limit and (base - now_scaled) + cost * window <= tolerance then
+      local tat = base + cost * window
+      local remaining = divmod(tolerance - (tat - now_scaled), window)
+      return decision(true, remaining, 0, wait_until(ceil_div(tat, limit), now))
+    end
+    local retry = -1
+    if cost <= limit then
+      local earliest = base + cost * window - tolerance
+      retry = wait_until(ceil_div(earliest, limit), now)
+    end
+    local remaining = divmod(tolerance - (base - now_scaled), window)
+    return decision(false, remaining, retry, wait_until(ceil_div(base, limit), now))
+  end
+
+  function gcra.write(key, state, now, cost, limit, window, margin)
+    local tat = base_of(state, now * limit) + cost * window
+    local ttl = wait_until(ceil_div(tat, limit), now) + margin
+    if ttl < 1 then
+      ttl = 1
+    end
+    redis.call('SET', key, fmt(tat), 'PX', fmt(ttl))
+    return ttl
+  end
+
+  gcra.anchors = false
+
+  -- The state for inspect.lua: { tat_scaled }.
+  function gcra.raw(state)
+    if not state then
+      return {}
+    end
+    return { state.tat }
+  end
+
+  return gcra
 end
-
-local function base_of(state, now_scaled)
-  if state and state.tat > now_scaled then
-    return state.tat
-  end
-  return now_scaled
-end
-
-function gcra.decide(state, now, cost, limit, window)
-  local now_scaled = now * limit
-  local tolerance = window * limit
-  local base = base_of(state, now_scaled)
-  if cost <= limit and (base - now_scaled) + cost * window <= tolerance then
-    local tat = base + cost * window
-    local remaining = divmod(tolerance - (tat - now_scaled), window)
-    return decision(true, remaining, 0, wait_until(ceil_div(tat, limit), now))
-  end
-  local retry = -1
-  if cost <= limit then
-    local earliest = base + cost * window - tolerance
-    retry = wait_until(ceil_div(earliest, limit), now)
-  end
-  local remaining = divmod(tolerance - (base - now_scaled), window)
-  return decision(false, remaining, retry, wait_until(ceil_div(base, limit), now))
-end
-
-function gcra.write(key, state, now, cost, limit, window, margin)
-  local tat = base_of(state, now * limit) + cost * window
-  local ttl = wait_until(ceil_div(tat, limit), now) + margin
-  if ttl < 1 then
-    ttl = 1
-  end
-  redis.call('SET', key, fmt(tat), 'PX', fmt(ttl))
-  return ttl
-end
-
-gcra.anchors = false
-
--- The state for inspect.lua: { tat_scaled }.
-function gcra.raw(state)
-  if not state then
-    return {}
-  end
-  return { state.tat }
-end
-
-return gcra

@@ -19,10 +19,13 @@
 -- its bound (a constant of tollgate_redis::policies::Bound).
 --
 -- KEYS and ARGV: none of its own. This file is one chunk of the plan script
--- (src/policies.rs wraps it in a function and registers the table it
--- returns under its code); plan.lua passes it the state key
--- (KEYS[1 + i]) and limit i's parsed arguments (ARGV, see plan.lua). It
--- returns a table of: check_args(limit, window), bound_ok(now, limit,
+-- (src/policies.rs wraps it in a function and registers what it returns
+-- under its code); plan.lua passes it the state key (KEYS[1 + i]) and
+-- limit i's parsed arguments (ARGV, see plan.lua). It returns a function
+-- that builds the policy's table, which read_limit (common.lua) calls on
+-- the policy's first use in a script run: a run builds only the policies
+-- its calls use (building one costs Redis as much as a few commands).
+-- The table holds: check_args(limit, window), bound_ok(now, limit,
 -- window), load(key, now, limit, window) -> state or nil,
 -- decide(state, now, cost, limit, window) -> decision,
 -- write(key, state, now, cost, limit, window, margin) -> ttl, anchors
@@ -31,101 +34,103 @@
 -- (empty for no state), which the Redis store decodes into the core
 -- policy's state (src/inspect.rs).
 
-local bucket = {}
+return function()
+  local bucket = {}
 
-function bucket.check_args(limit, window)
-  local _, r = divmod(window, limit)
-  if r ~= 0 then
-    fail('token-bucket window ' .. fmt(window) .. ' is not a multiple of the limit ' .. fmt(limit))
+  function bucket.check_args(limit, window)
+    local _, r = divmod(window, limit)
+    if r ~= 0 then
+      fail('token-bucket window ' .. fmt(window) .. ' is not a multiple of the limit ' .. fmt(limit))
+    end
   end
-end
 
-function bucket.bound_ok(now, limit, window)
-  return now + window <= MAX_EXACT
-end
+  function bucket.bound_ok(now, limit, window)
+    return now + window <= MAX_EXACT
+  end
 
-function bucket.load(key, now, limit, window)
-  local value = redis.call('GET', key)
-  if not value then
-    return nil
+  function bucket.load(key, now, limit, window)
+    local value = redis.call('GET', key)
+    if not value then
+      return nil
+    end
+    local a, f = string.match(value, '^(%d+):(%d+)$')
+    if not a then
+      fail('stored bucket ' .. key .. ' is malformed')
+    end
+    local anchor = parse_int(a, 'stored anchor of ' .. key, MAX_EXACT)
+    local full_at = parse_int(f, 'stored full_at of ' .. key, MAX_EXACT)
+    -- Every write leaves anchor <= now and full_at <= k + limit, and time
+    -- never goes back for a client: anything else is not a state this script wrote.
+    if anchor > now or full_at * divmod(window, limit) > now - anchor + window then
+      fail('stored bucket ' .. key .. ' is inconsistent with the time')
+    end
+    return { anchor = anchor, full_at = full_at }
   end
-  local a, f = string.match(value, '^(%d+):(%d+)$')
-  if not a then
-    fail('stored bucket ' .. key .. ' is malformed')
-  end
-  local anchor = parse_int(a, 'stored anchor of ' .. key, MAX_EXACT)
-  local full_at = parse_int(f, 'stored full_at of ' .. key, MAX_EXACT)
-  -- Every write leaves anchor <= now and full_at <= k + limit, and time
-  -- never goes back for a client: anything else is not a state this script wrote.
-  if anchor > now or full_at * divmod(window, limit) > now - anchor + window then
-    fail('stored bucket ' .. key .. ' is inconsistent with the time')
-  end
-  return { anchor = anchor, full_at = full_at }
-end
 
-local function fresh(state, now)
-  if state then
-    return state
+  local function fresh(state, now)
+    if state then
+      return state
+    end
+    return { anchor = now, full_at = 0 }
   end
-  return { anchor = now, full_at = 0 }
-end
 
-local function drips(b, now, interval)
-  if now <= b.anchor then
-    return 0
+  local function drips(b, now, interval)
+    if now <= b.anchor then
+      return 0
+    end
+    local k = divmod(now - b.anchor, interval)
+    return k
   end
-  local k = divmod(now - b.anchor, interval)
-  return k
-end
 
-function bucket.decide(state, now, cost, limit, window)
-  local b = fresh(state, now)
-  local interval = divmod(window, limit)
-  local k = drips(b, now, interval)
-  local missing = b.full_at - k
-  if missing < 0 then
-    missing = 0
-  elseif missing > limit then
-    missing = limit
+  function bucket.decide(state, now, cost, limit, window)
+    local b = fresh(state, now)
+    local interval = divmod(window, limit)
+    local k = drips(b, now, interval)
+    local missing = b.full_at - k
+    if missing < 0 then
+      missing = 0
+    elseif missing > limit then
+      missing = limit
+    end
+    local tokens = limit - missing
+    if cost <= tokens then
+      local full_at = b.full_at
+      if cost > 0 then
+        full_at = math.max(full_at, k) + cost
+      end
+      return decision(true, tokens - cost, 0, wait_until(b.anchor + full_at * interval, now))
+    end
+    local retry = -1
+    if cost <= limit then
+      local k_enough = b.full_at - (limit - cost)
+      retry = wait_until(b.anchor + k_enough * interval, now)
+    end
+    return decision(false, tokens, retry, wait_until(b.anchor + b.full_at * interval, now))
   end
-  local tokens = limit - missing
-  if cost <= tokens then
+
+  -- Stores the bucket (anchoring a new one), having used `cost` tokens.
+  function bucket.write(key, state, now, cost, limit, window, margin)
+    local b = fresh(state, now)
     local full_at = b.full_at
     if cost > 0 then
-      full_at = math.max(full_at, k) + cost
+      local interval = divmod(window, limit)
+      full_at = math.max(full_at, drips(b, now, interval)) + cost
     end
-    return decision(true, tokens - cost, 0, wait_until(b.anchor + full_at * interval, now))
+    local ttl = window + margin
+    redis.call('SET', key, string.format('%d:%d', b.anchor, full_at), 'PX', fmt(ttl))
+    return ttl
   end
-  local retry = -1
-  if cost <= limit then
-    local k_enough = b.full_at - (limit - cost)
-    retry = wait_until(b.anchor + k_enough * interval, now)
+
+  -- The first call anchors the drips, even one that used nothing.
+  bucket.anchors = true
+
+  -- The state for inspect.lua: { anchor, full_at }.
+  function bucket.raw(state)
+    if not state then
+      return {}
+    end
+    return { state.anchor, state.full_at }
   end
-  return decision(false, tokens, retry, wait_until(b.anchor + b.full_at * interval, now))
+
+  return bucket
 end
-
--- Stores the bucket (anchoring a new one), having used `cost` tokens.
-function bucket.write(key, state, now, cost, limit, window, margin)
-  local b = fresh(state, now)
-  local full_at = b.full_at
-  if cost > 0 then
-    local interval = divmod(window, limit)
-    full_at = math.max(full_at, drips(b, now, interval)) + cost
-  end
-  local ttl = window + margin
-  redis.call('SET', key, fmt(b.anchor) .. ':' .. fmt(full_at), 'PX', fmt(ttl))
-  return ttl
-end
-
--- The first call anchors the drips, even one that used nothing.
-bucket.anchors = true
-
--- The state for inspect.lua: { anchor, full_at }.
-function bucket.raw(state)
-  if not state then
-    return {}
-  end
-  return { state.anchor, state.full_at }
-end
-
-return bucket
