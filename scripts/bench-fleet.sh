@@ -46,7 +46,7 @@ CLIENT_CPUS=${CLIENT_CPUS:-}
 REDIS_PORT=${REDIS_PORT:-16490}  # single node; the cluster uses the next three
 SERVE_PORT=${SERVE_PORT:-18290}  # the servers use SERVE_PORT .. SERVE_PORT+7
 PROFILE=${PROFILE:-release}       # PROFILE=debug: a quick check of the script itself
-BIN=target/$PROFILE/tollgate
+BIN=${BIN:-target/$PROFILE/tollgate}  # BIN=/tmp/tollgate-old: another build of serve
 LOAD=target/$PROFILE/examples/fleet_load
 WORK=$(mktemp -d)
 
