@@ -188,6 +188,25 @@ impl Policy for SlidingWindow {
         decision
     }
 
+    /// [`SlidingWindow::check`]'s answer and log without the numbers for
+    /// headers.
+    fn allow(&self, log: &mut SlidingLog, now: u64, cost: u32) -> bool {
+        self.forget_expired(log, now);
+        // Every entry left is live: the units in the window are the running
+        // count of the newest past the count before the oldest.
+        let used = log
+            .entries()
+            .last()
+            .map_or(0, |newest| newest.end.wrapping_sub(log.start));
+        if cost > self.limit.saturating_sub(used) {
+            return false;
+        }
+        if cost > 0 {
+            log.push(now, cost);
+        }
+        true
+    }
+
     fn reclaim(&self, log: &SlidingLog, now: u64) -> Reclaim {
         match log.entries().last() {
             Some(newest) if self.expiry(newest.time) > u128::from(now) => Reclaim::Keep,
