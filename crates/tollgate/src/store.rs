@@ -27,6 +27,7 @@ use parking_lot::{Mutex, MutexGuard};
 use std::hash::BuildHasher;
 
 pub use crate::eviction::{Eviction, LeastRecentlySeen};
+use crate::same_id::same_id;
 
 /// One client's state as the store keeps it.
 #[derive(Debug, Clone)]
@@ -390,7 +391,7 @@ fn find<'a, S>(
 ) -> Option<MutexGuard<'a, Client<S>>> {
     map.iter_hash(hash)
         .map(Mutex::lock)
-        .find(|slot| slot.id == client)
+        .find(|slot| same_id(slot.id.as_bytes(), client.as_bytes()))
 }
 
 /// A shard's table for reading. A panic under the write lock (only in a
