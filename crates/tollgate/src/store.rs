@@ -1,28 +1,19 @@
 //! The in-memory store: a sharded map from client id to policy state.
 //!
-//! Clients are spread over shards by hash. A decision for a known client
-//! takes its shard's table for reading and then the client's own slot lock,
-//! so that two threads deciding for different clients write no cache line
-//! in common: the table's reader lock is sharded by thread
-//! ([`crossbeam_utils::sync::ShardedLock`]: each thread locks a line of its
-//! own) and the slot lock sits in the slot, on the line the decision reads
-//! anyway. With one lock per shard, both threads took every shard's lock in
-//! turn, and about every other decision waited for the lock's line to come
-//! back from the other core (BENCHMARKS.md, issue 12). Only a new client
-//! takes the shard for writing (every thread's reader line).
+//! Clients are spread over independently locked shards by hash, so threads
+//! working on different clients rarely meet on a lock, and a decision costs
+//! one hash, one short critical section and the policy's arithmetic.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::PoisonError;
 
 use compact_str::CompactString;
-use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 // Not std's Mutex: two threads deciding for one hot client (the buggy app
-// in a retry loop) hand the slot lock back and forth, and parking_lot's
+// in a retry loop) hand the shard lock back and forth, and parking_lot's
 // adaptive spinning halves the time per decision there (BENCHMARKS.md);
-// its lock is one byte, and it has no poisoning, which a store whose
-// policies never leave a state half-written does not need.
+// it also has no poisoning, which a store whose policies never leave a
+// state half-written does not need.
 use parking_lot::{Mutex, MutexGuard};
 use std::hash::BuildHasher;
 
@@ -39,25 +30,23 @@ pub struct Entry<S> {
     pub state: S,
 }
 
-/// One client in a shard's table, behind its own lock. The id is kept
-/// inline when it has at most [`MemoryStore::INLINE_ID_BYTES`] bytes (a
-/// `Box<str>` cost a second cache miss on every probe: the pointer, then the
-/// bytes it points to). The id is under the lock too: outside it, a state
-/// aligned to 16 bytes (GCRA's `u128`) would pad the slot by 16 more bytes.
-type Slot<S> = Mutex<Client<S>>;
-
-/// What a slot's lock guards.
-struct Client<S> {
-    id: CompactString,
+/// One client in a shard's table. The id is kept inline when it has at most
+/// [`MemoryStore::INLINE_ID_BYTES`] bytes (a `Box<str>` cost a second cache
+/// miss on every probe: the pointer, then the bytes it points to), so a
+/// token bucket's slot is one 48-byte read. The time and the state are
+/// fields of their own rather than an [`Entry`], so that a state aligned to
+/// 16 bytes (GCRA's `u128`) packs right after the 24-byte id and 8-byte time.
+struct Slot<S> {
+    client: CompactString,
     last_seen: u64,
     state: S,
 }
 
-/// A shard on its own cache lines, so that a new client in one shard does
-/// not move the line of its neighbour's table.
+/// A shard on its own cache lines, so that two cores locking neighbouring
+/// shards do not fight over one line.
 #[repr(align(128))]
 struct Shard<S> {
-    table: ShardedLock<HashTable<Slot<S>>>,
+    map: Mutex<HashTable<Slot<S>>>,
 }
 
 /// What [`MemoryStore::with_entry`] hands to its closure.
@@ -131,7 +120,7 @@ impl<S> MemoryStore<S> {
         Self {
             shards: (0..SHARDS)
                 .map(|_| Shard {
-                    table: ShardedLock::new(HashTable::new()),
+                    map: Mutex::new(HashTable::new()),
                 })
                 .collect(),
             hasher: RandomState::default(),
@@ -165,9 +154,9 @@ impl<S> MemoryStore<S> {
 
     /// The shard for a hash. Uses bits the shard's own table does not use
     /// for its bucket index (low bits) or its tag (top 7 bits).
-    fn shard(&self, hash: u64) -> &ShardedLock<HashTable<Slot<S>>> {
+    fn shard(&self, hash: u64) -> MutexGuard<'_, HashTable<Slot<S>>> {
         let index = (hash >> 40) as usize % SHARDS;
-        &self.shards[index].table
+        self.shards[index].map.lock()
     }
 
     /// Runs `f` on the client's state under the client's shard lock.
@@ -205,25 +194,13 @@ impl<S> MemoryStore<S> {
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
         let hash = self.hash(client);
-        let shard = self.shard(hash);
-        if let Some(mut known) = find(&read(shard), hash, client) {
-            known.last_seen = known.last_seen.max(now_ms);
-            let now_ms = known.last_seen;
+        let mut map = self.shard(hash);
+        let same = |slot: &Slot<S>| same_id(slot.client.as_bytes(), client.as_bytes());
+        if let Some(slot) = map.find_mut(hash, same) {
+            slot.last_seen = slot.last_seen.max(now_ms);
             return f(Access {
-                state: &mut known.state,
-                now_ms,
-                is_new: false,
-            });
-        }
-        let mut map = write(shard);
-        // Another thread may have added the client between the two locks.
-        if let Some(slot) = map.find_mut(hash, |slot| slot.lock().id == client) {
-            let known = slot.get_mut();
-            known.last_seen = known.last_seen.max(now_ms);
-            let now_ms = known.last_seen;
-            return f(Access {
-                state: &mut known.state,
-                now_ms,
+                state: &mut slot.state,
+                now_ms: slot.last_seen,
                 is_new: false,
             });
         }
@@ -239,13 +216,12 @@ impl<S> MemoryStore<S> {
         let hasher = &self.hasher;
         map.insert_unique(
             hash,
-            Mutex::new(Client {
-                id: CompactString::new(client),
+            Slot {
+                client: CompactString::new(client),
                 last_seen: now_ms,
                 state,
-            }),
-            // Under the write lock: no slot lock is held, none waits.
-            |slot| hasher.hash_one(slot.lock().id.as_str()),
+            },
+            |slot| hasher.hash_one(slot.client.as_str()),
         );
         result
     }
@@ -254,7 +230,7 @@ impl<S> MemoryStore<S> {
     /// reclaimable entries, then by evicting those that give back the fewest
     /// units (least recently seen first among equals).
     ///
-    /// Two passes, because the states may live behind pointers: the first (as
+    /// Two passes, because the states live behind pointers: the first (as
     /// short per entry as the caller's check) lets the processor fetch many
     /// entries at once; the second computes what each gives back from the
     /// cache.
@@ -279,7 +255,7 @@ impl<S> MemoryStore<S> {
         let mut candidates: Vec<(u64, u64, usize)> = map
             .iter_buckets()
             .filter_map(|bucket| {
-                let slot = map.get_bucket(bucket)?.lock();
+                let slot = map.get_bucket(bucket)?;
                 let now = now_ms.max(slot.last_seen);
                 let units = eviction.units_given_back(&slot.state, now);
                 Some((units, slot.last_seen, bucket))
@@ -300,19 +276,19 @@ impl<S> MemoryStore<S> {
         S: Clone,
     {
         let hash = self.hash(client);
-        let map = read(self.shard(hash));
-        find(&map, hash, client).map(|known| Entry {
-            last_seen: known.last_seen,
-            state: known.state.clone(),
+        let map = self.shard(hash);
+        map.find(hash, |slot| {
+            same_id(slot.client.as_bytes(), client.as_bytes())
+        })
+        .map(|slot| Entry {
+            last_seen: slot.last_seen,
+            state: slot.state.clone(),
         })
     }
 
     /// Number of clients with stored state.
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| read(&shard.table).len())
-            .sum()
+        self.shards.iter().map(|shard| shard.map.lock().len()).sum()
     }
 
     /// True when no client has stored state.
@@ -330,7 +306,8 @@ impl<S> MemoryStore<S> {
     pub fn sweep_with(&self, now_ms: u64, mut remove: impl FnMut(&mut S, u64) -> bool) -> usize {
         let mut removed = 0;
         for shard in self.shards.iter() {
-            removed += drop_where(&mut write(&shard.table), now_ms, &mut remove);
+            let mut map = shard.map.lock();
+            removed += drop_where(&mut map, now_ms, &mut remove);
         }
         removed
     }
@@ -338,14 +315,14 @@ impl<S> MemoryStore<S> {
     /// Removes every client.
     pub fn clear(&self) {
         for shard in self.shards.iter() {
-            write(&shard.table).clear();
+            shard.map.lock().clear();
         }
     }
 
     /// Bytes the store spends per stored client besides the state's own heap
     /// memory and the id's (see [`MemoryStore::id_heap_bytes`]): the slot
-    /// (its lock, the id, inline up to [`MemoryStore::INLINE_ID_BYTES`]
-    /// bytes, the time, the inline state) plus the table's control byte.
+    /// (the id, inline up to [`MemoryStore::INLINE_ID_BYTES`] bytes, the time,
+    /// the inline state) plus the table's control byte.
     pub fn bytes_per_client_inline() -> usize {
         std::mem::size_of::<Slot<S>>() + 1
     }
@@ -374,34 +351,8 @@ fn drop_where<S>(
 ) -> usize {
     let before = map.len();
     map.retain(|slot| {
-        let slot = slot.get_mut();
         let now = now_ms.max(slot.last_seen);
         !remove(&mut slot.state, now)
     });
     before - map.len()
-}
-
-/// The slot of `client`, locked, if the table holds it. Only slots whose
-/// hash tag matches are locked to compare ids, and only the client's stays
-/// locked.
-fn find<'a, S>(
-    map: &'a HashTable<Slot<S>>,
-    hash: u64,
-    client: &str,
-) -> Option<MutexGuard<'a, Client<S>>> {
-    map.iter_hash(hash)
-        .map(Mutex::lock)
-        .find(|slot| same_id(slot.id.as_bytes(), client.as_bytes()))
-}
-
-/// A shard's table for reading. A panic under the write lock (only in a
-/// caller's `init` or `f`, before the table changed) leaves the table whole,
-/// so a poisoned lock is used as is.
-fn read<T>(lock: &ShardedLock<T>) -> ShardedLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// A shard's table for writing; see [`read`] on poisoning.
-fn write<T>(lock: &ShardedLock<T>) -> ShardedLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(PoisonError::into_inner)
 }
