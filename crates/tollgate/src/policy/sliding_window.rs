@@ -198,6 +198,12 @@ impl Policy for SlidingWindow {
     /// [`SlidingWindow::check`]'s answer and log without the numbers for
     /// headers.
     fn allow(&self, log: &mut SlidingLog, now: u64, cost: u32) -> bool {
+        if let (Buf::One(only), 0) = (&log.buf, log.head) {
+            if self.expiry(only.time) <= u128::from(now) {
+                let end = only.end;
+                return self.allow_after_only_entry(log, end, now, cost);
+            }
+        }
         self.forget_expired(log, now);
         // Every entry left is live: the units in the window are the running
         // count of the newest past the count before the oldest.
@@ -242,6 +248,26 @@ impl SlidingWindow {
         }
         // Fewer than the live entries, which are at most `limit`.
         log.head = head as u32;
+    }
+
+    /// [`Policy::allow`] for a log whose one entry, kept in place, has left
+    /// the window: the whole work for a client that sends about one request
+    /// per window, so it skips the general path's scan, drain and push. The
+    /// log ends as the general path leaves it: the entry (whose running
+    /// count is `end`) forgotten, even on a rejection, and the request's
+    /// units, if allowed, its one entry.
+    fn allow_after_only_entry(&self, log: &mut SlidingLog, end: u32, now: u64, cost: u32) -> bool {
+        log.start = end;
+        let allowed = cost <= self.limit;
+        log.buf = if allowed && cost > 0 {
+            Buf::One(Entry {
+                time: now,
+                end: end.wrapping_add(cost),
+            })
+        } else {
+            Buf::default()
+        };
+        allowed
     }
 
     /// [`Policy::decide`] given the index of the first entry still in the window.
