@@ -52,6 +52,7 @@ pub mod inspect;
 mod limiter;
 mod plan;
 pub mod policy;
+mod same_id;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -47,6 +47,19 @@ impl<P: Policy> Limiter<P> {
         )
     }
 
+    /// Lets a request of cost 1 from `client` at `now_ms` in (`true`, and it
+    /// counts) or rejects it: [`Limiter::check`]'s `allowed`, without
+    /// computing the numbers for headers.
+    pub fn allow(&self, client: &str, now_ms: u64) -> bool {
+        let policy = &self.policy;
+        self.store.with_entry(
+            client,
+            now_ms,
+            |now| policy.new_state(now),
+            |access| policy.allow(access.state, access.now_ms, 1),
+        )
+    }
+
     /// The numbers for `client` at `now_ms` without using anything: `remaining`
     /// is how many requests of cost 1 would be allowed right now.
     pub fn peek(&self, client: &str, now_ms: u64) -> Decision {
@@ -122,7 +135,7 @@ impl RateLimiter {
     /// Lets a request from `client` at `now_ms` in (`true`, and it counts) or
     /// rejects it (`false`, and it does not count).
     pub fn allow(&self, client_id: &str, now_ms: u64) -> bool {
-        self.inner.check(client_id, now_ms, 1).allowed
+        self.inner.allow(client_id, now_ms)
     }
 
     /// How many requests `client` could make right now, using none.

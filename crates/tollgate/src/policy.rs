@@ -105,6 +105,14 @@ pub trait Policy: Send + Sync + 'static {
         }
         decision
     }
+
+    /// [`Policy::check`] for a caller that reads only `allowed`: the same
+    /// answer and the same new state, without the numbers for headers. A
+    /// policy overrides it when those numbers cost something to compute
+    /// (the token bucket's and GCRA's 128-bit reset times).
+    fn allow(&self, state: &mut Self::State, now_ms: u64, cost: u32) -> bool {
+        self.check(state, now_ms, cost).allowed
+    }
 }
 
 /// Exact wait from `now` until `at` (0 when `at` has passed), saturating at `u64::MAX`.
@@ -164,6 +172,11 @@ macro_rules! register_policies {
             #[inline]
             pub(crate) fn check(&self, client: &str, now_ms: u64, cost: u32) -> Decision {
                 match self { $(Self::$variant(l) => l.check(client, now_ms, cost),)+ }
+            }
+
+            #[inline]
+            pub(crate) fn allow(&self, client: &str, now_ms: u64) -> bool {
+                match self { $(Self::$variant(l) => l.allow(client, now_ms),)+ }
             }
 
             pub(crate) fn sweep(&self, now_ms: u64, reset_phase: bool) -> usize {
@@ -231,6 +244,14 @@ macro_rules! register_policies {
                         *state = self.new_state(now_ms);
                         self.consume(state, now_ms, cost);
                     }
+                }
+            }
+
+            fn allow(&self, state: &mut AnyState, now_ms: u64, cost: u32) -> bool {
+                match (self, &mut *state) {
+                    $((Self::$variant(p), AnyState::$variant(s)) => p.allow(s, now_ms, cost),)+
+                    #[allow(unreachable_patterns)]
+                    _ => self.check(state, now_ms, cost).allowed,
                 }
             }
 

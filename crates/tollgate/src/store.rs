@@ -18,6 +18,7 @@ use parking_lot::{Mutex, MutexGuard};
 use std::hash::BuildHasher;
 
 pub use crate::eviction::{Eviction, LeastRecentlySeen};
+use crate::same_id::same_id;
 
 /// One client's state as the store keeps it.
 #[derive(Debug, Clone)]
@@ -194,7 +195,8 @@ impl<S> MemoryStore<S> {
     ) -> R {
         let hash = self.hash(client);
         let mut map = self.shard(hash);
-        if let Some(slot) = map.find_mut(hash, |slot| slot.client.as_str() == client) {
+        let same = |slot: &Slot<S>| same_id(slot.client.as_bytes(), client.as_bytes());
+        if let Some(slot) = map.find_mut(hash, same) {
             slot.last_seen = slot.last_seen.max(now_ms);
             return f(Access {
                 state: &mut slot.state,
@@ -275,11 +277,13 @@ impl<S> MemoryStore<S> {
     {
         let hash = self.hash(client);
         let map = self.shard(hash);
-        map.find(hash, |slot| slot.client.as_str() == client)
-            .map(|slot| Entry {
-                last_seen: slot.last_seen,
-                state: slot.state.clone(),
-            })
+        map.find(hash, |slot| {
+            same_id(slot.client.as_bytes(), client.as_bytes())
+        })
+        .map(|slot| Entry {
+            last_seen: slot.last_seen,
+            state: slot.state.clone(),
+        })
     }
 
     /// Number of clients with stored state.

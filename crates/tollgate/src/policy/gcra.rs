@@ -124,6 +124,19 @@ impl Policy for Gcra {
         state.tat_scaled = state.tat_scaled.max(self.scale(now)) + self.cost_scaled(cost);
     }
 
+    fn allow(&self, state: &mut GcraState, now: u64, cost: u32) -> bool {
+        // `decide`'s test and `consume`, without the numbers for headers.
+        let now_scaled = self.scale(now);
+        let new_tat = state.tat_scaled.max(now_scaled) + self.cost_scaled(cost);
+        if new_tat - now_scaled > self.tolerance() {
+            return false;
+        }
+        if cost > 0 {
+            state.tat_scaled = new_tat;
+        }
+        true
+    }
+
     fn reclaim(&self, state: &GcraState, now: u64) -> Reclaim {
         if state.tat_scaled <= self.scale(now) {
             Reclaim::Free

@@ -74,6 +74,18 @@ impl TokenBucket {
         u128::from(bucket.anchor) + k * u128::from(self.interval_ms)
     }
 
+    /// Uses `cost` tokens at drip index `k`, where at least `cost` are left.
+    fn use_tokens(&self, bucket: &mut Bucket, k: u64, cost: u32) {
+        // At least `cost` tokens at `k`, so the new `full_at` is at most
+        // `k + limit`, which keeps the invariant `full_at - k <= limit`.
+        // Rebase onto drip `k` (same drip times) so that `full_at` stays
+        // small: `max(full_at, k) + cost - k`, at most `limit`.
+        let behind = bucket.full_at.saturating_sub(k);
+        // `k * interval <= now - anchor`, so the new anchor is at most `now`.
+        bucket.anchor += k * self.interval_ms;
+        bucket.full_at = behind.saturating_add(u64::from(cost));
+    }
+
     /// Tokens in the bucket at drip index `k` (never more than `limit`).
     fn tokens(&self, bucket: &Bucket, k: u64) -> u32 {
         // `full_at - k <= limit` always holds, see `consume`.
@@ -144,15 +156,19 @@ impl Policy for TokenBucket {
     }
 
     fn consume(&self, bucket: &mut Bucket, now: u64, cost: u32) {
-        // `decide` allowed `cost <= tokens`, so the new `full_at` is at most
-        // `k + limit`, which keeps the invariant `full_at - k <= limit`.
-        // Rebase onto drip `k` (same drip times) so that `full_at` stays
-        // small: `max(full_at, k) + cost - k`, at most `limit`.
+        self.use_tokens(bucket, self.drips(bucket, now), cost);
+    }
+
+    fn allow(&self, bucket: &mut Bucket, now: u64, cost: u32) -> bool {
+        // `decide` and `consume` in one, with the drip index computed once.
         let k = self.drips(bucket, now);
-        let behind = bucket.full_at.saturating_sub(k);
-        // `k * interval <= now - anchor`, so the new anchor is at most `now`.
-        bucket.anchor += k * self.interval_ms;
-        bucket.full_at = behind.saturating_add(u64::from(cost));
+        if cost > self.tokens(bucket, k) {
+            return false;
+        }
+        if cost > 0 {
+            self.use_tokens(bucket, k, cost);
+        }
+        true
     }
 
     fn reclaim(&self, bucket: &Bucket, now: u64) -> Reclaim {
