@@ -57,7 +57,7 @@ pub struct StoreConfig {
     /// [`StoreConfig::shared_rejection_cache`] for whether it applies.
     pub rejection_cache: Option<usize>,
     /// Decisions batched into one Redis script call at most (`batch_max`,
-    /// 1 = every decision alone; ignored on a cluster), and the batched
+    /// 1 = every decision alone; per master on a cluster), and the batched
     /// calls in flight at once (`batches_in_flight`): see
     /// `tollgate_redis::RedisStoreConfig::batch_max`.
     pub batching: Batching,
