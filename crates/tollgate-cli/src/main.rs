@@ -7,13 +7,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tollgate_cli::{proxy, redis_args, replay, simulate};
 
-/// mimalloc rather than the system's malloc: a request allocates and frees
-/// many small buffers (request heads, JSON, Redis frames), and glibc's
-/// malloc and free took 13 % of `serve`'s CPU on the Redis path
-/// (BENCHMARKS.md, "The binary's allocator").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// tollgate: exact per-client rate limiting.
 #[derive(Parser)]
 #[command(name = "tollgate", version, about)]
