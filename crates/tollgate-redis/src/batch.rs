@@ -180,13 +180,17 @@ impl Batcher {
 
     /// Sends each call that the batch's master said another master holds
     /// alone, routed by its own key (nothing was written for it), each in a
-    /// task of its own; and reports that the map of slots is out of date.
+    /// task of its own, unless its caller gave up meanwhile (as for a batch
+    /// being taken); and reports that the map of slots is out of date.
     fn send_elsewhere(&self, calls: Vec<Waiting>) {
         if calls.is_empty() {
             return;
         }
         self.misrouted.store(true, Ordering::Relaxed);
         for waiting in calls {
+            if waiting.answer.is_closed() {
+                continue;
+            }
             let scripts = self.scripts.clone();
             tokio::spawn(async move {
                 let reply = scripts.one(&waiting.call).await;
