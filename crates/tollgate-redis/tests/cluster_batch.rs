@@ -2,7 +2,7 @@
 //! clusters spawned by each test: decisions are batched per master with
 //! the in-memory limiter's answers, and a decision whose slot moved to
 //! another master after the store read its map of slots is still decided
-//! exactly, by its new master.
+//! exactly, by its new master, and makes the store read the map again.
 
 mod batching;
 
@@ -125,5 +125,33 @@ fn a_decision_whose_slot_moved_since_the_map_was_read_is_decided_by_its_new_mast
             "{counts:?}"
         );
         assert_eq!(to.cli(&["EXISTS", &seen]).trim(), "1");
+
+        // The refusal made the store read the map again (in the background,
+        // at most every 100 ms): within a bounded number of rounds, the
+        // moved client goes to its new master's queue, and no decision is
+        // sent twice. Every answer stays exact meanwhile.
+        let order = [&others[0], &others[1], moving, &others[2]];
+        let mut rounds_until_read = None;
+        for round in 0..2_000u64 {
+            let now = 3_000 + 1_000 * round;
+            let before = store.call_counts();
+            let futures: Vec<Pending<'_>> = order
+                .iter()
+                .map(|client| Box::pin(store.decide(&plan, client, now, 1)) as Pending<'_>)
+                .collect();
+            for (client, answer) in order.iter().zip(in_order(futures).await) {
+                let expected = reference.check(&plan, client, now, 1);
+                assert_eq!(answer.expect("decided"), expected, "{client} at {now}");
+            }
+            if store.call_counts().decisions - before.decisions == 4 {
+                rounds_until_read = Some(round);
+                break;
+            }
+        }
+        assert!(
+            rounds_until_read.is_some(),
+            "the map was never read again: {:?}",
+            store.call_counts()
+        );
     });
 }
