@@ -14,7 +14,9 @@ mod batching;
 
 use std::time::Duration;
 
-use batching::{at_once, config, in_order, plan, requests, runtime, Pending};
+use batching::{
+    assert_answers_in_arrival_order, at_once, config, in_order, plan, requests, runtime,
+};
 use tollgate::{PlanDecision, PlanLimiter};
 use tollgate_redis::testing::RedisServer;
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
@@ -29,24 +31,9 @@ fn concurrent_callers_get_the_memory_stores_answers_in_arrival_order() {
             .await
             .expect("connect");
         let plan = plan();
-        let reference = PlanLimiter::new();
         let requests = requests(600, 7);
         let before = store.call_counts();
-        let futures: Vec<Pending<'_>> = requests
-            .iter()
-            .map(|(client, now, cost)| {
-                Box::pin(store.decide(&plan, client, *now, *cost)) as Pending<'_>
-            })
-            .collect();
-        let answers = in_order(futures).await;
-        for (i, ((client, now, cost), answer)) in requests.iter().zip(answers).enumerate() {
-            let expected = reference.check(&plan, client, *now, *cost);
-            assert_eq!(
-                answer.expect("decided"),
-                expected,
-                "request {i}: {client} at {now}, cost {cost}"
-            );
-        }
+        assert_answers_in_arrival_order(&store, &plan, &requests).await;
         let counts = store.call_counts();
         let (decisions, calls) = (
             counts.decisions - before.decisions,
@@ -74,10 +61,8 @@ fn with_several_batches_in_flight_each_client_gets_what_some_order_gives() {
         // order among equal requests changes nothing but which caller gets
         // which answer).
         let clients: Vec<String> = (0..40).map(|c| format!("c{c}")).collect();
-        let futures: Vec<Pending<'_>> = (0..12)
-            .flat_map(|_| clients.iter())
-            .map(|client| Box::pin(store.decide(&plan, client, 50_000, 1)) as Pending<'_>)
-            .collect();
+        let twelve_each: Vec<&String> = (0..12).flat_map(|_| clients.iter()).collect();
+        let futures = at_once(&store, &plan, &twelve_each, 50_000);
         let answers = in_order(futures).await;
         let reference = PlanLimiter::new();
         let expected: Vec<PlanDecision> = (0..12)
@@ -118,7 +103,7 @@ fn a_decision_that_fails_in_a_batch_fails_alone_and_writes_nothing() {
         let clients = [
             "a", "b", "garbled", "c", "a", "wrong", "b", "a", "garbled", "c",
         ];
-        let futures = at_once(&store, &plan, &clients);
+        let futures = at_once(&store, &plan, &clients, 1_000);
         let answers = in_order(futures).await;
         let reference = PlanLimiter::new();
         for (client, answer) in clients.iter().zip(answers) {
@@ -171,7 +156,7 @@ fn out_of_memory_in_a_batch_is_transient_for_each_caller() {
         );
         let plan = plan();
         let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
-        let futures = at_once(&store, &plan, &clients);
+        let futures = at_once(&store, &plan, &clients, 1_000);
         for answer in in_order(futures).await {
             let error = answer.expect_err("OOM");
             let RedisStoreError::Redis(e) = &error else {
@@ -199,7 +184,7 @@ fn a_batch_that_fails_whole_is_a_transient_error_for_every_caller() {
         // up behind it; then Redis dies, and every call fails.
         server.stop_process();
         let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
-        let futures = at_once(&store, &plan, &clients);
+        let futures = at_once(&store, &plan, &clients, 1_000);
         let killer = async {
             // Once every caller has queued (the first poll of `in_order`).
             tokio::task::yield_now().await;
@@ -232,7 +217,7 @@ fn each_decision_of_a_late_batch_is_refused_by_its_own_deadline() {
         // waiting (nothing gives up here: only the deadlines decide).
         server.stop_process();
         let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
-        let futures = at_once(&store, &plan, &clients);
+        let futures = at_once(&store, &plan, &clients, 1_000);
         let stall = async {
             // The stall itself, on Redis's clock: no answer depends on
             // how much longer than the timeout it lasts.

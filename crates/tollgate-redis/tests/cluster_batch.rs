@@ -6,7 +6,9 @@
 
 mod batching;
 
-use batching::{config, in_order, plan, requests, runtime, Pending};
+use batching::{
+    assert_answers_in_arrival_order, at_once, config, in_order, plan, requests, runtime,
+};
 use tollgate::PlanLimiter;
 use tollgate_redis::testing::{RedisCluster, RedisServer};
 use tollgate_redis::RedisStore;
@@ -34,24 +36,9 @@ fn on_a_cluster_concurrent_callers_are_batched_per_master_with_the_memory_stores
     runtime().block_on(async {
         let store = connect(&cluster, "masters").await;
         let plan = plan();
-        let reference = PlanLimiter::new();
         // 30 clients: about ten on each master.
         let requests = requests(600, 30);
-        let futures: Vec<Pending<'_>> = requests
-            .iter()
-            .map(|(client, now, cost)| {
-                Box::pin(store.decide(&plan, client, *now, *cost)) as Pending<'_>
-            })
-            .collect();
-        let answers = in_order(futures).await;
-        for (i, ((client, now, cost), answer)) in requests.iter().zip(answers).enumerate() {
-            let expected = reference.check(&plan, client, *now, *cost);
-            assert_eq!(
-                answer.expect("decided"),
-                expected,
-                "request {i}: {client} at {now}, cost {cost}"
-            );
-        }
+        assert_answers_in_arrival_order(&store, &plan, &requests).await;
         let counts = store.call_counts();
         assert_eq!(counts.decisions, 600, "{counts:?}");
         // One alone per master, then batches of up to 16 per master.
@@ -107,11 +94,7 @@ fn a_decision_whose_slot_moved_since_the_map_was_read_is_decided_by_its_new_mast
         // among them, queue up and go in one batch to the first master,
         // which refuses the moved client's decision before it writes.
         let order = [&others[0], &others[1], moving, &others[2], &others[3]];
-        let futures: Vec<Pending<'_>> = order
-            .iter()
-            .map(|client| Box::pin(store.decide(&plan, client, 2_000, 1)) as Pending<'_>)
-            .collect();
-        let answers = in_order(futures).await;
+        let answers = in_order(at_once(&store, &plan, &order, 2_000)).await;
         for (client, answer) in order.iter().zip(answers) {
             let expected = reference.check(&plan, client, 2_000, 1);
             assert_eq!(answer.expect("decided"), expected, "{client}");
@@ -135,11 +118,8 @@ fn a_decision_whose_slot_moved_since_the_map_was_read_is_decided_by_its_new_mast
         for round in 0..2_000u64 {
             let now = 3_000 + 1_000 * round;
             let before = store.call_counts();
-            let futures: Vec<Pending<'_>> = order
-                .iter()
-                .map(|client| Box::pin(store.decide(&plan, client, now, 1)) as Pending<'_>)
-                .collect();
-            for (client, answer) in order.iter().zip(in_order(futures).await) {
+            let answers = in_order(at_once(&store, &plan, &order, now)).await;
+            for (client, answer) in order.iter().zip(answers) {
                 let expected = reference.check(&plan, client, now, 1);
                 assert_eq!(answer.expect("decided"), expected, "{client} at {now}");
             }

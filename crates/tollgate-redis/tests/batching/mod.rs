@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use tollgate::{AnyPolicy, Limit, Plan, PlanDecision};
+use tollgate::{AnyPolicy, Limit, Plan, PlanDecision, PlanLimiter};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 pub type Answer = Result<PlanDecision, RedisStoreError>;
@@ -46,17 +46,42 @@ pub async fn in_order(futures: Vec<Pending<'_>>) -> Vec<Answer> {
         .collect()
 }
 
-/// A decision of cost 1 at 1,000 ms for each of `clients`, in order, none
+/// A decision of cost 1 at `now_ms` for each of `clients`, in order, none
 /// polled yet.
 pub fn at_once<'a, C: AsRef<str>>(
     store: &'a RedisStore,
     plan: &'a Plan,
     clients: &'a [C],
+    now_ms: u64,
 ) -> Vec<Pending<'a>> {
     clients
         .iter()
-        .map(|client| Box::pin(store.decide(plan, client.as_ref(), 1_000, 1)) as Pending<'a>)
+        .map(|client| Box::pin(store.decide(plan, client.as_ref(), now_ms, 1)) as Pending<'a>)
         .collect()
+}
+
+/// Decides `requests` (`(client, now_ms, cost)`) all at once, queued in
+/// the list's order, and checks that each answer is the in-memory
+/// limiter's for that order.
+pub async fn assert_answers_in_arrival_order(
+    store: &RedisStore,
+    plan: &Plan,
+    requests: &[(String, u64, u32)],
+) {
+    let futures: Vec<Pending<'_>> = requests
+        .iter()
+        .map(|(client, now, cost)| Box::pin(store.decide(plan, client, *now, *cost)) as Pending<'_>)
+        .collect();
+    let answers = in_order(futures).await;
+    let reference = PlanLimiter::new();
+    for (i, ((client, now, cost), answer)) in requests.iter().zip(answers).enumerate() {
+        let expected = reference.check(plan, client, *now, *cost);
+        assert_eq!(
+            answer.expect("decided"),
+            expected,
+            "request {i}: {client} at {now}, cost {cost}"
+        );
+    }
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
