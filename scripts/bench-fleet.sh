@@ -35,6 +35,8 @@
 #   REDIS_CPUS=1 CLIENT_CPUS=0 scripts/bench-fleet.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/on-cpus.sh
+. scripts/bench/on-cpus.sh
 
 REQUESTS=${REQUESTS:-100000}
 CONNECTIONS=${CONNECTIONS:-64}
@@ -57,10 +59,6 @@ profile_flag=--release
 cargo build $profile_flag -p tollgate-cli >&2
 cargo build $profile_flag -p tollgate-testkit --example fleet_load >&2
 
-on_cpus() { # on_cpus CPUS COMMAND...: the command, on those cores when CPUS is set
-  local cpus=$1; shift
-  if [ -n "$cpus" ]; then exec taskset -c "$cpus" "$@"; else exec "$@"; fi
-}
 
 REDIS_PIDS=()
 SERVE_PIDS=()

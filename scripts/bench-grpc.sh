@@ -28,13 +28,9 @@ port=${PORT:-18091}
 threads=${LOAD_THREADS:-1}
 server_cpus=${SERVER_CPUS:-}
 client_cpus=${CLIENT_CPUS:-}
-# on_cpus CPUS COMMAND...: becomes the command (run it in a subshell), on
-# those cores when CPUS is set.
-on_cpus() {
-    local cpus=$1; shift
-    if [ -n "$cpus" ]; then exec taskset -c "$cpus" "$@"; else exec "$@"; fi
-}
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/on-cpus.sh
+. scripts/bench/on-cpus.sh
 cargo build --release -q -p tollgate-envoy --examples
 bin=target/release/examples
 

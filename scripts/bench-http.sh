@@ -18,6 +18,8 @@
 # given against both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/on-cpus.sh
+. scripts/bench/on-cpus.sh
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
@@ -35,10 +37,6 @@ command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-on_cpus() { # on_cpus CPUS COMMAND...: becomes the command (run it in a subshell), on those cores when CPUS is set
-  local cpus=$1; shift
-  if [ -n "$cpus" ]; then exec taskset -c "$cpus" "$@"; else exec "$@"; fi
-}
 
 wrk_args() { # wrk_args LOAD: the URL and script of one load
   case $1 in
