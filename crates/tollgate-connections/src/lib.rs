@@ -15,7 +15,7 @@
 //!   a slot frees, and accepts no other, so the rest wait in the kernel's
 //!   listen backlog ([`Slots`]).
 //!
-//! [`serve`] runs an axum router under these [`Limits`] until a shutdown
+//! [`serve`] runs an axum router (or any service answering every request) under these [`Limits`] until a shutdown
 //! future completes, then lets the requests in flight finish, as
 //! `axum::serve` with graceful shutdown does.
 

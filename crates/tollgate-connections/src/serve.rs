@@ -1,41 +1,52 @@
 //! The accept loop: a slot, then a connection, then a task serving it under
 //! the limits until it ends, times out or the server shuts down.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 
 use axum::extract::ConnectInfo;
 use axum::serve::Listener;
-use axum::Router;
-use hyper::body::Incoming;
-use hyper::Request;
+use hyper::body::{Body, Incoming};
+use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OwnedSemaphorePermit;
-use tower::ServiceExt;
+use tower::{Service, ServiceExt};
 
 use crate::activity::{Activity, ActivityIo};
 use crate::head_timer::HeadTimer;
 use crate::{Limits, Slots};
 
-/// Serves `router` on `listener` under `limits`, holding one of `slots` per
-/// open connection, until `shutdown` completes; then stops accepting, asks
-/// every open connection to close once its request in flight is answered,
-/// and returns when all are closed (the timeouts still close slow ones).
+/// Serves `service` (an axum `Router`, or any service that answers every
+/// request, cloned per request) on `listener` under `limits`, holding one
+/// of `slots` per open connection, until `shutdown` completes; then stops
+/// accepting, asks every open connection to close once its request in
+/// flight is answered, and returns when all are closed (the timeouts still
+/// close slow ones).
 ///
 /// Each request carries the peer address as axum's
 /// `ConnectInfo<SocketAddr>`, as `into_make_service_with_connect_info`
 /// would give it. Accept errors are handled as `axum::serve` does: a
 /// failed handshake is skipped, a lack of file descriptors waits and retries.
-pub async fn serve(
+pub async fn serve<S, B>(
     mut listener: TcpListener,
-    router: Router,
+    service: S,
     limits: Limits,
     slots: Slots,
     shutdown: impl Future<Output = ()> + Send,
-) {
+) where
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -53,7 +64,7 @@ pub async fn serve(
         };
         let Some(slot) = slot else { break };
         let connection = Connection {
-            router: router.clone(),
+            service: service.clone(),
             limits,
             peer,
             slot,
@@ -65,15 +76,25 @@ pub async fn serve(
 }
 
 /// One accepted connection and what it needs.
-struct Connection {
-    router: Router,
+struct Connection<S> {
+    service: S,
     limits: Limits,
     peer: SocketAddr,
     /// Released when the connection closes.
     slot: OwnedSemaphorePermit,
 }
 
-impl Connection {
+impl<S, B> Connection<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     async fn serve(self, stream: TcpStream, watcher: Watcher) {
         // Decisions are small answers on keep-alive connections: send them
         // at once rather than waiting for more to coalesce.
@@ -88,13 +109,12 @@ impl Connection {
                 self.limits.header_read_timeout,
             ))
             .header_read_timeout(self.limits.header_read_timeout);
-        let (router, peer, counter) = (self.router, self.peer, activity.clone());
+        let (inner, peer, counter) = (self.service, self.peer, activity.clone());
         // Each request is counted as a complete head and tagged with the peer.
-        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
             counter.request_started();
-            let mut request = request.map(axum::body::Body::new);
             request.extensions_mut().insert(ConnectInfo(peer));
-            router.clone().oneshot(request)
+            inner.clone().oneshot(request)
         });
         let connection = builder
             .serve_connection_with_upgrades(io, service)
