@@ -12,27 +12,32 @@
 //! `Retry-After`. Bad input gets a 4xx `{"error": "..."}` and changes nothing.
 
 mod decision_json;
+mod hot_routes;
 mod request;
 mod response;
 
-use axum::body::{Body, Bytes};
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::BoxError;
 use axum::Router;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tollgate_config::ClientIdSource;
 
 use crate::metrics::BadRequest;
 use crate::server::Server;
+pub use hot_routes::HotRoutes;
 pub use request::{
     check_client, check_cost, decode_check, CheckRequest, PlanQuery, MAX_BODY_BYTES,
     MAX_CLIENT_BYTES,
 };
 pub use response::{decision_response, json, rate_limit_headers, Rejection};
 
-/// The routes, ready for `axum::serve`.
+/// The routes, ready for `axum::serve` (`serve` itself answers the busiest
+/// ones first, with [`HotRoutes`]).
 pub fn router(server: Server) -> Router {
     Router::new()
         .route("/v1/check", post(check))
@@ -63,36 +68,51 @@ pub(crate) fn refuse(server: &Server, rejection: Rejection) -> Response {
     rejection.into_response()
 }
 
-async fn check(State(server): State<Server>, body: Result<Bytes, BytesRejection>) -> Response {
-    let body = match body {
+async fn check(State(server): State<Server>, request: Request) -> Response {
+    answer_check(&server, request.into_body()).await
+}
+
+/// `POST /v1/check`: the body read whole (at most [`MAX_BODY_BYTES`]),
+/// decoded and decided.
+pub(crate) async fn answer_check<B>(server: &Server, body: B) -> Response
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let body = match read_body(body).await {
         Ok(body) => body,
-        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return refuse(
-                &server,
-                Rejection::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("the request body is over the limit of {MAX_BODY_BYTES} bytes"),
-                ),
-            )
-        }
-        Err(e) => {
-            return refuse(
-                &server,
-                Rejection::new(e.status(), format!("cannot read the request body: {e}")),
-            )
-        }
+        Err(rejection) => return refuse(server, rejection),
     };
     let max_cost = server.config().max_cost;
     let request = match decode_check(&body, max_cost) {
         Ok(request) => request,
-        Err(rejection) => return refuse(&server, rejection),
+        Err(rejection) => return refuse(server, rejection),
     };
     match server
         .decide(&request.client, request.plan.as_deref(), request.cost)
         .await
     {
         Ok(decided) => decision_response(StatusCode::OK, &request.client, request.cost, &decided),
-        Err(error) => refuse(&server, error.into()),
+        Err(error) => refuse(server, error.into()),
+    }
+}
+
+/// A request body, whole, refused past [`MAX_BODY_BYTES`] (413) or when
+/// the connection fails while it is read (400).
+async fn read_body<B>(body: B) -> Result<Bytes, Rejection>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(Rejection::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is over the limit of {MAX_BODY_BYTES} bytes"),
+        )),
+        Err(e) => Err(Rejection::bad_request(format!(
+            "cannot read the request body: {e}"
+        ))),
     }
 }
 
@@ -164,13 +184,19 @@ fn auth_client(source: &ClientIdSource, headers: &HeaderMap) -> Result<String, R
 /// Forward auth. The request is taken whole, to read its query and headers
 /// in place (axum's `HeaderMap` extractor would copy every header).
 async fn auth(State(server): State<Server>, request: Request) -> Response {
-    let plan = match plan_query(Query::try_from_uri(request.uri())) {
+    answer_auth(&server, request.uri(), request.headers()).await
+}
+
+/// `GET /v1/auth`: the plan from the query, the client from the headers,
+/// decided at cost 1; 204 when allowed.
+pub(crate) async fn answer_auth(server: &Server, uri: &Uri, headers: &HeaderMap) -> Response {
+    let plan = match plan_query(Query::try_from_uri(uri)) {
         Ok(plan) => plan,
-        Err(rejection) => return refuse(&server, rejection),
+        Err(rejection) => return refuse(server, rejection),
     };
-    let client = match auth_client(&server.config().client_id, request.headers()) {
+    let client = match auth_client(&server.config().client_id, headers) {
         Ok(client) => client,
-        Err(rejection) => return refuse(&server, rejection),
+        Err(rejection) => return refuse(server, rejection),
     };
     match server.decide(&client, plan.as_deref(), 1).await {
         Ok(decided) if decided.decision.allowed => {
@@ -180,12 +206,17 @@ async fn auth(State(server): State<Server>, request: Request) -> Response {
             response
         }
         Ok(decided) => decision_response(StatusCode::TOO_MANY_REQUESTS, &client, 1, &decided),
-        Err(error) => refuse(&server, error.into()),
+        Err(error) => refuse(server, error.into()),
     }
 }
 
 /// `{"status":"ok"}`, as written once.
 async fn healthz() -> Response {
+    healthz_response()
+}
+
+/// `GET /healthz`'s answer.
+pub(crate) fn healthz_response() -> Response {
     response::json_bytes(StatusCode::OK, Bytes::from_static(br#"{"status":"ok"}"#))
 }
 

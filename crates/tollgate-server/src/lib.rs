@@ -76,14 +76,14 @@ pub async fn run_all(
 ) -> Result<(), Error> {
     // Read once: the connection limits need a restart to change.
     let limits = server.config().connections;
-    let router = http::router(server);
+    let service = http::HotRoutes::new(server);
     let (stop, stopped) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     for listener in listeners {
         let mut stopped = stopped.clone();
         let slots = tollgate_connections::Slots::new(limits.max_connections);
         let serving =
-            tollgate_connections::serve(listener, router.clone(), limits, slots, async move {
+            tollgate_connections::serve(listener, service.clone(), limits, slots, async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
             });
         tasks.spawn(async move {
