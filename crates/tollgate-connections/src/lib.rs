@@ -30,4 +30,4 @@ pub use limits::{
     Limits, Slots, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     HEADER_READ_TIMEOUT_BOUNDS, IDLE_TIMEOUT_BOUNDS, MAX_CONNECTIONS_BOUNDS,
 };
-pub use serve::serve;
+pub use serve::{serve, AnswerRequests, ResponseBody};

@@ -20,6 +20,40 @@ use crate::activity::{Activity, ActivityIo};
 use crate::head_timer::HeadTimer;
 use crate::{Limits, Slots};
 
+/// What [`serve`] answers a connection's requests with: a service cloned
+/// per request, whose future can move between threads (an axum `Router`,
+/// or a front end's own service).
+pub trait AnswerRequests<B>:
+    Service<Request<Incoming>, Response = Response<B>, Error = Infallible, Future: Send + 'static>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> AnswerRequests<B> for S where
+    S: Service<
+            Request<Incoming>,
+            Response = Response<B>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// A response body [`serve`] can write (hyper's own requirements).
+pub trait ResponseBody:
+    Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+impl<B> ResponseBody for B where
+    B: Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
 /// Serves `service` (an axum `Router`, or any service that answers every
 /// request, cloned per request) on `listener` under `limits`, holding one
 /// of `slots` per open connection, until `shutdown` completes; then stops
@@ -38,14 +72,8 @@ pub async fn serve<S, B>(
     slots: Slots,
     shutdown: impl Future<Output = ()> + Send,
 ) where
-    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: AnswerRequests<B>,
+    B: ResponseBody,
 {
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -84,18 +112,12 @@ struct Connection<S> {
     slot: OwnedSemaphorePermit,
 }
 
-impl<S, B> Connection<S>
-where
-    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    async fn serve(self, stream: TcpStream, watcher: Watcher) {
+impl<S> Connection<S> {
+    async fn serve<B>(self, stream: TcpStream, watcher: Watcher)
+    where
+        S: AnswerRequests<B>,
+        B: ResponseBody,
+    {
         // Decisions are small answers on keep-alive connections: send them
         // at once rather than waiting for more to coalesce.
         let _ = stream.set_nodelay(true);
