@@ -29,6 +29,11 @@
 #   scripts/bench-fleet.sh
 #   REQUESTS=200000 CONNECTIONS=64 SERVERS="1 2 4" scripts/bench-fleet.sh
 #   TOPOLOGIES=single SERVERS="1 4" BATCHING="1/1 64/1 64/2 64/4" scripts/bench-fleet.sh
+# CONNECTIONS_PER_SERVER=64 replaces CONNECTIONS by 64 x N for N servers, so
+# that each server keeps the same concurrency as the fleet grows (as each API
+# server of a real fleet holds its own clients); the ceiling is then measured
+# for every N on that many connections:
+#   CONNECTIONS_PER_SERVER=64 SERVERS="1 4 8" scripts/bench-fleet.sh
 # REDIS_CPUS / CLIENT_CPUS (taskset lists, default: no pinning) put Redis on
 # cores of its own and the servers, the load generator and redis-benchmark
 # on the others, so that the ceiling and the fleet get the same Redis:
@@ -40,6 +45,7 @@ cd "$(dirname "$0")/.."
 
 REQUESTS=${REQUESTS:-100000}
 CONNECTIONS=${CONNECTIONS:-64}
+CONNECTIONS_PER_SERVER=${CONNECTIONS_PER_SERVER:-}
 SERVERS=${SERVERS:-"1 2 4 8"}
 TOPOLOGIES=${TOPOLOGIES:-"single cluster"}
 BATCHING=${BATCHING:-"1/1 64/1"}
@@ -191,6 +197,10 @@ reset_redis() {
   done
 }
 
+connections_for() { # connections_for N: the load generator's connections for N servers
+  if [ -n "$CONNECTIONS_PER_SERVER" ]; then echo $((CONNECTIONS_PER_SERVER * $1)); else echo "$CONNECTIONS"; fi
+}
+
 run() { # run TOPOLOGY WORKLOAD N BATCHING
   local limit=100 load_flags="--clients 10000"
   if [ "$2" = abusive ]; then
@@ -202,7 +212,7 @@ run() { # run TOPOLOGY WORKLOAD N BATCHING
   fleet_up "$3" "$1"
   local serve_before redis_before; serve_before=$(serve_cpu_us); redis_before=$(redis_cpu_us "$1")
   # shellcheck disable=SC2086
-  line=$(on_cpus "$CLIENT_CPUS" "$LOAD" --servers "$FLEET" --requests "$REQUESTS" --connections "$CONNECTIONS" \
+  line=$(on_cpus "$CLIENT_CPUS" "$LOAD" --servers "$FLEET" --requests "$REQUESTS" --connections "$(connections_for "$3")" \
     --limit "$limit" $load_flags)
   local serve_cpu redis_cpu
   serve_cpu=$(($(serve_cpu_us) - serve_before)); redis_cpu=$(($(redis_cpu_us "$1") - redis_before))
@@ -249,31 +259,43 @@ for line in open(sys.argv[2]):
     print(" ".join(shlex.quote(w.replace("{c:cBENCH}", tag)) for w in words))
     break
 PY
-  local cluster_flag="" conns pipeline n
+  local cluster_flag="" conns pipeline n total first=${SERVERS%% *}
   [ "$1" = cluster ] && cluster_flag="--cluster"
-  for n in 0 $SERVERS; do
-    # n = 0: CONNECTIONS connections, one call each in flight; else as the
-    # n servers' multiplexed connections (one each to one Redis; one to
-    # each of the 3 masters of a cluster, which redis-benchmark --cluster
-    # also needs at least), CONNECTIONS / that many calls deep.
-    if [ "$n" = 0 ]; then conns=$CONNECTIONS; pipeline=1; else
-      conns=$n; [ "$1" = cluster ] && conns=$((n * 3))
-      pipeline=$(( (CONNECTIONS + conns - 1) / conns )); fi
-    printf '%s connections, pipeline %s: ' "$conns" "$pipeline"
-    # shellcheck disable=SC2046
-    eval on_cpus "'$CLIENT_CPUS'" redis-benchmark -p "$port" $cluster_flag -c "$conns" -P "$pipeline" -n "$REQUESTS" \
-      -r 10000 -q $(cat "$WORK/evalsha.args") | tr '\r' '\n' |
-      grep -E 'requests per second' | tail -1 | sed 's/.*: \([0-9.]* requests per second\)/\1/'
+  for n in $SERVERS; do
+    total=$(connections_for "$n")
+    # As many connections as the load generator opens, one call each in
+    # flight (once for a fixed CONNECTIONS); then as the n servers'
+    # multiplexed connections (one each to one Redis; one to each of the 3
+    # masters of a cluster, which redis-benchmark --cluster also needs at
+    # least), that many calls deep in all.
+    if [ -n "$CONNECTIONS_PER_SERVER" ] || [ "$n" = "$first" ]; then
+      evalsha_ceiling "$port" "$total" 1 $cluster_flag
+    fi
+    conns=$n; [ "$1" = cluster ] && conns=$((n * 3))
+    pipeline=$(( (total + conns - 1) / conns ))
+    evalsha_ceiling "$port" "$conns" "$pipeline" $cluster_flag
   done
+}
+
+evalsha_ceiling() { # evalsha_ceiling PORT CONNECTIONS PIPELINE [--cluster]: one redis-benchmark line
+  printf '%s connections, pipeline %s: ' "$2" "$3"
+  # shellcheck disable=SC2046
+  eval on_cpus "'$CLIENT_CPUS'" redis-benchmark -p "$1" ${4:-} -c "$2" -P "$3" -n "$REQUESTS" \
+    -r 10000 -q $(cat "$WORK/evalsha.args") | tr '\r' '\n' |
+    grep -E 'requests per second' | tail -1 | sed 's/.*: \([0-9.]* requests per second\)/\1/'
 }
 
 echo "machine: $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -n "$REDIS_CPUS$CLIENT_CPUS" ] && echo "pinned: Redis on cores ${REDIS_CPUS:-any}, servers, load generator and redis-benchmark on ${CLIENT_CPUS:-any}"
-echo "REQUESTS=$REQUESTS CONNECTIONS=$CONNECTIONS"
+if [ -n "$CONNECTIONS_PER_SERVER" ]; then
+  echo "REQUESTS=$REQUESTS CONNECTIONS_PER_SERVER=$CONNECTIONS_PER_SERVER (the load generator opens $CONNECTIONS_PER_SERVER x N)"
+else
+  echo "REQUESTS=$REQUESTS CONNECTIONS=$CONNECTIONS"
+fi
 for topology in $TOPOLOGIES; do
   if [ "$topology" = single ]; then redis_up "$REDIS_PORT"; else cluster_up; fi
   echo
-  echo "== $topology: redis-benchmark EVALSHA ceiling, $CONNECTIONS connections"
+  echo "== $topology: redis-benchmark EVALSHA ceiling"
   ceiling "$topology"
   echo
   echo "| store | workload | servers | batch max/in flight | decisions/s | p50 ms | p99 ms | Redis calls/decision | Redis CPU µs/decision | serve CPU µs/decision | most allowed / limit | clients over | decided by |"

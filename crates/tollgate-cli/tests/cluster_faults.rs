@@ -236,6 +236,12 @@ fn replica_of(cluster: &RedisCluster, master: usize) -> usize {
 /// caller saw no failure at all; the bound is for a slower machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_failover_is_answered_by_the_failure_policy_and_recovers() {
+    // The store's errors (the failure policy logs the first of each kind),
+    // shown by the test harness if an assertion fails.
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_max_level(tracing::Level::WARN)
+        .try_init();
     let options = ClusterOptions {
         replicas_per_master: 1,
         extra: ["--cluster-node-timeout", "1000"]

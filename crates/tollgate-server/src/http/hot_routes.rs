@@ -3,9 +3,9 @@
 //! Every API gateway in front of `serve` calls `POST /v1/check` or
 //! `GET /v1/auth` once per request of its own, and load balancers poll
 //! `GET /healthz`. Through axum's `Router` each of them paid for the route
-//! lookup, two boxed futures and a boxed body (about 4,000 CPU instructions,
-//! a sixth of a decision's; BENCHMARKS.md, "A fast path for the busiest
-//! routes"). [`HotRoutes`] matches these three by method and path and calls
+//! lookup, its layers of boxed futures and a boxed body (about 4,400 of a
+//! check's 31,800 CPU instructions; BENCHMARKS.md, "A fast path for the
+//! busiest routes"). [`HotRoutes`] matches these three by method and path and calls
 //! the same functions the router's handlers call, so the answers are the
 //! router's, byte for byte; every other request, including these paths with
 //! another method, goes to the router.
