@@ -6,6 +6,7 @@
 #
 #   scripts/profile-http.sh                       # healthz, check, auth
 #   BIN=/tmp/tollgate-old NO_BUILD=1 OUT=/tmp/cg-old scripts/profile-http.sh
+#   SERVE_ARGS="--redis redis://127.0.0.1:16999" LOADS=check scripts/profile-http.sh   # on a Redis you started
 #   callgrind_annotate --inclusive=yes OUT/check.out | less   # where they go
 #
 # User-space instructions only: the kernel's share (the loopback TCP path,
@@ -20,6 +21,7 @@ DURATION=${DURATION:-8s}
 CONNECTIONS=${CONNECTIONS:-8}
 URL="http://127.0.0.1:$PORT"
 LOADS=${LOADS:-healthz check auth}
+SERVE_ARGS=${SERVE_ARGS:-}  # more flags for serve (a store, a config)
 
 [ -n "${NO_BUILD:-}" ] || cargo build --release -p tollgate-cli >&2
 mkdir -p "$OUT"
@@ -34,8 +36,9 @@ wrk_args() {
 
 printf '%-8s %10s %14s %12s\n' load requests instructions 'per request'
 for load in $LOADS; do
+  # shellcheck disable=SC2086 # SERVE_ARGS: several words
   valgrind --tool=callgrind --callgrind-out-file="$OUT/$load.out" \
-    "$BIN" serve --listen "127.0.0.1:$PORT" --grpc-listen off \
+    "$BIN" serve --listen "127.0.0.1:$PORT" --grpc-listen off $SERVE_ARGS \
     >"$OUT/$load.stdout" 2>"$OUT/$load.stderr" &
   server=$!
   for _ in $(seq 300); do
