@@ -9,13 +9,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
+use bytes::Bytes;
 use http::header::{
     HeaderName, CONNECTION, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION, TE, TRAILER,
     TRANSFER_ENCODING, UPGRADE,
 };
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
+use http_body_util::{Either, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tower::Service;
 
 use crate::pool::{Pool, ReturningBody};
@@ -170,7 +172,7 @@ impl Forward {
         }
     }
 
-    async fn forward(self, request: Request<Body>) -> Response<Body> {
+    async fn forward(self, request: Request<Incoming>) -> Response<ForwardBody> {
         let (mut parts, body) = request.into_parts();
         let path = match self.upstream.path_for(parts.uri.path_and_query()) {
             Ok(path) => path,
@@ -219,7 +221,7 @@ impl Forward {
 
     /// Sends `request` on a pooled connection, or a new one, and gives the
     /// response with its body streaming from the upstream.
-    async fn send(&self, request: Request<Body>) -> Result<Response<Body>, SendError> {
+    async fn send(&self, request: Request<Incoming>) -> Result<Response<ForwardBody>, SendError> {
         let (mut sender, reused) = self.pool.checkout().await?;
         let response = match sender.try_send_request(request).await {
             Ok(response) => response,
@@ -236,7 +238,7 @@ impl Forward {
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let body = ReturningBody::new(body, sender, self.pool.clone());
-        Ok(Response::from_parts(parts, Body::new(body)))
+        Ok(Response::from_parts(parts, ForwardBody(Either::Left(body))))
     }
 }
 
@@ -253,8 +255,9 @@ fn error_chain(error: &dyn StdError) -> String {
     text
 }
 
-fn gateway_error(status: StatusCode, message: &str) -> Response<Body> {
-    let mut response = Response::new(Body::from(format!("tollgate proxy: {message}\n")));
+fn gateway_error(status: StatusCode, message: &str) -> Response<ForwardBody> {
+    let body = Full::new(Bytes::from(format!("tollgate proxy: {message}\n")));
+    let mut response = Response::new(ForwardBody(Either::Right(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,
@@ -263,17 +266,53 @@ fn gateway_error(status: StatusCode, message: &str) -> Response<Body> {
     response
 }
 
-impl Service<Request<Body>> for Forward {
-    type Response = Response<Body>;
+/// The body of a forwarded answer: the upstream's, streaming (its
+/// connection goes back to the pool once it is read to the end), or the
+/// proxy's own (`502`, `504`).
+pub struct ForwardBody(Either<ReturningBody, Full<Bytes>>);
+
+impl std::fmt::Debug for ForwardBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let from = match self.0 {
+            Either::Left(_) => "upstream",
+            Either::Right(_) => "proxy",
+        };
+        f.debug_tuple("ForwardBody").field(&from).finish()
+    }
+}
+
+impl Body for ForwardBody {
+    type Data = Bytes;
+    type Error = SendError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, SendError>>> {
+        Pin::new(&mut self.get_mut().0).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0.size_hint()
+    }
+}
+
+/// A client's request, as hyper read it, forwarded as it streams in.
+impl Service<Request<Incoming>> for Forward {
+    type Response = Response<ForwardBody>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ForwardBody>, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         // The pool takes requests at any time (a new connection if need be).
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move { Ok(this.forward(request).await) })
     }

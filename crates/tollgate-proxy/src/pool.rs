@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::{self, SendRequest};
@@ -33,7 +32,7 @@ const MAX_IDLE: usize = 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A sender on one upstream connection.
-pub(crate) type Sender = SendRequest<Body>;
+pub(crate) type Sender = SendRequest<Incoming>;
 
 /// Why no upstream connection could be had.
 #[derive(Debug, thiserror::Error)]
