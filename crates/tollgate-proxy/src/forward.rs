@@ -172,33 +172,42 @@ impl Forward {
         }
     }
 
-    async fn forward(self, request: Request<Incoming>) -> Response<ForwardBody> {
-        let (mut parts, body) = request.into_parts();
-        let path = match self.upstream.path_for(parts.uri.path_and_query()) {
-            Ok(path) => path,
-            Err(e) => {
-                return gateway_error(
+    /// Rewrites `request` in place for the upstream: its path behind the
+    /// base path, a `Host`, no hop-by-hop headers, HTTP/1.1; or gives the
+    /// `502` for a path the upstream's URL cannot be built from. Done before
+    /// the request's future exists, so that the future stays small (it is
+    /// moved, hence copied, several times on its way).
+    fn prepare(&self, request: &mut Request<Incoming>) -> Result<(), Response<ForwardBody>> {
+        let path = self
+            .upstream
+            .path_for(request.uri().path_and_query())
+            .map_err(|e| {
+                gateway_error(
                     StatusCode::BAD_GATEWAY,
                     &format!("cannot build the upstream URL: {e}"),
                 )
-            }
-        };
+            })?;
         // HTTP/2 clients send the host as :authority, not Host: keep it for
         // the upstream; with neither, the upstream's own.
-        if !parts.headers.contains_key(HOST) {
-            let host = parts
-                .uri
+        if !request.headers().contains_key(HOST) {
+            let host = request
+                .uri()
                 .authority()
                 .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
                 .unwrap_or_else(|| self.upstream.host.clone());
-            parts.headers.insert(HOST, host);
+            request.headers_mut().insert(HOST, host);
         }
-        strip_hop_by_hop(&mut parts.headers);
-        parts.uri = Uri::from(path);
+        strip_hop_by_hop(request.headers_mut());
+        *request.uri_mut() = Uri::from(path);
         // The upstream connection is HTTP/1.1 whatever the client spoke.
-        parts.version = Version::HTTP_11;
-        let pending = self.send(Request::from_parts(parts, body));
-        match tokio::time::timeout(self.response_timeout, pending).await {
+        *request.version_mut() = Version::HTTP_11;
+        Ok(())
+    }
+
+    /// The upstream's answer to a [`Forward::prepare`]d `request`, or the
+    /// proxy's `502` (unreachable) or `504` (no answer in time).
+    async fn answer(self, request: Request<Incoming>) -> Response<ForwardBody> {
+        match tokio::time::timeout(self.response_timeout, self.send(request)).await {
             Ok(Ok(response)) => response,
             Ok(Err(e)) => gateway_error(
                 StatusCode::BAD_GATEWAY,
@@ -312,9 +321,12 @@ impl Service<Request<Incoming>> for Forward {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+    fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
+        if let Err(response) = self.prepare(&mut request) {
+            return Box::pin(std::future::ready(Ok(response)));
+        }
         let this = self.clone();
-        Box::pin(async move { Ok(this.forward(request).await) })
+        Box::pin(async move { Ok(this.answer(request).await) })
     }
 }
 

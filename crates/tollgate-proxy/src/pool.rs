@@ -11,6 +11,7 @@
 //! dropped, which closes it (HTTP/1.1 cannot skip the rest of a body).
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{ready, Context, Poll};
@@ -121,8 +122,17 @@ impl Pool {
         Some(sender)
     }
 
-    /// A new connection, its task spawned on the current runtime.
-    pub(crate) async fn connect(&self) -> Result<Sender, ConnectError> {
+    /// A new connection, its task spawned on the current runtime. Boxed:
+    /// opening a connection (the name lookup, the connect timeout, the
+    /// handshake) is a large future, and inline it would make every
+    /// request's future as large, though most take a pooled connection.
+    pub(crate) fn connect(
+        &self,
+    ) -> Pin<Box<dyn Future<Output = Result<Sender, ConnectError>> + Send + '_>> {
+        Box::pin(self.open())
+    }
+
+    async fn open(&self) -> Result<Sender, ConnectError> {
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&*self.address))
             .await
             .map_err(|_| ConnectError::Timeout)??;
