@@ -173,20 +173,12 @@ impl Forward {
     }
 
     /// Rewrites `request` in place for the upstream: its path behind the
-    /// base path, a `Host`, no hop-by-hop headers, HTTP/1.1; or gives the
-    /// `502` for a path the upstream's URL cannot be built from. Done before
-    /// the request's future exists, so that the future stays small (it is
-    /// moved, hence copied, several times on its way).
-    fn prepare(&self, request: &mut Request<Incoming>) -> Result<(), Response<ForwardBody>> {
-        let path = self
-            .upstream
-            .path_for(request.uri().path_and_query())
-            .map_err(|e| {
-                gateway_error(
-                    StatusCode::BAD_GATEWAY,
-                    &format!("cannot build the upstream URL: {e}"),
-                )
-            })?;
+    /// base path, a `Host`, no hop-by-hop headers, HTTP/1.1; fails on a path
+    /// the upstream's URL cannot be built from. Done before the request's
+    /// future exists, so that the future stays small (it is moved, hence
+    /// copied, several times on its way).
+    fn prepare(&self, request: &mut Request<Incoming>) -> Result<(), http::Error> {
+        let path = self.upstream.path_for(request.uri().path_and_query())?;
         // HTTP/2 clients send the host as :authority, not Host: keep it for
         // the upstream; with neither, the upstream's own.
         if !request.headers().contains_key(HOST) {
@@ -322,7 +314,11 @@ impl Service<Request<Incoming>> for Forward {
     }
 
     fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
-        if let Err(response) = self.prepare(&mut request) {
+        if let Err(e) = self.prepare(&mut request) {
+            let response = gateway_error(
+                StatusCode::BAD_GATEWAY,
+                &format!("cannot build the upstream URL: {e}"),
+            );
             return Box::pin(std::future::ready(Ok(response)));
         }
         let this = self.clone();
