@@ -20,7 +20,7 @@ use http_body_util::{Either, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tower::Service;
 
-use crate::pool::{Pool, ReturningBody};
+use crate::pool::{Conn, Pool, ReturningBody};
 use crate::Error;
 
 /// Where allowed requests go: an `http://host:port[/base]` URL.
@@ -199,9 +199,10 @@ impl Forward {
     /// The upstream's answer to a [`Forward::prepare`]d `request`, or the
     /// proxy's `502` (unreachable) or `504` (no answer in time).
     async fn answer(self, request: Request<Incoming>) -> Response<ForwardBody> {
-        match tokio::time::timeout(self.response_timeout, self.send(request)).await {
-            Ok(Ok(response)) => response,
-            Ok(Err(e)) => gateway_error(
+        let deadline = tokio::time::Instant::now() + self.response_timeout;
+        match self.send(request, deadline).await {
+            Ok(response) => response,
+            Err(Failure::Unreachable(e)) => gateway_error(
                 StatusCode::BAD_GATEWAY,
                 &format!(
                     "upstream {} unreachable: {}",
@@ -209,7 +210,7 @@ impl Forward {
                     error_chain(&*e)
                 ),
             ),
-            Err(_) => gateway_error(
+            Err(Failure::Late) => gateway_error(
                 StatusCode::GATEWAY_TIMEOUT,
                 &format!(
                     "upstream {} did not answer within {} ms",
@@ -221,26 +222,64 @@ impl Forward {
     }
 
     /// Sends `request` on a pooled connection, or a new one, and gives the
-    /// response with its body streaming from the upstream.
-    async fn send(&self, request: Request<Incoming>) -> Result<Response<ForwardBody>, SendError> {
-        let (mut sender, reused) = self.pool.checkout().await?;
-        let response = match sender.try_send_request(request).await {
-            Ok(response) => response,
-            Err(mut error) => match error.take_message() {
+    /// response with its body streaming from the upstream, if its head
+    /// comes before `deadline`.
+    async fn send(
+        &self,
+        request: Request<Incoming>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Response<ForwardBody>, Failure> {
+        let Some(mut conn) = self.pool.checkout() else {
+            // Boxed, as the connection: a large future on the rare path.
+            return Box::pin(self.send_new(request, deadline)).await;
+        };
+        match conn.send_until(request, deadline).await {
+            Some(Ok(response)) => Ok(self.relay(response, conn)),
+            Some(Err(mut error)) => match error.take_message() {
                 // The upstream closed the idle connection before the request
                 // went out: once more on a new one (as hyper-util's client does).
-                Some(request) if reused => {
-                    sender = self.pool.connect().await?;
-                    sender.send_request(request).await?
-                }
-                _ => return Err(error.into_error().into()),
+                Some(request) => Box::pin(self.send_new(request, deadline)).await,
+                None => Err(Failure::Unreachable(error.into_error().into())),
             },
+            None => Err(Failure::Late),
+        }
+    }
+
+    /// Sends `request` on a new connection, opened for it, if the response
+    /// head comes before `deadline`.
+    async fn send_new(
+        &self,
+        request: Request<Incoming>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Response<ForwardBody>, Failure> {
+        let sent = async {
+            let mut conn = self.pool.connect().await?;
+            let response = conn.send(request).await?;
+            Ok::<_, SendError>((response, conn))
         };
+        match tokio::time::timeout_at(deadline, sent).await {
+            Ok(Ok((response, conn))) => Ok(self.relay(response, conn)),
+            Ok(Err(e)) => Err(Failure::Unreachable(e)),
+            Err(_) => Err(Failure::Late),
+        }
+    }
+
+    /// The upstream's `response` on `conn`, without its hop-by-hop headers;
+    /// the connection goes back to the pool once the body is read.
+    fn relay(&self, response: Response<Incoming>, conn: Conn) -> Response<ForwardBody> {
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let body = ReturningBody::new(body, sender, self.pool.clone());
-        Ok(Response::from_parts(parts, ForwardBody(Either::Left(body))))
+        let body = ReturningBody::new(body, conn, self.pool.clone());
+        Response::from_parts(parts, ForwardBody(Either::Left(body)))
     }
+}
+
+/// Why a request got no answer from the upstream.
+enum Failure {
+    /// No connection, or it broke: `502`.
+    Unreachable(SendError),
+    /// No response head before the deadline: `504`.
+    Late,
 }
 
 /// An error and its causes, `: `-separated (hyper's own message alone says
