@@ -16,10 +16,10 @@ use http::header::{
 };
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
-use http_body_util::{Either, Full};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use tower::Service;
 
+use crate::body::ForwardBody;
 use crate::pool::{Conn, Pool, ReturningBody};
 use crate::Error;
 
@@ -270,7 +270,7 @@ impl Forward {
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let body = ReturningBody::new(body, conn, self.pool.clone());
-        Response::from_parts(parts, ForwardBody(Either::Left(body)))
+        Response::from_parts(parts, ForwardBody::upstream(body))
     }
 }
 
@@ -296,49 +296,14 @@ fn error_chain(error: &dyn StdError) -> String {
 }
 
 fn gateway_error(status: StatusCode, message: &str) -> Response<ForwardBody> {
-    let body = Full::new(Bytes::from(format!("tollgate proxy: {message}\n")));
-    let mut response = Response::new(ForwardBody(Either::Right(body)));
+    let body = Bytes::from(format!("tollgate proxy: {message}\n"));
+    let mut response = Response::new(ForwardBody::proxy(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-/// The body of a forwarded answer: the upstream's, streaming (its
-/// connection goes back to the pool once it is read to the end), or the
-/// proxy's own (`502`, `504`).
-pub struct ForwardBody(Either<ReturningBody, Full<Bytes>>);
-
-impl std::fmt::Debug for ForwardBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let from = match self.0 {
-            Either::Left(_) => "upstream",
-            Either::Right(_) => "proxy",
-        };
-        f.debug_tuple("ForwardBody").field(&from).finish()
-    }
-}
-
-impl Body for ForwardBody {
-    type Data = Bytes;
-    type Error = SendError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, SendError>>> {
-        Pin::new(&mut self.get_mut().0).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.0.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.0.size_hint()
-    }
 }
 
 /// A client's request, as hyper read it, forwarded as it streams in.

@@ -41,14 +41,16 @@ use tollgate_tower::{
 };
 use tower::Layer;
 
+mod body;
 mod error;
 pub mod forward;
 pub mod options;
 mod pool;
 pub mod workers;
 
+pub use body::ForwardBody;
 pub use error::Error;
-pub use forward::{Forward, ForwardBody, Upstream};
+pub use forward::{Forward, Upstream};
 pub use workers::{bind_workers, run_workers};
 
 /// Where the proxy reads the client key from.
