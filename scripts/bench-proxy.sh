@@ -15,6 +15,11 @@
 # upstream; tollgate runs one worker thread per CPU (its default).
 # Each round runs wrk against every contender in turn, the order flipped
 # from round to round. Every process started here is stopped by its PID.
+# The cpu_us column is each contender's own CPU time per request (user +
+# system from /proc/PID/stat before and after the wrk run, over the requests
+# wrk counted): the tollgate process (all its threads), or nginx's worker
+# processes (the children of its master), so that the work of the two is
+# compared in the same run, apart from wrk's and the upstream's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -92,22 +97,43 @@ EOF
 "$BIN/examples/hello_upstream" "127.0.0.1:$UPSTREAM_PORT" >/dev/null & pids+=($!)
 wait_for "$UPSTREAM_PORT"
 "$NGINX" -p "$DIR" -c "$DIR/nginx.conf" -e "$DIR/error.log" & pids+=($!)
-start_tollgate() { # start_tollgate BINARY PORT
-    "$1" proxy --upstream "http://127.0.0.1:$UPSTREAM_PORT" --listen "127.0.0.1:$2" \
+declare -A pid_of # contender -> the PID whose CPU time is counted (nginx: its master)
+pid_of[nginx]=$!
+start_tollgate() { # start_tollgate NAME BINARY PORT
+    "$2" proxy --upstream "http://127.0.0.1:$UPSTREAM_PORT" --listen "127.0.0.1:$3" \
         --key peer --policy gcra --limit 1000000 --window 1s >/dev/null & pids+=($!)
+    pid_of[$1]=$!
 }
-start_tollgate "$BIN/tollgate" "$TOLLGATE_PORT"
+start_tollgate tollgate "$BIN/tollgate" "$TOLLGATE_PORT"
 contenders="nginx:$NGINX_PORT tollgate:$TOLLGATE_PORT"
 if [ -n "$BASELINE" ]; then
-    start_tollgate "$BASELINE" "$BASELINE_PORT"
+    start_tollgate baseline "$BASELINE" "$BASELINE_PORT"
     contenders="$contenders baseline:$BASELINE_PORT"
 fi
+
+# cpu_ticks NAME: user + system clock ticks so far of a contender: the
+# tollgate process (all threads), or the sum of nginx's workers (its
+# master's children; the master itself only waits).
+cpu_ticks() {
+    local pid=${pid_of[$1]} pids
+    if [ "$1" = nginx ]; then
+        pids=$(cat /proc/"$pid"/task/*/children)
+    else
+        pids=$pid
+    fi
+    for p in $pids; do
+        # Fields 14 and 15 of /proc/PID/stat, counted after the ")" that
+        # ends the command name (which may hold spaces).
+        sed 's/.*) //' /proc/"$p"/stat | awk '{print $12 + $13}'
+    done | awk '{t += $1} END {print t + 0}'
+}
+TICKS_PER_S=$(getconf CLK_TCK)
 for c in $contenders; do
     wait_for "${c#*:}"
     wrk -t1 -c8 -d1s "http://127.0.0.1:${c#*:}/" >/dev/null # warm-up
 done
 
-# One wrk run: "rps p50_ms p99_ms non2xx"
+# One wrk run: "rps p50_ms p99_ms non2xx requests"
 run_wrk() { # run_wrk CONNECTIONS PORT
     wrk -t"$WRK_THREADS" -c"$1" -d"$DURATION" --latency "http://127.0.0.1:$2/" | awk '
         function ms(v) {
@@ -120,7 +146,8 @@ run_wrk() { # run_wrk CONNECTIONS PORT
         / 50%/ {p50 = ms($2)}
         / 99%/ {p99 = ms($2)}
         /Non-2xx/ {bad = $4}
-        END {printf "%.0f %.3f %.3f %d\n", r, p50, p99, bad}'
+        / requests in / {n = $1}
+        END {printf "%.0f %.3f %.3f %d %d\n", r, p50, p99, bad, n}'
 }
 
 echo "machine: $CPUS cores; nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), $CPUS worker processes; tollgate proxy, $CPUS workers; wrk -t$WRK_THREADS -d$DURATION"
@@ -131,21 +158,25 @@ for conns in $CONNECTIONS; do
         if [ $((round % 2)) -eq 0 ]; then order=$(echo "$contenders" | tr ' ' '\n' | tac | tr '\n' ' '); fi
         for c in $order; do
             load=$(cut -d' ' -f1 /proc/loadavg)
-            read -r rps p50 p99 bad <<<"$(run_wrk "$conns" "${c#*:}")"
-            echo "$conns $round ${c%%:*} $rps $p50 $p99 $bad $load" | tee -a "$results"
+            before=$(cpu_ticks "${c%%:*}")
+            read -r rps p50 p99 bad requests <<<"$(run_wrk "$conns" "${c#*:}")"
+            after=$(cpu_ticks "${c%%:*}")
+            cpu_us=$(awk -v t=$((after - before)) -v hz="$TICKS_PER_S" -v n="$requests" \
+                'BEGIN {printf "%.1f", n ? t * 1e6 / hz / n : 0}')
+            echo "$conns $round ${c%%:*} $rps $p50 $p99 $bad $load $cpu_us" | tee -a "$results"
         done
     done
-done | awk 'BEGIN {print "connections round contender req/s p50_ms p99_ms non-2xx load1"} {print}'
+done | awk 'BEGIN {print "connections round contender req/s p50_ms p99_ms non-2xx load1 cpu_us"} {print}'
 
 echo
 echo "medians over $ROUNDS rounds (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
 for conns in $CONNECTIONS; do
     for c in $contenders; do
         name=${c%%:*}
-        for col in 4 5 6; do
+        for col in 4 5 6 9; do
             awk -v n="$name" -v c="$conns" -v k="$col" '$1 == c && $3 == n {print $k}' "$results" | sort -g |
                 awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-        done | paste -sd' ' | awk -v n="$name" -v c="$conns" '{printf "c=%s %-9s req/s %7.0f  p50 %.3f ms  p99 %.3f ms\n", c, n, $1, $2, $3}'
+        done | paste -sd' ' | awk -v n="$name" -v c="$conns" '{printf "c=%s %-9s req/s %7.0f  p50 %.3f ms  p99 %.3f ms  cpu %.1f us/request\n", c, n, $1, $2, $3, $4}'
     done
     awk -v c="$conns" '$1 == c {rps[$2, $3] = $4}
         $1 == c && $3 == "tollgate" {rounds[$2] = 1}

@@ -9,16 +9,18 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
+use bytes::Bytes;
 use http::header::{
     HeaderName, CONNECTION, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION, TE, TRAILER,
     TRANSFER_ENCODING, UPGRADE,
 };
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
+use hyper::body::Incoming;
 use tower::Service;
 
-use crate::pool::{Pool, ReturningBody};
+use crate::body::ForwardBody;
+use crate::pool::{Conn, Pool, ReturningBody};
 use crate::Error;
 
 /// Where allowed requests go: an `http://host:port[/base]` URL.
@@ -170,35 +172,37 @@ impl Forward {
         }
     }
 
-    async fn forward(self, request: Request<Body>) -> Response<Body> {
-        let (mut parts, body) = request.into_parts();
-        let path = match self.upstream.path_for(parts.uri.path_and_query()) {
-            Ok(path) => path,
-            Err(e) => {
-                return gateway_error(
-                    StatusCode::BAD_GATEWAY,
-                    &format!("cannot build the upstream URL: {e}"),
-                )
-            }
-        };
+    /// Rewrites `request` in place for the upstream: its path behind the
+    /// base path, a `Host`, no hop-by-hop headers, HTTP/1.1; fails on a path
+    /// the upstream's URL cannot be built from. Done before the request's
+    /// future exists, so that the future stays small (it is moved, hence
+    /// copied, several times on its way).
+    fn prepare(&self, request: &mut Request<Incoming>) -> Result<(), http::Error> {
+        let path = self.upstream.path_for(request.uri().path_and_query())?;
         // HTTP/2 clients send the host as :authority, not Host: keep it for
         // the upstream; with neither, the upstream's own.
-        if !parts.headers.contains_key(HOST) {
-            let host = parts
-                .uri
+        if !request.headers().contains_key(HOST) {
+            let host = request
+                .uri()
                 .authority()
                 .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
                 .unwrap_or_else(|| self.upstream.host.clone());
-            parts.headers.insert(HOST, host);
+            request.headers_mut().insert(HOST, host);
         }
-        strip_hop_by_hop(&mut parts.headers);
-        parts.uri = Uri::from(path);
+        strip_hop_by_hop(request.headers_mut());
+        *request.uri_mut() = Uri::from(path);
         // The upstream connection is HTTP/1.1 whatever the client spoke.
-        parts.version = Version::HTTP_11;
-        let pending = self.send(Request::from_parts(parts, body));
-        match tokio::time::timeout(self.response_timeout, pending).await {
-            Ok(Ok(response)) => response,
-            Ok(Err(e)) => gateway_error(
+        *request.version_mut() = Version::HTTP_11;
+        Ok(())
+    }
+
+    /// The upstream's answer to a [`Forward::prepare`]d `request`, or the
+    /// proxy's `502` (unreachable) or `504` (no answer in time).
+    async fn answer(self, request: Request<Incoming>) -> Response<ForwardBody> {
+        let deadline = tokio::time::Instant::now() + self.response_timeout;
+        match self.send(request, deadline).await {
+            Ok(response) => response,
+            Err(Failure::Unreachable(e)) => gateway_error(
                 StatusCode::BAD_GATEWAY,
                 &format!(
                     "upstream {} unreachable: {}",
@@ -206,7 +210,7 @@ impl Forward {
                     error_chain(&*e)
                 ),
             ),
-            Err(_) => gateway_error(
+            Err(Failure::Late) => gateway_error(
                 StatusCode::GATEWAY_TIMEOUT,
                 &format!(
                     "upstream {} did not answer within {} ms",
@@ -218,26 +222,64 @@ impl Forward {
     }
 
     /// Sends `request` on a pooled connection, or a new one, and gives the
-    /// response with its body streaming from the upstream.
-    async fn send(&self, request: Request<Body>) -> Result<Response<Body>, SendError> {
-        let (mut sender, reused) = self.pool.checkout().await?;
-        let response = match sender.try_send_request(request).await {
-            Ok(response) => response,
-            Err(mut error) => match error.take_message() {
+    /// response with its body streaming from the upstream, if its head
+    /// comes before `deadline`.
+    async fn send(
+        &self,
+        request: Request<Incoming>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Response<ForwardBody>, Failure> {
+        let Some(mut conn) = self.pool.checkout() else {
+            // Boxed, as the connection: a large future on the rare path.
+            return Box::pin(self.send_new(request, deadline)).await;
+        };
+        match conn.send_until(request, deadline).await {
+            Some(Ok(response)) => Ok(self.relay(response, conn)),
+            Some(Err(mut error)) => match error.take_message() {
                 // The upstream closed the idle connection before the request
                 // went out: once more on a new one (as hyper-util's client does).
-                Some(request) if reused => {
-                    sender = self.pool.connect().await?;
-                    sender.send_request(request).await?
-                }
-                _ => return Err(error.into_error().into()),
+                Some(request) => Box::pin(self.send_new(request, deadline)).await,
+                None => Err(Failure::Unreachable(error.into_error().into())),
             },
+            None => Err(Failure::Late),
+        }
+    }
+
+    /// Sends `request` on a new connection, opened for it, if the response
+    /// head comes before `deadline`.
+    async fn send_new(
+        &self,
+        request: Request<Incoming>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Response<ForwardBody>, Failure> {
+        let sent = async {
+            let mut conn = self.pool.connect().await?;
+            let response = conn.send(request).await?;
+            Ok::<_, SendError>((response, conn))
         };
+        match tokio::time::timeout_at(deadline, sent).await {
+            Ok(Ok((response, conn))) => Ok(self.relay(response, conn)),
+            Ok(Err(e)) => Err(Failure::Unreachable(e)),
+            Err(_) => Err(Failure::Late),
+        }
+    }
+
+    /// The upstream's `response` on `conn`, without its hop-by-hop headers;
+    /// the connection goes back to the pool once the body is read.
+    fn relay(&self, response: Response<Incoming>, conn: Conn) -> Response<ForwardBody> {
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let body = ReturningBody::new(body, sender, self.pool.clone());
-        Ok(Response::from_parts(parts, Body::new(body)))
+        let body = ReturningBody::new(body, conn, self.pool.clone());
+        Response::from_parts(parts, ForwardBody::upstream(body))
     }
+}
+
+/// Why a request got no answer from the upstream.
+enum Failure {
+    /// No connection, or it broke: `502`.
+    Unreachable(SendError),
+    /// No response head before the deadline: `504`.
+    Late,
 }
 
 /// An error and its causes, `: `-separated (hyper's own message alone says
@@ -253,8 +295,9 @@ fn error_chain(error: &dyn StdError) -> String {
     text
 }
 
-fn gateway_error(status: StatusCode, message: &str) -> Response<Body> {
-    let mut response = Response::new(Body::from(format!("tollgate proxy: {message}\n")));
+fn gateway_error(status: StatusCode, message: &str) -> Response<ForwardBody> {
+    let body = Bytes::from(format!("tollgate proxy: {message}\n"));
+    let mut response = Response::new(ForwardBody::proxy(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,
@@ -263,19 +306,27 @@ fn gateway_error(status: StatusCode, message: &str) -> Response<Body> {
     response
 }
 
-impl Service<Request<Body>> for Forward {
-    type Response = Response<Body>;
+/// A client's request, as hyper read it, forwarded as it streams in.
+impl Service<Request<Incoming>> for Forward {
+    type Response = Response<ForwardBody>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ForwardBody>, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         // The pool takes requests at any time (a new connection if need be).
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+    fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
+        if let Err(e) = self.prepare(&mut request) {
+            let response = gateway_error(
+                StatusCode::BAD_GATEWAY,
+                &format!("cannot build the upstream URL: {e}"),
+            );
+            return Box::pin(std::future::ready(Ok(response)));
+        }
         let this = self.clone();
-        Box::pin(async move { Ok(this.forward(request).await) })
+        Box::pin(async move { Ok(this.answer(request).await) })
     }
 }
 

@@ -9,8 +9,9 @@
 //! start answering in time `504`.
 //!
 //! The proxy is the [`tollgate_tower::RateLimitLayer`] in front of a
-//! forwarding service ([`forward::Forward`]), served on one listener
-//! ([`run`]), or thread-per-core on several ([`workers`]), through
+//! forwarding service ([`forward::Forward`]) and nothing else ([`service`]:
+//! no router, every path and method goes the same way), served on one
+//! listener ([`run`]), or thread-per-core on several ([`workers`]), through
 //! `tollgate_connections` (header-read and idle timeouts, a cap on open
 //! connections):
 //!
@@ -32,18 +33,22 @@
 use std::future::Future;
 use std::time::Duration;
 
-use axum::Router;
 use http::{HeaderName, Request};
 use tokio::net::TcpListener;
 use tollgate_connections::{Limits, Slots};
-use tollgate_tower::{ApiKey, HeaderKey, KeyExtractor, PeerIp, RateLimitConfig, RateLimitLayer};
+use tollgate_tower::{
+    ApiKey, HeaderKey, KeyExtractor, PeerIp, RateLimit, RateLimitConfig, RateLimitLayer,
+};
+use tower::Layer;
 
+mod body;
 mod error;
 pub mod forward;
 pub mod options;
 mod pool;
 pub mod workers;
 
+pub use body::ForwardBody;
 pub use error::Error;
 pub use forward::{Forward, Upstream};
 pub use workers::{bind_workers, run_workers};
@@ -137,13 +142,20 @@ impl ProxyConfig {
     }
 }
 
-/// The proxy as an axum router (every path, every method), for serving
-/// with `into_make_service_with_connect_info::<std::net::SocketAddr>()` (the peer
-/// address is needed for [`KeySource::Peer`]).
-pub fn router(config: ProxyConfig) -> Router {
-    Router::new()
-        .fallback_service(Forward::new(config.upstream, config.response_timeout))
-        .layer(RateLimitLayer::new(config.limits, config.key))
+/// The proxy as one service: the rate limit decides each request (and
+/// writes the refusals and the RateLimit headers), [`Forward`] forwards the
+/// allowed ones. Every path and method is handled alike, so there is no
+/// router in between: a request's body and future are not boxed again on
+/// the way. It serves hyper's requests (`Request<hyper::body::Incoming>`)
+/// that carry the peer address as axum's `ConnectInfo<SocketAddr>`, as
+/// `tollgate_connections::serve` gives them (needed for [`KeySource::Peer`]).
+pub type Proxy = RateLimit<Forward, KeySource>;
+
+/// The [`Proxy`] service that `config` describes. Each call builds a new
+/// forwarder, with its own upstream connections: one per worker thread.
+pub fn service(config: ProxyConfig) -> Proxy {
+    RateLimitLayer::new(config.limits, config.key)
+        .layer(Forward::new(config.upstream, config.response_timeout))
 }
 
 /// Serves the proxy on `listener` until `shutdown` completes, then lets the
@@ -172,5 +184,5 @@ pub(crate) async fn serve_with_slots(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let limits = config.connections;
-    tollgate_connections::serve(listener, router(config), limits, slots, shutdown).await;
+    tollgate_connections::serve(listener, service(config), limits, slots, shutdown).await;
 }

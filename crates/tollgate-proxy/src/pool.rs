@@ -11,17 +11,20 @@
 //! dropped, which closes it (HTTP/1.1 cannot skip the rest of a body).
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
-use hyper::client::conn::http1::{self, SendRequest};
+use hyper::client::conn::{http1, TrySendError};
+use hyper::Request;
+use hyper::Response;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
+use tokio::time::Sleep;
 
 /// How long an idle upstream connection is kept (as hyper-util's pooled
 /// client does by default).
@@ -33,7 +36,52 @@ const MAX_IDLE: usize = 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A sender on one upstream connection.
-pub(crate) type Sender = SendRequest<Body>;
+type Sender = http1::SendRequest<Incoming>;
+
+/// One upstream connection: where its requests go, and the timer of the
+/// response awaited on it.
+pub(crate) struct Conn {
+    sender: Sender,
+    /// The deadline of the response awaited on the connection: one timer for
+    /// the connection's life, moved to each request's deadline. Deadlines
+    /// only move later on a connection (one request at a time, each timed
+    /// from its start), which tokio does with one atomic update of the timer
+    /// already registered; a timer per request is inserted into tokio's
+    /// timer wheel and removed from it each time (BENCHMARKS.md).
+    timer: Pin<Box<Sleep>>,
+}
+
+impl Conn {
+    fn new(sender: Sender) -> Self {
+        // Registered with the runtime when first awaited, not now.
+        let timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
+        Self { sender, timer }
+    }
+
+    /// Sends `request` and waits for the response head until `deadline`;
+    /// `None` once the deadline has passed.
+    pub(crate) async fn send_until(
+        &mut self,
+        request: Request<Incoming>,
+        deadline: tokio::time::Instant,
+    ) -> Option<Result<Response<Incoming>, TrySendError<Request<Incoming>>>> {
+        self.timer.as_mut().reset(deadline);
+        let sending = self.sender.try_send_request(request);
+        tokio::select! {
+            biased;
+            sent = sending => Some(sent),
+            () = self.timer.as_mut() => None,
+        }
+    }
+
+    /// Sends `request` and waits for the response head, however long it takes.
+    pub(crate) async fn send(
+        &mut self,
+        request: Request<Incoming>,
+    ) -> Result<Response<Incoming>, hyper::Error> {
+        self.sender.send_request(request).await
+    }
+}
 
 /// Why no upstream connection could be had.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +100,7 @@ pub(crate) enum ConnectError {
 /// One forwarder's connections to its upstream. Clones share the pool.
 #[derive(Clone)]
 pub(crate) struct Pool {
-    idle: Arc<Mutex<VecDeque<(Sender, Instant)>>>,
+    idle: Arc<Mutex<VecDeque<(Conn, Instant)>>>,
     /// `host:port`, as given to the TCP connect (a name is looked up).
     address: Arc<str>,
 }
@@ -66,14 +114,14 @@ impl Pool {
         }
     }
 
-    /// An idle connection (and `true`), or else a new one (and `false`).
-    pub(crate) async fn checkout(&self) -> Result<(Sender, bool), ConnectError> {
-        while let Some(sender) = self.pop() {
-            if !sender.is_closed() {
-                return Ok((sender, true));
+    /// An idle connection, the most recently used, unless none is left open.
+    pub(crate) fn checkout(&self) -> Option<Conn> {
+        while let Some(conn) = self.pop() {
+            if !conn.sender.is_closed() {
+                return Some(conn);
             }
         }
-        self.connect().await.map(|sender| (sender, false))
+        None
     }
 
     /// Keeps `sender` for a later request once its connection is ready for
@@ -81,22 +129,22 @@ impl Pool {
     /// may still be sending the request's body (an upstream may answer
     /// before reading it all): it waits outside the pool rather than hold
     /// up the next request.
-    pub(crate) fn checkin(&self, mut sender: Sender) {
-        if sender.is_ready() {
-            self.keep(sender);
+    pub(crate) fn checkin(&self, mut conn: Conn) {
+        if conn.sender.is_ready() {
+            self.keep(conn);
             return;
         }
         let pool = self.clone();
         tokio::spawn(async move {
-            if sender.ready().await.is_ok() {
-                pool.keep(sender);
+            if conn.sender.ready().await.is_ok() {
+                pool.keep(conn);
             }
         });
     }
 
     /// Puts a ready `sender` in the pool, dropping the connections idle for
     /// too long (and the oldest, past the cap).
-    fn keep(&self, sender: Sender) {
+    fn keep(&self, conn: Conn) {
         let now = Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         while idle
@@ -108,22 +156,31 @@ impl Pool {
         if idle.len() >= MAX_IDLE {
             idle.pop_front();
         }
-        idle.push_back((sender, now));
+        idle.push_back((conn, now));
     }
 
-    fn pop(&self) -> Option<Sender> {
+    fn pop(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        let (sender, since) = idle.pop_back()?;
+        let (conn, since) = idle.pop_back()?;
         if since.elapsed() > IDLE_TIMEOUT {
             // The newest is stale: so are all the others.
             idle.clear();
             return None;
         }
-        Some(sender)
+        Some(conn)
     }
 
-    /// A new connection, its task spawned on the current runtime.
-    pub(crate) async fn connect(&self) -> Result<Sender, ConnectError> {
+    /// A new connection, its task spawned on the current runtime. Boxed:
+    /// opening a connection (the name lookup, the connect timeout, the
+    /// handshake) is a large future, and inline it would make every
+    /// request's future as large, though most take a pooled connection.
+    pub(crate) fn connect(
+        &self,
+    ) -> Pin<Box<dyn Future<Output = Result<Conn, ConnectError>> + Send + '_>> {
+        Box::pin(self.open())
+    }
+
+    async fn open(&self) -> Result<Conn, ConnectError> {
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&*self.address))
             .await
             .map_err(|_| ConnectError::Timeout)??;
@@ -136,7 +193,7 @@ impl Pool {
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        Ok(sender)
+        Ok(Conn::new(sender))
     }
 }
 
@@ -145,15 +202,15 @@ impl Pool {
 /// connection with it, closing it).
 pub(crate) struct ReturningBody {
     body: Incoming,
-    home: Option<(Sender, Pool)>,
+    home: Option<(Conn, Pool)>,
 }
 
 impl ReturningBody {
-    /// `body`, read on `sender`'s connection from `pool`.
-    pub(crate) fn new(body: Incoming, sender: Sender, pool: Pool) -> Self {
+    /// `body`, read on `conn`, from `pool`.
+    pub(crate) fn new(body: Incoming, conn: Conn, pool: Pool) -> Self {
         let mut this = Self {
             body,
-            home: Some((sender, pool)),
+            home: Some((conn, pool)),
         };
         if this.body.is_end_stream() {
             // Nothing to read (e.g. a 204): the connection is free now.
@@ -163,8 +220,8 @@ impl ReturningBody {
     }
 
     fn give_back(&mut self) {
-        if let Some((sender, pool)) = self.home.take() {
-            pool.checkin(sender);
+        if let Some((conn, pool)) = self.home.take() {
+            pool.checkin(conn);
         }
     }
 }

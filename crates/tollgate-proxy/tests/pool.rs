@@ -1,5 +1,6 @@
-//! The proxy's upstream connections: kept and reused between requests, and
-//! never reused when a response was not read to its end. A real upstream
+//! The proxy's upstream connections: kept and reused between requests,
+//! never reused when a response was not read to its end, and each request
+//! on a kept one timed from its own start. A real upstream
 //! (hyper, counting the connections it accepts) behind the real proxy,
 //! both on 127.0.0.1 port 0.
 
@@ -27,7 +28,8 @@ use tollgate_tower::RateLimitConfig;
 const PATIENCE: Duration = Duration::from_secs(10);
 
 /// The upstream: `/endless` answers with a body that goes on for as long as
-/// it is read, anything else with `ok`; counts the connections it accepts.
+/// it is read, `/silent` never answers, anything else answers `ok`; counts
+/// the connections it accepts.
 async fn upstream(accepted: Arc<AtomicUsize>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -35,6 +37,9 @@ async fn upstream(accepted: Arc<AtomicUsize>) -> SocketAddr {
         while let Ok((stream, _)) = listener.accept().await {
             accepted.fetch_add(1, Ordering::SeqCst);
             let service = hyper::service::service_fn(|request: Request<Incoming>| async move {
+                if request.uri().path() == "/silent" {
+                    std::future::pending::<()>().await;
+                }
                 if request.uri().path() != "/endless" {
                     return Ok::<_, Infallible>(Response::new(Either::Left(Full::new(
                         Bytes::from_static(b"ok"),
@@ -60,6 +65,14 @@ async fn upstream(accepted: Arc<AtomicUsize>) -> SocketAddr {
 /// The proxy in front of `upstream`, with a limit nobody reaches; stopped
 /// when the returned sender is dropped.
 async fn proxy(upstream: SocketAddr) -> (SocketAddr, oneshot::Sender<()>) {
+    proxy_with_timeout(upstream, Duration::from_secs(30)).await
+}
+
+/// [`proxy`], giving the upstream `response_timeout` to start answering.
+async fn proxy_with_timeout(
+    upstream: SocketAddr,
+    response_timeout: Duration,
+) -> (SocketAddr, oneshot::Sender<()>) {
     let plan = Plan::new(
         "proxy",
         vec![Limit::new(
@@ -75,7 +88,8 @@ async fn proxy(upstream: SocketAddr) -> (SocketAddr, oneshot::Sender<()>) {
         KeySource::Peer { trusted_proxies: 0 },
         limits,
     )
-    .unwrap();
+    .unwrap()
+    .response_timeout(response_timeout);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -156,4 +170,34 @@ async fn a_response_left_unread_closes_its_connection_and_the_next_request_gets_
         (StatusCode::OK, Bytes::from_static(b"ok"))
     );
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+/// A kept connection times each request from that request's start: the
+/// third request on one connection, silent, gets its 504 after the whole
+/// timeout (not at a deadline left by an earlier request), and a new
+/// connection then does the same.
+#[tokio::test]
+async fn a_silent_answer_on_a_kept_connection_is_a_504_after_the_timeout() {
+    let timeout = Duration::from_millis(200);
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let upstream = upstream(accepted.clone()).await;
+    let (proxy, _stop) = proxy_with_timeout(upstream, timeout).await;
+    let client = client();
+    let late = (
+        StatusCode::GATEWAY_TIMEOUT,
+        Bytes::from(format!(
+            "tollgate proxy: upstream http://{upstream} did not answer within 200 ms\n"
+        )),
+    );
+    let ok = (StatusCode::OK, Bytes::from_static(b"ok"));
+    for connections in [1, 2] {
+        assert_eq!(get(&client, proxy, "/a").await, ok);
+        assert_eq!(get(&client, proxy, "/b").await, ok);
+        let asked = std::time::Instant::now();
+        assert_eq!(get(&client, proxy, "/silent").await, late);
+        // A lower bound only: a late answer cannot make it fail.
+        assert!(asked.elapsed() >= timeout, "{:?}", asked.elapsed());
+        // All three on one connection, which the 504 closed.
+        assert_eq!(accepted.load(Ordering::SeqCst), connections);
+    }
 }

@@ -104,7 +104,27 @@ impl<B> KeyExtractor<B> for PeerIp {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
             v4 => v4,
         };
-        Some(ip.to_string())
+        Some(ip_key(ip))
+    }
+}
+
+/// `ip` in its usual text form (`Display`'s). An IPv4 address, the common
+/// case, is written octet by octet: through `Display` it costs about ten
+/// times as many instructions, 3 % of a proxied request (BENCHMARKS.md).
+fn ip_key(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut key = String::with_capacity("255.255.255.255".len());
+            let mut digits = itoa::Buffer::new();
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    key.push('.');
+                }
+                key.push_str(digits.format(octet));
+            }
+            key
+        }
+        IpAddr::V6(v6) => v6.to_string(),
     }
 }
 
@@ -196,6 +216,22 @@ mod tests {
         let r = request(&[], Some("[::ffff:1.2.3.4]:80"));
         assert_eq!(PeerIp::direct().extract(&r).as_deref(), Some("1.2.3.4"));
         assert_eq!(PeerIp::direct().extract(&request(&[], None)), None);
+    }
+
+    #[test]
+    fn ip_keys_are_the_addresses_as_displayed() {
+        for ip in [
+            "0.0.0.0",
+            "1.2.3.4",
+            "10.0.12.255",
+            "100.99.9.0",
+            "255.255.255.255",
+            "::1",
+            "2001:db8::8:800:200c:417a",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(ip_key(ip), ip.to_string());
+        }
     }
 
     #[test]

@@ -1,0 +1,250 @@
+//! The options of `tollgate proxy`, and the proxy configuration they
+//! build: the client key, one limit or a `--config` file's plans, the
+//! store, the upstream and its timeout, the connection limits.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tollgate::{MemoryBackend, Store, SystemClock};
+use tollgate_config::Config;
+use tollgate_connections::Limits;
+use tollgate_proxy::options::{connection_limits, parse_duration_ms, parse_key, single_limit_plan};
+use tollgate_proxy::{Error, ProxyConfig};
+use tollgate_tower::RateLimitConfig;
+
+use super::plans::{connect_store, invalid_redis, plan_config, Running};
+use crate::redis_args::RedisArgs;
+
+/// The options of `tollgate proxy`.
+#[derive(Debug, Clone, Args)]
+pub struct ProxyArgs {
+    /// The API to protect, e.g. http://127.0.0.1:3000 (a path is prefixed to every request).
+    #[arg(long)]
+    pub upstream: String,
+    /// Where the proxy listens.
+    #[arg(long, default_value = "127.0.0.1:8082")]
+    pub listen: String,
+    /// Who a client is: `peer` (its IP address), `api-key` (Authorization: Bearer or X-API-Key),
+    /// or `header:NAME` (e.g. header:X-Client-Id).
+    #[arg(long, default_value = "peer")]
+    pub key: String,
+    /// With `--key peer`: how many trusted proxies in front append to X-Forwarded-For
+    /// (0: ignore X-Forwarded-For, which any client can forge).
+    #[arg(long, default_value_t = 0)]
+    pub trust_forwarded_for: usize,
+    /// A `tollgate serve` config file: its plans, `[clients]` (client key →
+    /// plan), default plan and `[store]` replace --policy/--limit/--window.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["policy", "limit", "window"])]
+    pub config: Option<PathBuf>,
+    /// Where the limit state lives (default: this process's memory, or the
+    /// `--config` file's `[store]`, which these flags replace).
+    #[command(flatten)]
+    pub redis: RedisArgs,
+    /// The policy: sliding-window, token-bucket or gcra.
+    #[arg(long, default_value = "sliding-window")]
+    pub policy: String,
+    /// Requests per window for each client.
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+    /// The window, e.g. 1s, 15m, 1d (or milliseconds).
+    #[arg(long, default_value = "1s")]
+    pub window: String,
+    /// How long the upstream may take to start answering before the client gets a 504.
+    #[arg(long, default_value = "30s")]
+    pub upstream_timeout: String,
+    /// Serving threads, each with its own listener on the address (SO_REUSEPORT)
+    /// and its own upstream connections [default: the number of CPUs].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<NonZeroUsize>,
+    /// How long a client may take to send a request head, from its first
+    /// byte (from the connection's opening for the first request) [default:
+    /// the --config file's `[connections]`, else 10s].
+    #[arg(long, value_name = "DURATION")]
+    pub header_read_timeout: Option<String>,
+    /// Close a client connection on which no byte moves either way for this
+    /// long [default: the --config file's `[connections]`, else 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
+    /// Open client connections at most (all workers together); past it, new
+    /// ones wait in the listen backlog [default: the --config file's
+    /// `[connections]`, else 10000].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+}
+
+impl ProxyArgs {
+    /// The proxy configuration these options describe (system clock). A
+    /// Redis store is checked now: see
+    /// [`StoreHandle::connect`](tollgate_config::StoreHandle::connect).
+    ///
+    /// # Errors
+    /// A [`tollgate_proxy::Error`] naming the option that is wrong, or the
+    /// Redis that refused the connection.
+    pub async fn config(&self) -> Result<ProxyConfig, Error> {
+        self.config_and_store().await.map(|(config, _)| config)
+    }
+
+    /// [`ProxyArgs::config`], with what the `--config` file it was built
+    /// from runs with that a reload does not replace (read once, so that
+    /// reloads compare against exactly the settings in use).
+    pub(super) async fn config_and_store(&self) -> Result<(ProxyConfig, Option<Running>), Error> {
+        let key = parse_key(&self.key, self.trust_forwarded_for)?;
+        let overrides = self.redis.overrides();
+        let (limits, store) = match &self.config {
+            None => {
+                let plan = single_limit_plan("proxy", &self.policy, self.limit, &self.window)?;
+                let store: Arc<dyn Store> = if self.redis.is_empty() {
+                    Arc::new(MemoryBackend::new())
+                } else {
+                    let mut config = Config::embedded_default();
+                    overrides.apply(&mut config).map_err(invalid_redis)?;
+                    connect_store(&config, invalid_redis).await?.0
+                };
+                (
+                    RateLimitConfig::new(plan, store, Arc::new(SystemClock)),
+                    None,
+                )
+            }
+            Some(path) => {
+                let (limits, store) = plan_config(path, &overrides).await?;
+                (limits, Some(store))
+            }
+        };
+        let timeout = parse_duration_ms("--upstream-timeout", &self.upstream_timeout)?;
+        let from_file = store
+            .as_ref()
+            .map_or_else(Limits::default, |s| s.restart_only.connections);
+        let connections = connection_limits(
+            from_file,
+            self.header_read_timeout.as_deref(),
+            self.idle_timeout.as_deref(),
+            self.max_connections,
+        )?;
+        let config = ProxyConfig::new(&self.upstream, key, limits)?
+            .response_timeout(Duration::from_millis(timeout))
+            .connection_limits(connections);
+        Ok((config, store))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use tollgate::Policy;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        proxy: ProxyArgs,
+    }
+
+    fn config(args: &[&str]) -> Result<ProxyConfig, String> {
+        let cli = Cli::try_parse_from(std::iter::once("proxy").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime
+            .block_on(cli.proxy.config())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_give_a_working_config() {
+        let config = config(&["--upstream", "http://127.0.0.1:3000"]).unwrap();
+        assert_eq!(config.upstream().url(), "http://127.0.0.1:3000");
+        let plans = config.limits().current_plans();
+        let limit = &plans.default_plan().limits()[0];
+        assert_eq!(
+            (
+                limit.policy().name(),
+                limit.policy().limit(),
+                limit.policy().window_ms()
+            ),
+            ("sliding-window", 100, 1_000)
+        );
+    }
+
+    #[test]
+    fn a_serve_config_gives_each_client_its_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tollgate.toml");
+        std::fs::write(
+            &path,
+            "default_plan = \"free\"\n[clients]\nacme = \"paid\"\n\
+             [[plans.free]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 2\nwindow = \"1s\"\n\
+             [[plans.paid]]\nname = \"1s\"\npolicy = \"token-bucket\"\nlimit = 50\nwindow = \"1s\"\n",
+        )
+        .unwrap();
+        let path = path.to_str().unwrap();
+        let config = config(&[
+            "--upstream",
+            "http://127.0.0.1:3000",
+            "--key",
+            "header:X-Client-Id",
+            "--config",
+            path,
+        ])
+        .unwrap();
+        let limits = config.limits();
+        let plans = limits.current_plans();
+        assert_eq!(plans.default_plan().name(), "free");
+        assert_eq!(plans.plan_for("acme").name(), "paid");
+        assert_eq!(plans.plan_for("acme").limits()[0].policy().limit(), 50);
+        assert_eq!(plans.plan_for("someone").name(), "free");
+        // --config replaces the one-limit options; a broken file is named.
+        let both = config_err(&["--upstream", "http://h", "--config", path, "--limit", "5"]);
+        assert!(both.contains("--limit"), "{both}");
+        std::fs::write(path, "[[plans.free]\n").unwrap();
+        let broken = config_err(&["--upstream", "http://h", "--config", path]);
+        assert!(
+            broken.contains("invalid --config") || broken.contains("--config"),
+            "{broken}"
+        );
+        assert!(broken.contains("line 1"), "{broken}");
+    }
+
+    fn config_err(args: &[&str]) -> String {
+        config(args).err().unwrap_or_default()
+    }
+
+    #[test]
+    fn each_bad_option_is_named() {
+        let cases: [(&[&str], &str); 7] = [
+            (
+                &["--upstream", "http://h", "--redis-ca", "/tmp/ca.pem"],
+                "--redis-ca /tmp/ca.pem needs a Redis store",
+            ),
+            (&["--upstream", "ftp://x"], "invalid upstream"),
+            (
+                &["--upstream", "http://h", "--window", "1w"],
+                "invalid --window",
+            ),
+            (
+                &["--upstream", "http://h", "--key", "cookie"],
+                "invalid --key",
+            ),
+            (
+                &["--upstream", "http://h", "--policy", "leaky"],
+                "unknown policy",
+            ),
+            (
+                &["--upstream", "http://h", "--limit", "0"],
+                "limit must be at least 1",
+            ),
+            (
+                &["--upstream", "http://h", "--upstream-timeout", "0s"],
+                "invalid --upstream-timeout",
+            ),
+        ];
+        for (args, expected) in cases {
+            let err = config(args).err().unwrap_or_default();
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
+    }
+}

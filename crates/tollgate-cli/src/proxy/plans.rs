@@ -1,0 +1,135 @@
+//! What a `--config` file gives the proxy (the plans of a `tollgate serve`
+//! config, its store) and the reload of its plans.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tollgate::{Store, SystemClock};
+use tollgate_config::store::RejectionCache;
+use tollgate_config::{Config, Overrides, StoreConfig, StoreHandle};
+use tollgate_connections::Limits;
+use tollgate_proxy::Error;
+use tollgate_tower::{Plans, PlansHandle, RateLimitConfig};
+
+/// What a `--config` file sets that only a restart puts in force: its
+/// `[store]` and `[connections]`, as written in the file (flags aside), so
+/// that a reload compares like with like.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestartOnly {
+    pub(super) store: StoreConfig,
+    pub(super) connections: Limits,
+}
+
+/// What a `--config` proxy runs with that a reload does not replace: its
+/// restart-only settings, and the shared store's rejection cache, whose
+/// changed plans' entries a reload drops.
+pub struct Running {
+    /// `[store]` and `[connections]` as the proxy started with them.
+    pub restart_only: RestartOnly,
+    /// The shared store's rejection cache, if on.
+    pub cache: Option<Arc<RejectionCache>>,
+}
+
+/// The store of `config` through the one wiring of `tollgate-config`:
+/// memory, or Redis checked at start-up behind its guard and rejection
+/// cache (returned too, for reloads).
+pub(super) async fn connect_store(
+    config: &Config,
+    error: fn(String) -> Error,
+) -> Result<(Arc<dyn Store>, Option<Arc<RejectionCache>>), Error> {
+    let handle = StoreHandle::connect(config)
+        .await
+        .map_err(|e| error(e.to_string()))?;
+    Ok(handle.into_store(&config.store))
+}
+
+pub(super) fn invalid_redis(reason: impl ToString) -> Error {
+    Error::InvalidOption {
+        option: "--redis",
+        reason: reason.to_string(),
+    }
+}
+
+fn invalid_config(reason: String) -> Error {
+    Error::InvalidOption {
+        option: "--config",
+        reason,
+    }
+}
+
+/// The plans of a `tollgate serve` config: the default plan and each listed
+/// client's own plan.
+fn plans_of(config: &Config) -> Plans {
+    let by_key = config
+        .client_plans()
+        .map(|(client, plan)| (client.to_owned(), plan.clone()))
+        .collect();
+    Plans::new(config.default_plan().clone()).with_keys(by_key)
+}
+
+/// The limits of a `tollgate serve` config file with the Redis flags
+/// applied (its plans and its store), and what it runs with.
+pub(super) async fn plan_config(
+    path: &Path,
+    overrides: &Overrides,
+) -> Result<(RateLimitConfig, Running), Error> {
+    let config = Config::load_with(path, overrides).map_err(|e| invalid_config(e.to_string()))?;
+    let (store, cache) = connect_store(&config, invalid_config).await?;
+    let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
+        .plans(plans_of(&config));
+    let restart_only = RestartOnly {
+        store: config.store,
+        connections: config.connections,
+    };
+    Ok((
+        limits,
+        Running {
+            restart_only,
+            cache,
+        },
+    ))
+}
+
+/// Re-reads the config file at `path` and puts its plans in force through
+/// `handle`, with the same flag `overrides` as at start-up. The store and
+/// the connection limits stay the ones the proxy started with: a `[store]`
+/// or `[connections]` different from `running`'s is logged as waiting for a
+/// restart, and the rejection cache forgets the plans whose limits changed.
+///
+/// # Errors
+/// The file's read or config error (logged too); the running plans stay.
+pub fn reload_plans(
+    path: &Path,
+    handle: &PlansHandle,
+    running: &Running,
+    overrides: &Overrides,
+) -> Result<(), Error> {
+    match Config::load_with(path, overrides) {
+        Ok(config) => {
+            handle.replace(plans_of(&config));
+            if let Some(cache) = &running.cache {
+                cache.forget_changed(config.plans());
+            }
+            let running = &running.restart_only;
+            let mut waiting = Vec::new();
+            if config.store != running.store {
+                waiting.push("[store]");
+            }
+            if config.connections != running.connections {
+                waiting.push("[connections]");
+            }
+            let default_plan = config.default_plan().name();
+            if waiting.is_empty() {
+                tracing::info!(path = %path.display(), default_plan, "plans reloaded");
+            } else {
+                let waiting = waiting.join(" and ");
+                tracing::warn!(path = %path.display(), default_plan, "plans reloaded; the changed {waiting} waits for a restart");
+            }
+            Ok(())
+        }
+        Err(error) => {
+            tracing::error!(path = %path.display(), %error, "config reload refused; the running plans stay");
+            Err(invalid_config(error.to_string()))
+        }
+    }
+}
