@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use redis::{Script, Value};
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Evalsha};
 use crate::deadline::RedisClock;
 use crate::RedisStoreError;
 
@@ -18,6 +18,13 @@ pub(crate) struct Call {
     pub(crate) keys: Vec<String>,
     /// now, cost, expiry margin, deadline, then four per limit.
     pub(crate) args: Vec<String>,
+}
+
+impl Call {
+    /// Its keys and arguments, counted together.
+    pub(crate) fn words(&self) -> usize {
+        self.keys.len() + self.args.len()
+    }
 }
 
 /// One call's reply as the plan script gives it (`redis_time_us` first), or
@@ -75,12 +82,9 @@ impl Scripts {
 
     /// Sends `call` alone, as the plan script.
     pub(crate) async fn one(&self, call: &Call) -> CallReply {
-        let mut invocation = self.plan.prepare_invoke();
-        for key in &call.keys {
-            invocation.key(key);
-        }
-        for arg in &call.args {
-            invocation.arg(arg);
+        let mut invocation = Evalsha::new(&self.plan, call.keys.len(), call.words());
+        for word in call.keys.iter().chain(&call.args) {
+            invocation.arg(word);
         }
         self.count(1);
         let sent_us = self.clock.now_us();
@@ -99,8 +103,9 @@ impl Scripts {
     /// master of a cluster holds); or the error of the whole call
     /// (connection lost, BUSY, ...), which every one of them then meets.
     pub(crate) async fn many(&self, calls: &[&Call]) -> Result<Vec<Batched>, RedisStoreError> {
-        let mut invocation = self.batch.prepare_invoke();
-        invocation.key(
+        let words = calls.iter().map(|c| 1 + c.words()).sum::<usize>();
+        let mut invocation = Evalsha::new(&self.batch, 1, 2 + words);
+        invocation.arg(
             calls
                 .first()
                 .and_then(|c| c.keys.first())
@@ -109,11 +114,8 @@ impl Scripts {
         invocation.arg(calls.len());
         for call in calls {
             invocation.arg(call.keys.len().saturating_sub(1));
-            for key in &call.keys {
-                invocation.arg(key);
-            }
-            for arg in &call.args {
-                invocation.arg(arg);
+            for word in call.keys.iter().chain(&call.args) {
+                invocation.arg(word);
             }
         }
         self.count(calls.len());

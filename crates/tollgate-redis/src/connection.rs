@@ -7,7 +7,9 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
-use redis::{FromRedisValue, RedisResult, ScriptInvocation, Value};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value,
+};
 
 use crate::lazy_cluster::LazyCluster;
 use crate::{RedisStoreError, RedisTarget};
@@ -79,27 +81,22 @@ impl Connection {
     }
 
     /// Runs a script (EVALSHA, loading it after NOSCRIPT).
-    pub(crate) async fn invoke<T: FromRedisValue>(
-        &self,
-        invocation: &ScriptInvocation<'_>,
-    ) -> RedisResult<T> {
+    pub(crate) async fn invoke<T: FromRedisValue>(&self, call: &Evalsha<'_>) -> RedisResult<T> {
         match self {
             Connection::Single(c) => {
-                let first = invocation.invoke_async(&mut c.clone()).await;
+                let first = call.run(&mut c.clone()).await;
                 match first {
                     // After an outage the manager answers the first call
                     // with its last failed reconnect, and only then starts
                     // a new one. A refused connection sent nothing, so one
                     // retry cannot charge twice, and it lets the first call
                     // after Redis is back (the breaker's probe) succeed.
-                    Err(e) if e.is_connection_refusal() => {
-                        invocation.invoke_async(&mut c.clone()).await
-                    }
+                    Err(e) if e.is_connection_refusal() => call.run(&mut c.clone()).await,
                     answer => answer,
                 }
             }
-            Connection::Cluster(c) => invocation.invoke_async(&mut c.clone()).await,
-            Connection::ClusterLazy(lazy) => invocation.invoke_async(&mut lazy.get().await?).await,
+            Connection::Cluster(c) => call.run(&mut c.clone()).await,
+            Connection::ClusterLazy(lazy) => call.run(&mut lazy.get().await?).await,
         }
     }
 
@@ -134,6 +131,49 @@ impl Connection {
             }
             Connection::Cluster(c) => cluster_time_us(c.clone()).await,
             Connection::ClusterLazy(lazy) => cluster_time_us(lazy.get().await?).await,
+        }
+    }
+}
+
+/// A script's `EVALSHA` with its keys and arguments, written straight into
+/// one command (redis-rs's `ScriptInvocation` keeps its own copy of every
+/// key and argument first: an allocation each, on every decision).
+pub(crate) struct Evalsha<'a> {
+    script: &'a Script,
+    command: Cmd,
+}
+
+impl<'a> Evalsha<'a> {
+    /// `script` with `keys` keys, which the first `keys` calls of
+    /// [`Evalsha::arg`] must give, then its arguments; room for `words`
+    /// keys and arguments in all (more may follow).
+    pub(crate) fn new(script: &'a Script, keys: usize, words: usize) -> Self {
+        // Keys and numbers are mostly under 24 bytes.
+        let mut command = Cmd::with_capacity(3 + words, 64 + 24 * words);
+        command.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+        Self { script, command }
+    }
+
+    /// Appends a key or an argument.
+    pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
+        self.command.arg(arg);
+        self
+    }
+
+    /// Sends it; after `NOSCRIPT` (a Redis that restarted or flushed its
+    /// scripts), loads the script and sends it once more, as redis-rs's
+    /// `ScriptInvocation::invoke_async` does.
+    async fn run<C, T>(&self, connection: &mut C) -> RedisResult<T>
+    where
+        C: redis::aio::ConnectionLike,
+        T: FromRedisValue,
+    {
+        match self.command.query_async(connection).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.script.load_async(connection).await?;
+                self.command.query_async(connection).await
+            }
+            answer => answer,
         }
     }
 }

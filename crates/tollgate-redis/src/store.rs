@@ -10,7 +10,7 @@ use tollgate::{
 
 use crate::bounds;
 use crate::call::{script_error, Call, CallCounts, Scripts};
-use crate::connection::Connection;
+use crate::connection::{Connection, Evalsha};
 use crate::deadline::{self, RedisClock};
 use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
@@ -244,23 +244,30 @@ impl RedisStore {
             caller_time.then_some(now_ms),
             self.config.expiry_margin_ms,
         )?;
-        let mut invocation = self.inspect_script.prepare_invoke();
         let base = self.keys.client_base(client);
-        invocation.key(KeyLayout::seen_key_from_base(&base));
+        let mut keys = vec![KeyLayout::seen_key_from_base(&base)];
+        let mut codes = Vec::with_capacity(plan.limits().len());
+        for limit in plan.limits() {
+            let descriptor = descriptor_of(limit.policy())?;
+            keys.push(KeyLayout::limit_key_from_base(
+                &base,
+                limit.id(),
+                descriptor.format,
+            ));
+            codes.push(descriptor.code);
+        }
+        let mut invocation = Evalsha::new(&self.inspect_script, keys.len(), 1 + 4 * keys.len());
+        for key in &keys {
+            invocation.arg(key);
+        }
         if caller_time {
             invocation.arg(now_ms);
         } else {
             invocation.arg("redis");
         }
-        for limit in plan.limits() {
-            let descriptor = descriptor_of(limit.policy())?;
-            invocation.key(KeyLayout::limit_key_from_base(
-                &base,
-                limit.id(),
-                descriptor.format,
-            ));
+        for (limit, code) in plan.limits().iter().zip(codes) {
             invocation
-                .arg(descriptor.code)
+                .arg(code)
                 .arg(limit.policy().limit())
                 .arg(limit.policy().window_ms());
         }
