@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use redis::{Script, Value};
+use redis::{RedisWrite, Script, ToRedisArgs, Value};
 
 use crate::connection::{Connection, Evalsha};
 use crate::deadline::RedisClock;
@@ -17,13 +17,42 @@ pub(crate) struct Call {
     /// The client's last-seen key, then one state key per limit.
     pub(crate) keys: Vec<String>,
     /// now, cost, expiry margin, deadline, then four per limit.
-    pub(crate) args: Vec<String>,
+    pub(crate) args: Vec<Arg>,
+}
+
+/// One ARGV word of a call: a number, written in decimal straight into the
+/// command (no `String` of its own, on every decision), or a constant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arg {
+    /// A number, in decimal.
+    Number(u64),
+    /// A word known at compile time (`redis`, a policy's code, a flag).
+    Text(&'static str),
+}
+
+impl ToRedisArgs for Arg {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        match self {
+            Arg::Number(n) => n.write_redis_args(out),
+            Arg::Text(text) => text.write_redis_args(out),
+        }
+    }
 }
 
 impl Call {
     /// Its keys and arguments, counted together.
     pub(crate) fn words(&self) -> usize {
         self.keys.len() + self.args.len()
+    }
+
+    /// Appends its keys, then its arguments.
+    fn write_to(&self, invocation: &mut Evalsha<'_>) {
+        for key in &self.keys {
+            invocation.arg(key);
+        }
+        for arg in &self.args {
+            invocation.arg(arg);
+        }
     }
 }
 
@@ -83,9 +112,7 @@ impl Scripts {
     /// Sends `call` alone, as the plan script.
     pub(crate) async fn one(&self, call: &Call) -> CallReply {
         let mut invocation = Evalsha::new(&self.plan, call.keys.len(), call.words());
-        for word in call.keys.iter().chain(&call.args) {
-            invocation.arg(word);
-        }
+        call.write_to(&mut invocation);
         self.count(1);
         let sent_us = self.clock.now_us();
         let reply: Vec<i64> = self
@@ -114,9 +141,7 @@ impl Scripts {
         invocation.arg(calls.len());
         for call in calls {
             invocation.arg(call.keys.len().saturating_sub(1));
-            for word in call.keys.iter().chain(&call.args) {
-                invocation.arg(word);
-            }
+            call.write_to(&mut invocation);
         }
         self.count(calls.len());
         let sent_us = self.clock.now_us();

@@ -9,7 +9,7 @@ use tollgate::{
 };
 
 use crate::bounds;
-use crate::call::{script_error, Call, CallCounts, Scripts};
+use crate::call::{script_error, Arg, Call, CallCounts, Scripts};
 use crate::connection::{Connection, Evalsha};
 use crate::deadline::{self, RedisClock};
 use crate::inspect::read_inspection;
@@ -305,13 +305,13 @@ impl RedisStore {
         let mut args = Vec::with_capacity(4 + 4 * limits.len());
         keys.push(KeyLayout::seen_key_from_base(&base));
         args.push(if self.config.time_source == TimeSource::Caller {
-            now_ms.to_string()
+            Arg::Number(now_ms)
         } else {
-            "redis".to_owned()
+            Arg::Text("redis")
         });
-        args.push(cost.to_string());
-        args.push(self.config.expiry_margin_ms.to_string());
-        args.push(deadline_us.to_string());
+        args.push(Arg::Number(u64::from(cost)));
+        args.push(Arg::Number(self.config.expiry_margin_ms));
+        args.push(Arg::Number(deadline_us));
         for limit in limits {
             let policy = limit.policy();
             let descriptor = descriptor_of(policy)?;
@@ -320,10 +320,10 @@ impl RedisStore {
                 limit.id(),
                 descriptor.format,
             ));
-            args.push(descriptor.code.to_owned());
-            args.push(policy.limit().to_string());
-            args.push(policy.window_ms().to_string());
-            args.push(if limit.is_shadow() { "1" } else { "0" }.to_owned());
+            args.push(Arg::Text(descriptor.code));
+            args.push(Arg::Number(u64::from(policy.limit())));
+            args.push(Arg::Number(policy.window_ms()));
+            args.push(Arg::Text(if limit.is_shadow() { "1" } else { "0" }));
         }
         Ok(Call { keys, args })
     }
