@@ -113,14 +113,9 @@ fn spawn_reloader(
 
 #[cfg(test)]
 mod tests {
+    use super::args::tests::Cli;
     use super::*;
     use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        proxy: ProxyArgs,
-    }
 
     #[tokio::test]
     async fn a_listen_address_that_is_not_one_is_refused_by_name() {

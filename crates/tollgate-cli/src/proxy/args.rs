@@ -131,15 +131,16 @@ impl ProxyArgs {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use clap::Parser;
     use tollgate::Policy;
 
+    /// `tollgate proxy`'s flags alone, as the binary parses them.
     #[derive(Parser)]
-    struct Cli {
+    pub(in crate::proxy) struct Cli {
         #[command(flatten)]
-        proxy: ProxyArgs,
+        pub(in crate::proxy) proxy: ProxyArgs,
     }
 
     fn config(args: &[&str]) -> Result<ProxyConfig, String> {
