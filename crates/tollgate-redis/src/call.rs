@@ -11,7 +11,8 @@ use crate::connection::{Connection, Evalsha};
 use crate::deadline::RedisClock;
 use crate::RedisStoreError;
 
-/// One decision's script call: the KEYS and ARGV of [`crate::scripts::PLAN`].
+/// One script call's KEYS and ARGV: a decision's, of [`crate::scripts::PLAN`]
+/// (or an inspection's, of [`crate::scripts::INSPECT`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Call {
     /// The client's last-seen key, then one state key per limit.
@@ -43,6 +44,13 @@ impl Call {
     /// Its keys and arguments, counted together.
     pub(crate) fn words(&self) -> usize {
         self.keys.len() + self.args.len()
+    }
+
+    /// `script` called with its keys and arguments.
+    pub(crate) fn invocation<'a>(&self, script: &'a Script) -> Evalsha<'a> {
+        let mut invocation = Evalsha::new(script, self.keys.len(), self.words());
+        self.write_to(&mut invocation);
+        invocation
     }
 
     /// Appends its keys, then its arguments.
@@ -111,8 +119,7 @@ impl Scripts {
 
     /// Sends `call` alone, as the plan script.
     pub(crate) async fn one(&self, call: &Call) -> CallReply {
-        let mut invocation = Evalsha::new(&self.plan, call.keys.len(), call.words());
-        call.write_to(&mut invocation);
+        let invocation = call.invocation(&self.plan);
         self.count(1);
         let sent_us = self.clock.now_us();
         let reply: Vec<i64> = self

@@ -10,7 +10,7 @@ use tollgate::{
 
 use crate::bounds;
 use crate::call::{script_error, Arg, Call, CallCounts, Scripts};
-use crate::connection::{Connection, Evalsha};
+use crate::connection::Connection;
 use crate::deadline::{self, RedisClock};
 use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
@@ -245,32 +245,24 @@ impl RedisStore {
             self.config.expiry_margin_ms,
         )?;
         let base = self.keys.client_base(client);
-        let mut keys = vec![KeyLayout::seen_key_from_base(&base)];
-        let mut codes = Vec::with_capacity(plan.limits().len());
-        for limit in plan.limits() {
-            let descriptor = descriptor_of(limit.policy())?;
+        let limits = plan.limits();
+        let mut keys = Vec::with_capacity(1 + limits.len());
+        let mut args = Vec::with_capacity(1 + 3 * limits.len());
+        keys.push(KeyLayout::seen_key_from_base(&base));
+        args.push(self.time_arg(now_ms));
+        for limit in limits {
+            let policy = limit.policy();
+            let descriptor = descriptor_of(policy)?;
             keys.push(KeyLayout::limit_key_from_base(
                 &base,
                 limit.id(),
                 descriptor.format,
             ));
-            codes.push(descriptor.code);
+            args.push(Arg::Text(descriptor.code));
+            args.push(Arg::Number(u64::from(policy.limit())));
+            args.push(Arg::Number(policy.window_ms()));
         }
-        let mut invocation = Evalsha::new(&self.inspect_script, keys.len(), 1 + 4 * keys.len());
-        for key in &keys {
-            invocation.arg(key);
-        }
-        if caller_time {
-            invocation.arg(now_ms);
-        } else {
-            invocation.arg("redis");
-        }
-        for (limit, code) in plan.limits().iter().zip(codes) {
-            invocation
-                .arg(code)
-                .arg(limit.policy().limit())
-                .arg(limit.policy().window_ms());
-        }
+        let invocation = Call { keys, args }.invocation(&self.inspect_script);
         let reply: Vec<i64> = self
             .scripts
             .connection
@@ -290,6 +282,15 @@ impl RedisStore {
         Ok(clock.record(sent_us, received_us, redis_us))
     }
 
+    /// The time argument of a script: `now_ms`, or `redis` to have the
+    /// script read Redis's own `TIME` ([`TimeSource::Redis`]).
+    fn time_arg(&self, now_ms: u64) -> Arg {
+        match self.config.time_source {
+            TimeSource::Caller => Arg::Number(now_ms),
+            TimeSource::Redis => Arg::Text("redis"),
+        }
+    }
+
     /// The script's KEYS and ARGV for one call (see [`scripts`]).
     fn call(
         &self,
@@ -304,11 +305,7 @@ impl RedisStore {
         let mut keys = Vec::with_capacity(1 + limits.len());
         let mut args = Vec::with_capacity(4 + 4 * limits.len());
         keys.push(KeyLayout::seen_key_from_base(&base));
-        args.push(if self.config.time_source == TimeSource::Caller {
-            Arg::Number(now_ms)
-        } else {
-            Arg::Text("redis")
-        });
+        args.push(self.time_arg(now_ms));
         args.push(Arg::Number(u64::from(cost)));
         args.push(Arg::Number(self.config.expiry_margin_ms));
         args.push(Arg::Number(deadline_us));
