@@ -58,12 +58,13 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Answer {
-        let server = self.server.clone();
         match (request.method(), request.uri().path()) {
             (&Method::POST, "/v1/check") => {
+                let server = self.server.clone();
                 Box::pin(async move { Ok(answer_check(&server, request.into_body()).await) })
             }
             (&Method::GET, "/v1/auth") => {
+                let server = self.server.clone();
                 Box::pin(
                     async move { Ok(answer_auth(&server, request.uri(), request.headers()).await) },
                 )
