@@ -7,10 +7,15 @@
 //! arrival order, exactly as separate calls in that order would (Redis runs
 //! a script alone, so nothing comes between them either way). There is no
 //! timer: a decision that arrives while fewer than
-//! [`crate::RedisStoreConfig::batches_in_flight`] calls are in flight goes at
-//! once, alone, as the plan script, so a store under light load adds no
-//! latency. Under load, batches form by themselves, and Redis runs one
-//! script per batch instead of one per decision.
+//! [`crate::RedisStoreConfig::batches_in_flight`] calls are in flight starts
+//! a call, which leaves as soon as the tasks already ready on the runtime
+//! have had their turn (one [`tokio::task::yield_now`]) and carries what
+//! they queued meanwhile; alone, as the plan script, when nothing else
+//! came. So a store under light load adds one pass of its scheduler, and
+//! under load batches form by themselves from the first call on: requests
+//! read in one pass of a server's connections go in one call, instead of
+//! the first alone and the rest a round trip later. Redis runs one script
+//! per batch instead of one per decision.
 //!
 //! What each caller sees is unchanged:
 //! - its answer, computed by the same Lua function (`decide.lua`);
@@ -92,23 +97,22 @@ impl Batcher {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Decides `call`: at once when a call may still go in flight, else in
-    /// the next batch. Must be called inside a Tokio runtime (a batch is
+    /// Decides `call`: in a call that starts now when one may still go in
+    /// flight, else in the next batch. Must be called inside a Tokio runtime (a batch is
     /// sent by a task of its own, so that no caller giving up can stop it).
     pub(crate) async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
         let (answer, answered) = oneshot::channel();
-        let batch = {
+        let starts_a_call = {
             let mut queue = self.lock();
             queue.waiting.push_back(Waiting { call, answer });
-            if queue.in_flight < self.in_flight_max {
+            let starts = queue.in_flight < self.in_flight_max;
+            if starts {
                 queue.in_flight += 1;
-                Some(self.take(&mut queue))
-            } else {
-                None
             }
+            starts
         };
-        if let Some(batch) = batch {
-            tokio::spawn(self.clone().carry(batch));
+        if starts_a_call {
+            tokio::spawn(self.clone().carry());
         }
         answered.await.unwrap_or(Err(RedisStoreError::BatchLost))
     }
@@ -127,22 +131,30 @@ impl Batcher {
         batch
     }
 
-    /// Sends `batch`, then every batch that queued up meanwhile, until the
+    /// Sends what waits once the tasks already ready have queued their
+    /// decisions too, then every batch that queued up meanwhile, until the
     /// queue is empty; then gives its place in flight back.
-    async fn carry(self: Arc<Self>, mut batch: Vec<Waiting>) {
+    async fn carry(self: Arc<Self>) {
         let mut place = InFlight {
             batcher: &self,
             given_back: false,
         };
+        // Without this, the task that spawned this one would hand over to it
+        // at once (Tokio runs a task just spawned next), and the call would
+        // leave with that task's decision alone.
+        tokio::task::yield_now().await;
         loop {
+            let batch = {
+                let mut queue = self.lock();
+                let batch = self.take(&mut queue);
+                if batch.is_empty() {
+                    queue.in_flight -= 1;
+                    place.given_back = true;
+                    return;
+                }
+                batch
+            };
             self.send(batch).await;
-            let mut queue = self.lock();
-            batch = self.take(&mut queue);
-            if batch.is_empty() {
-                queue.in_flight -= 1;
-                place.given_back = true;
-                return;
-            }
         }
     }
 

@@ -7,8 +7,9 @@
 //!
 //! The callers are futures polled in a fixed order by one task
 //! ([`in_order`]): each queues its decision at its first poll, so the order
-//! they queued in is the order of the list. The first goes alone (nothing is
-//! in flight), the others queue up behind it and go in batches.
+//! they queued in is the order of the list. They all queue before the first
+//! call leaves (it leaves once the tasks already ready have had their turn),
+//! so they go in batches from the first call on.
 
 mod batching;
 
@@ -40,9 +41,63 @@ fn concurrent_callers_get_the_memory_stores_answers_in_arrival_order() {
             counts.calls - before.calls,
         );
         assert_eq!(decisions, 600);
-        // One alone, then batches of 16: 1 + ceil(599 / 16) = 39 calls.
-        assert_eq!(calls, 39, "{counts:?}");
+        // Batches of 16 from the first call on: ceil(600 / 16) = 38 calls
+        // (with the first decision sent alone, as before, 39).
+        assert_eq!(calls, 38, "{counts:?}");
         assert_eq!(counts.batches - before.batches, 38);
+    });
+}
+
+#[test]
+fn callers_on_tasks_of_their_own_that_are_ready_together_go_in_one_call() {
+    let Some(server) = RedisServer::spawn("callers_on_tasks_of_their_own") else {
+        return;
+    };
+    // As in a server: each caller on a task of its own (a connection), on
+    // Tokio's multi-threaded scheduler, which runs a task just spawned
+    // next; one worker, so that the ten tasks are ready on the same thread.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = RedisStore::connect(&server.url(), config("tasks", 1))
+            .await
+            .expect("connect");
+        let plan = std::sync::Arc::new(plan());
+        let before = store.call_counts();
+        // Spawned from a task on the worker, so that all ten are ready on it
+        // before any runs (as connections made ready by one poll are).
+        let spawner = {
+            let (store, plan) = (store.clone(), plan.clone());
+            tokio::spawn(async move {
+                let callers: Vec<_> = (0..10)
+                    .map(|c| {
+                        let (store, plan) = (store.clone(), plan.clone());
+                        tokio::spawn(async move {
+                            store.decide(&plan, &format!("t{c}"), 1_000, 1).await
+                        })
+                    })
+                    .collect();
+                let mut answers = Vec::new();
+                for caller in callers {
+                    answers.push(caller.await.expect("task").expect("decided"));
+                }
+                answers
+            })
+        };
+        let reference = PlanLimiter::new();
+        for (c, answer) in spawner.await.expect("spawner").into_iter().enumerate() {
+            assert_eq!(answer, reference.check(&plan, &format!("t{c}"), 1_000, 1));
+        }
+        let counts = store.call_counts();
+        // Not the first alone and the nine others a round trip later.
+        assert_eq!(
+            (counts.calls - before.calls, counts.batches - before.batches),
+            (1, 1),
+            "{counts:?}"
+        );
     });
 }
 
@@ -131,7 +186,7 @@ fn a_decision_that_fails_in_a_batch_fails_alone_and_writes_nothing() {
                 ),
             }
         }
-        // The first call went alone, the other nine in one batch.
+        // All ten in one batch.
         assert_eq!(store.call_counts().batches, 1);
         assert_eq!(server.cli(&["GET", &garbled]).trim(), "soon");
         assert_eq!(server.cli(&["TYPE", &wrong]).trim(), "hash");
@@ -180,8 +235,8 @@ fn a_batch_that_fails_whole_is_a_transient_error_for_every_caller() {
             .await
             .expect("connect");
         let plan = plan();
-        // Redis stopped: the first call is in flight and the others queue
-        // up behind it; then Redis dies, and every call fails.
+        // Redis stopped: the batch is in flight; then Redis dies, and every
+        // call fails.
         server.stop_process();
         let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
         let futures = at_once(&store, &plan, &clients, 1_000);
@@ -212,9 +267,9 @@ fn each_decision_of_a_late_batch_is_refused_by_its_own_deadline() {
             .await
             .expect("connect");
         let plan = plan();
-        // Redis stopped for longer than the timeout: the first call waits
-        // in flight, the others queue up behind it, and every caller keeps
-        // waiting (nothing gives up here: only the deadlines decide).
+        // Redis stopped for longer than the timeout: the batch waits in
+        // flight, and every caller keeps waiting (nothing gives up here:
+        // only the deadlines decide).
         server.stop_process();
         let clients: Vec<String> = (0..10).map(|c| format!("c{c}")).collect();
         let futures = at_once(&store, &plan, &clients, 1_000);
@@ -232,7 +287,7 @@ fn each_decision_of_a_late_batch_is_refused_by_its_own_deadline() {
                 "{error:?}"
             );
         }
-        assert_eq!(store.call_counts().batches, 1, "the nine went together");
+        assert_eq!(store.call_counts().batches, 1, "the ten went together");
         assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "nothing written");
         // And the store decides again.
         let answer = store.decide(&plan, "c0", 2_000, 1).await.expect("decided");

@@ -41,8 +41,9 @@ fn on_a_cluster_concurrent_callers_are_batched_per_master_with_the_memory_stores
         assert_answers_in_arrival_order(&store, &plan, &requests).await;
         let counts = store.call_counts();
         assert_eq!(counts.decisions, 600, "{counts:?}");
-        // One alone per master, then batches of up to 16 per master.
-        assert!(counts.calls <= 3 + 600 / 16 + 3, "{counts:?}");
+        // Batches of up to 16 per master (ceil(600 / 16) = 38 calls if the
+        // masters' queues filled evenly; one more per master for the rest).
+        assert!(counts.calls <= 600 / 16 + 3, "{counts:?}");
         assert!(counts.batches >= 600 / 16 - 3, "{counts:?}");
     });
 }
@@ -90,9 +91,9 @@ fn a_decision_whose_slot_moved_since_the_map_was_read_is_decided_by_its_new_mast
             node.cli(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
         }
 
-        // The first other client goes alone; the rest, the moved client
-        // among them, queue up and go in one batch to the first master,
-        // which refuses the moved client's decision before it writes.
+        // All five, the moved client among them, go in one batch to the
+        // first master, which refuses the moved client's decision before it
+        // writes.
         let order = [&others[0], &others[1], moving, &others[2], &others[3]];
         let answers = in_order(at_once(&store, &plan, &order, 2_000)).await;
         for (client, answer) in order.iter().zip(answers) {
@@ -100,11 +101,11 @@ fn a_decision_whose_slot_moved_since_the_map_was_read_is_decided_by_its_new_mast
             assert_eq!(answer.expect("decided"), expected, "{client}");
         }
         let counts = store.call_counts();
-        // 1 + 1 alone, a batch of 4, then the moved client's decision
-        // again, alone.
+        // 1 alone, a batch of 5, then the moved client's decision again,
+        // alone.
         assert_eq!(
             (counts.decisions, counts.calls, counts.batches),
-            (7, 4, 1),
+            (7, 3, 1),
             "{counts:?}"
         );
         assert_eq!(to.cli(&["EXISTS", &seen]).trim(), "1");
