@@ -49,7 +49,8 @@ pub struct RedisStoreConfig {
     pub batch_max: usize,
     /// At most this many script calls of batched decisions in flight at
     /// once, per node (at least 1; default [`DEFAULT_BATCHES_IN_FLIGHT`]). A decision
-    /// that arrives while fewer are in flight goes at once, alone.
+    /// that arrives while fewer are in flight starts a call, which carries
+    /// it and what the tasks already ready queue meanwhile.
     pub batches_in_flight: usize,
 }
 

@@ -16,7 +16,8 @@
 //!   arrival order with the plan script's own per-call function: the
 //!   answers of separate calls in that order, each with its own deadline
 //!   and its own errors. No timer: a decision that arrives when a call may
-//!   still go out goes at once. On a cluster, one queue per master
+//!   still go out starts one, which leaves once the tasks already ready
+//!   have queued theirs. On a cluster, one queue per master
 //!   ([`masters`], by the cluster's map of slots, [`slots`]); a decision
 //!   whose slot moved is refused by the old master before it writes and
 //!   sent again alone. [`RedisStore::call_counts`] says how many calls
