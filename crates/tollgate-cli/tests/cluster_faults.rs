@@ -1,7 +1,8 @@
 //! `tollgate serve` and `tollgate replay` on Redis Clusters the tests start
 //! themselves: a TLS cluster with a private CA and an ACL user, and faults
-//! while serve is under load: a master killed and restarted (only the
-//! clients on its slots get the failure policy meanwhile), and, with
+//! while serve is under load: a master killed and restarted, or stalled
+//! (SIGSTOP) and woken (only the clients on its slots get the failure policy
+//! meanwhile, and what they were refused takes nothing), and, with
 //! replicas, a `CLUSTER FAILOVER` (what a caller sees, how long it takes).
 //!
 //! The circuit breaker is off in the fault tests (`breaker_failures = 0`):
@@ -207,6 +208,98 @@ async fn a_killed_master_fails_only_its_clients_and_its_restart_brings_them_back
     for client in &clients {
         assert_eq!(decided_by(&http, &serve, client).await, "store", "{client}");
     }
+}
+
+/// A master stalled (SIGSTOP: it keeps its connections and answers
+/// nothing, as a machine frozen or cut off does) under load: only its
+/// clients get the failure policy, each after the store's timeout (1 s),
+/// and nothing they asked for meanwhile is applied later: a decision that
+/// had not started by its deadline writes nothing when the master wakes.
+/// The other masters' clients are decided by the store throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_master_fails_only_its_clients_and_loses_nothing() {
+    // The store's errors, shown by the test harness if an assertion fails.
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_max_level(tracing::Level::WARN)
+        .try_init();
+    let options = ClusterOptions {
+        // A stall longer than the node timeout: the cluster marks the master
+        // failed, and the other masters keep serving their slots.
+        extra: [
+            "--cluster-require-full-coverage",
+            "no",
+            "--cluster-node-timeout",
+            "1000",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..ClusterOptions::default()
+    };
+    let Some(cluster) = RedisCluster::spawn_with("stalled_master", &options) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let serve = start_serve(&config(dir.path(), 0), &cluster.urls().join(","), None).await;
+    let http = reqwest::Client::new();
+    let clients: Vec<String> = (0..12).map(|i| format!("client-{i}")).collect();
+    for client in &clients {
+        assert_eq!(decided_by(&http, &serve, client).await, "store");
+    }
+    let victim = cluster.masters()[0];
+    let (stalled, kept) = split_by_node(&cluster, victim, &clients);
+    assert!(
+        !stalled.is_empty() && !kept.is_empty(),
+        "{stalled:?} {kept:?}"
+    );
+    let mut before = Vec::new();
+    for client in &stalled {
+        before.push(remaining_by_store(&http, &serve, client).await);
+    }
+
+    cluster.nodes()[victim].stop_process();
+    for _ in 0..2 {
+        for client in &stalled {
+            assert_eq!(
+                decided_by(&http, &serve, client).await,
+                "fail-closed",
+                "{client}"
+            );
+        }
+        for client in &kept {
+            assert_eq!(decided_by(&http, &serve, client).await, "store", "{client}");
+        }
+    }
+    let stalled_at = Instant::now();
+    cluster.nodes()[victim].continue_process();
+    for (client, before) in stalled.iter().zip(before) {
+        let after = remaining_by_store(&http, &serve, client).await;
+        assert_eq!(after, before, "{client}: the refused checks took nothing");
+    }
+    println!(
+        "decided by the store again {:?} after the stall",
+        stalled_at.elapsed()
+    );
+}
+
+/// `GET /v1/remaining/{client}` (cost 0) until the store answers it
+/// (bounded: 30 s), and the remaining units it says.
+async fn remaining_by_store(http: &reqwest::Client, addr: &str, client: &str) -> u64 {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        let response = http
+            .get(format!("http://{addr}/v1/remaining/{client}"))
+            .send()
+            .await
+            .expect("serve answers");
+        let text = response.text().await.expect("a body");
+        let body: serde_json::Value = serde_json::from_str(&text).expect("a JSON body");
+        if body["decided_by"] == "store" {
+            return body["limits"][0]["remaining"].as_u64().expect("remaining");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{client} still not decided by the store after 30 s");
 }
 
 /// The index of a replica of the master at `master`.

@@ -24,9 +24,15 @@
 //! bound when its round trip was quick ([`TRUSTED_ROUND_TRIP_US`]), so a
 //! Redis clock that stepped back or runs slow is followed within an epoch
 //! (a slow round trip only lowers the old bound by 1,000 ppm of the time
-//! since); an estimate older than two epochs is measured again with a
-//! `TIME` round trip before the call.
+//! since). An estimate older than an epoch is measured again with a `TIME`
+//! round trip in the background ([`RedisClock::start_measuring`]), while the
+//! calls go on with the old one, lowered past two epochs by the drift
+//! allowed since ([`Offset::Aging`]): a measurement that waits on a stalled
+//! node (on a cluster, `TIME` asks every master, and replies do not tighten
+//! the estimate) must not stall the calls of every other node. Only a store
+//! with no estimate yet measures before its call.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -57,10 +63,24 @@ struct Estimate {
     offset_us: i64,
 }
 
+/// What the store knows of the offset at a given moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Offset {
+    /// Measured or tightened within the last epoch: use it.
+    Fresh(i64),
+    /// Older: use it (past two epochs, lowered by the drift allowed since,
+    /// so still a lower bound), and measure again in the background.
+    Aging(i64),
+    /// No estimate yet: measure before the call.
+    Unknown,
+}
+
 /// The store's view of Redis's clock: its monotonic clock and the offset.
 pub(crate) struct RedisClock {
     monotonic: Arc<dyn MonotonicClock>,
     estimate: Mutex<Option<Estimate>>,
+    /// A background measurement is running (one at a time).
+    measuring: AtomicBool,
 }
 
 impl std::fmt::Debug for RedisClock {
@@ -82,6 +102,7 @@ impl RedisClock {
         Self {
             monotonic,
             estimate: Mutex::new(None),
+            measuring: AtomicBool::new(false),
         }
     }
 
@@ -94,12 +115,31 @@ impl RedisClock {
         self.monotonic.now_us()
     }
 
-    /// The offset to use at monotonic time `now_us`, or `None` when there is
-    /// none younger than two epochs (measure it first).
-    pub(crate) fn offset_at(&self, now_us: u64) -> Option<i64> {
-        let estimate = (*self.lock())?;
-        (now_us.saturating_sub(estimate.epoch_start_us) < 2 * EPOCH_US)
-            .then_some(estimate.offset_us)
+    /// The offset to use at monotonic time `now_us`.
+    pub(crate) fn offset_at(&self, now_us: u64) -> Offset {
+        let Some(estimate) = *self.lock() else {
+            return Offset::Unknown;
+        };
+        let age = now_us.saturating_sub(estimate.epoch_start_us);
+        if age < EPOCH_US {
+            Offset::Fresh(estimate.offset_us)
+        } else if age < 2 * EPOCH_US {
+            Offset::Aging(estimate.offset_us)
+        } else {
+            let drift = signed(age / MAX_DRIFT_DIVISOR);
+            Offset::Aging(estimate.offset_us.saturating_sub(drift + 1))
+        }
+    }
+
+    /// Claims the one background measurement: false when one is running.
+    /// [`RedisClock::done_measuring`] gives it back.
+    pub(crate) fn start_measuring(&self) -> bool {
+        !self.measuring.swap(true, Ordering::AcqRel)
+    }
+
+    /// Ends the measurement claimed by [`RedisClock::start_measuring`].
+    pub(crate) fn done_measuring(&self) {
+        self.measuring.store(false, Ordering::Release);
     }
 
     /// Records that Redis's clock read `redis_us` at some moment between
@@ -168,11 +208,11 @@ mod tests {
     #[test]
     fn the_offset_is_a_lower_bound_from_the_reply_time() {
         let clock = clock();
-        assert_eq!(clock.offset_at(0), None);
+        assert_eq!(clock.offset_at(0), Offset::Unknown);
         // Redis read 5_000_300 somewhere between 100 and 400: at 400 it
         // was at least 5_000_300, so the offset is at least 4_999_900.
         assert_eq!(clock.record(100, 400, 5_000_300), 4_999_900);
-        assert_eq!(clock.offset_at(500), Some(4_999_900));
+        assert_eq!(clock.offset_at(500), Offset::Fresh(4_999_900));
         // A tighter measurement in the same epoch raises the bound; a looser
         // one (a slow round trip) does not lower it.
         assert_eq!(clock.record(1_000, 1_050, 5_001_000), 4_999_950);
@@ -183,14 +223,25 @@ mod tests {
     fn a_new_epoch_replaces_the_bound_and_an_old_one_expires() {
         let clock = clock();
         clock.record(0, 10, 1_000_010);
-        assert_eq!(clock.offset_at(10), Some(1_000_000));
+        assert_eq!(clock.offset_at(10), Offset::Fresh(1_000_000));
         // Redis's clock stepped back by 300 µs: the next epoch follows it.
         assert_eq!(
             clock.record(EPOCH_US, EPOCH_US + 10, 1_000_000 + EPOCH_US - 290),
             999_700
         );
-        assert_eq!(clock.offset_at(3 * EPOCH_US - 1), Some(999_700));
-        assert_eq!(clock.offset_at(3 * EPOCH_US), None);
+        assert_eq!(clock.offset_at(2 * EPOCH_US - 1), Offset::Fresh(999_700));
+        assert_eq!(clock.offset_at(2 * EPOCH_US), Offset::Aging(999_700));
+        assert_eq!(clock.offset_at(3 * EPOCH_US - 1), Offset::Aging(999_700));
+        // Past two epochs, lowered by the drift allowed since (1,000 ppm of
+        // the estimate's age, plus 1 µs).
+        assert_eq!(
+            clock.offset_at(3 * EPOCH_US),
+            Offset::Aging(999_700 - 2_000 - 1)
+        );
+        assert_eq!(
+            clock.offset_at(EPOCH_US + 60 * EPOCH_US),
+            Offset::Aging(999_700 - 60_000 - 1)
+        );
         // A slow round trip (80 ms) in the next epoch lowers the bound only
         // by the drift allowed for one epoch (1 ms), plus 1 µs.
         let sent = 2 * EPOCH_US;
@@ -198,6 +249,15 @@ mod tests {
             clock.record(sent, sent + 80_000, 999_700 + sent + 1_000),
             999_700 - 1_000 - 1
         );
+    }
+
+    #[test]
+    fn one_background_measurement_at_a_time() {
+        let clock = clock();
+        assert!(clock.start_measuring());
+        assert!(!clock.start_measuring());
+        clock.done_measuring();
+        assert!(clock.start_measuring());
     }
 
     #[test]

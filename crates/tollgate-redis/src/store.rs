@@ -11,7 +11,7 @@ use tollgate::{
 use crate::bounds;
 use crate::call::{script_error, Arg, Call, CallCounts, Scripts};
 use crate::connection::Connection;
-use crate::deadline::{self, RedisClock};
+use crate::deadline::{self, Offset, RedisClock};
 use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
 use crate::masters::Queues;
@@ -200,8 +200,12 @@ impl RedisStore {
             self.config.expiry_margin_ms,
         )?;
         let offset_us = match clock.offset_at(started_us) {
-            Some(offset) => offset,
-            None => self.measure_offset().await?,
+            Offset::Fresh(offset) => offset,
+            Offset::Aging(offset) => {
+                self.measure_in_background();
+                offset
+            }
+            Offset::Unknown => self.measure_offset().await?,
         };
         let deadline_us = deadline::deadline_us(started_us, offset_us, self.config.timeout);
         let call = self.call(plan, client, now_ms, cost, deadline_us)?;
@@ -275,11 +279,23 @@ impl RedisStore {
     /// Measures the offset between the monotonic clock and Redis's `TIME`
     /// with one round trip, and returns the offset now in force.
     async fn measure_offset(&self) -> Result<i64, RedisStoreError> {
-        let clock = &self.scripts.clock;
-        let sent_us = clock.now_us();
-        let redis_us = self.scripts.connection.time_us().await?;
-        let received_us = clock.now_us();
-        Ok(clock.record(sent_us, received_us, redis_us))
+        measure_offset(&self.scripts).await
+    }
+
+    /// Measures the offset in a task of its own, unless one is running,
+    /// giving up after the store's timeout (the next aging estimate asks
+    /// again): the calls go on meanwhile (see [`deadline`]).
+    fn measure_in_background(&self) {
+        if !self.scripts.clock.start_measuring() {
+            return;
+        }
+        let scripts = self.scripts.clone();
+        let timeout = self.config.timeout;
+        tokio::spawn(async move {
+            let _measuring = Measuring(&scripts.clock);
+            // A failed or late measurement keeps the old estimate.
+            let _ = tokio::time::timeout(timeout, measure_offset(&scripts)).await;
+        });
     }
 
     /// The time argument of a script: `now_ms`, or `redis` to have the
@@ -327,6 +343,25 @@ impl RedisStore {
 }
 
 /// The queues of decisions `config` asks for: none with `batch_max` 1.
+/// See [`RedisStore::measure_offset`].
+async fn measure_offset(scripts: &Scripts) -> Result<i64, RedisStoreError> {
+    let clock = &scripts.clock;
+    let sent_us = clock.now_us();
+    let redis_us = scripts.connection.time_us().await?;
+    let received_us = clock.now_us();
+    Ok(clock.record(sent_us, received_us, redis_us))
+}
+
+/// Gives the background measurement back when its task ends, however it
+/// ends (the runtime shutting down drops it).
+struct Measuring<'a>(&'a RedisClock);
+
+impl Drop for Measuring<'_> {
+    fn drop(&mut self) {
+        self.0.done_measuring();
+    }
+}
+
 fn queues(scripts: &Arc<Scripts>, config: &RedisStoreConfig) -> Option<Queues> {
     Queues::new(scripts, config.batch_max, config.batches_in_flight)
 }
