@@ -115,12 +115,12 @@ fn duration(ms: u64) -> Duration {
 /// rejecting ones, when waiting can help), as [`RateLimitHeaders::combined`]
 /// writes them for every front end.
 pub(crate) fn response_headers<'a>(
-    decisions: impl Iterator<Item = (&'a str, &'a PlanDecision)>,
+    decisions: impl Iterator<Item = (&'a str, &'a PlanDecision)> + Clone,
 ) -> Vec<HeaderValue> {
     let headers = RateLimitHeaders::combined(decisions);
     let mut values = Vec::with_capacity(3);
-    values.extend(headers.fields().map(|(key, value)| HeaderValue {
-        key: key.to_owned(),
+    values.extend(headers.fields().map(|(field, value)| HeaderValue {
+        key: field.name().to_owned(),
         value: value.to_owned(),
         ..HeaderValue::default()
     }));

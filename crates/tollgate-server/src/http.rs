@@ -11,6 +11,7 @@
 //! Every decision carries `RateLimit-Policy` and `RateLimit`, and a rejection
 //! `Retry-After`. Bad input gets a 4xx `{"error": "..."}` and changes nothing.
 
+mod body;
 mod decision_json;
 mod hot_routes;
 mod request;
@@ -24,11 +25,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::BoxError;
 use axum::Router;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tollgate_config::ClientIdSource;
 
 use crate::metrics::BadRequest;
 use crate::server::Server;
+use body::read_body;
 pub use hot_routes::HotRoutes;
 pub use request::{
     check_client, check_cost, decode_check, CheckRequest, PlanQuery, MAX_BODY_BYTES,
@@ -94,25 +95,6 @@ where
     {
         Ok(decided) => decision_response(StatusCode::OK, &request.client, request.cost, &decided),
         Err(error) => refuse(server, error.into()),
-    }
-}
-
-/// A request body, whole, refused past [`MAX_BODY_BYTES`] (413) or when
-/// the connection fails while it is read (400).
-async fn read_body<B>(body: B) -> Result<Bytes, Rejection>
-where
-    B: HttpBody<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
-    match Limited::new(body, MAX_BODY_BYTES).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<LengthLimitError>() => Err(Rejection::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is over the limit of {MAX_BODY_BYTES} bytes"),
-        )),
-        Err(e) => Err(Rejection::bad_request(format!(
-            "cannot read the request body: {e}"
-        ))),
     }
 }
 

@@ -193,7 +193,7 @@ impl RateLimitConfig {
             .insert(CONTENT_TYPE, body.content_type);
         if let Refusal::RateLimited { plan, decision } = refusal {
             let values = RateLimitHeaders::new(plan.name(), decision);
-            insert_headers(response.headers_mut(), &values);
+            insert_headers(response.headers_mut(), values);
         }
         response
     }

@@ -103,7 +103,7 @@ where
             if config.headers_on_allowed {
                 // An allowed decision has no `Retry-After`: only the limits go in.
                 let values = RateLimitHeaders::new(plan.name(), &decision);
-                insert_headers(response.headers_mut(), &values);
+                insert_headers(response.headers_mut(), values);
             }
             Ok(response.map(Either::Left))
         })

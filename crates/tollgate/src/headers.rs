@@ -12,19 +12,43 @@
 //! rounded up. Shadow limits are left out: they never reject, so clients need
 //! not pace themselves by them.
 
+use std::ops::Range;
+
 use crate::plan::PlanDecision;
 
-/// The header values for one decision.
+/// One of the header fields a decision is told by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// `RateLimit-Policy`: each enforced limit's quota and window.
+    RateLimitPolicy,
+    /// `RateLimit`: what each enforced limit has left, and when it is back.
+    RateLimit,
+    /// `Retry-After`: how long to wait before the same request can pass.
+    RetryAfter,
+}
+
+impl Field {
+    /// The field's name as HTTP/2 and gRPC metadata write it (lower case).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::RateLimitPolicy => RATELIMIT_POLICY,
+            Self::RateLimit => RATELIMIT,
+            Self::RetryAfter => RETRY_AFTER,
+        }
+    }
+}
+
+/// The header values for one decision, written back to back into one
+/// `String` (one allocation, which an HTTP front end can hand over whole
+/// to its header values instead of copying each).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateLimitHeaders {
-    /// The value of `RateLimit-Policy`.
-    pub policy: String,
-    /// The value of `RateLimit`.
-    pub ratelimit: String,
-    /// The value of `Retry-After` (delay in seconds, rounded up so that it is
-    /// never earlier than the real wait): present only on a rejection that
-    /// waiting can cure.
-    pub retry_after: Option<String>,
+    /// `RateLimit-Policy`, `RateLimit`, then `Retry-After` (empty when absent).
+    text: String,
+    /// Where `RateLimit-Policy`'s value ends and `RateLimit`'s begins.
+    policy_end: usize,
+    /// Where `RateLimit`'s value ends and `Retry-After`'s begins.
+    ratelimit_end: usize,
 }
 
 /// The `RateLimit-Policy` header field name, as HTTP writes it (lower case).
@@ -33,6 +57,10 @@ pub const RATELIMIT_POLICY: &str = "ratelimit-policy";
 pub const RATELIMIT: &str = "ratelimit";
 /// The `Retry-After` header field name.
 pub const RETRY_AFTER: &str = "retry-after";
+
+/// Room for the usual plan of a limit or two, so that writing the values
+/// takes one allocation.
+const TEXT_BYTES: usize = 128;
 
 impl RateLimitHeaders {
     /// The header values for `decision`, taken against the plan named `plan`.
@@ -44,62 +72,115 @@ impl RateLimitHeaders {
     /// descriptors, each against its own plan): every enforced limit of every
     /// decision, in order, and `Retry-After` for the longest wait among the
     /// rejecting decisions that waiting can cure.
-    pub fn combined<'a>(decisions: impl IntoIterator<Item = (&'a str, &'a PlanDecision)>) -> Self {
-        // One allocation per value for the usual plan of a limit or two.
-        let mut policy = String::with_capacity(64);
-        let mut ratelimit = String::with_capacity(64);
+    pub fn combined<'a, I>(decisions: I) -> Self
+    where
+        I: IntoIterator<Item = (&'a str, &'a PlanDecision)>,
+        I::IntoIter: Clone,
+    {
+        let decisions = decisions.into_iter();
+        let mut text = String::with_capacity(TEXT_BYTES);
+        // One pass per value, so that both go into the one buffer.
         let mut retry_after_ms: Option<u64> = None;
-        for (plan, decision) in decisions {
-            write_items(&mut policy, &mut ratelimit, plan, decision);
+        for (plan, decision) in decisions.clone() {
+            write_items(&mut text, 0, plan, decision, Value::Policy);
             if let (false, Some(ms)) = (decision.allowed, decision.retry_after_ms) {
                 retry_after_ms = Some(retry_after_ms.map_or(ms, |m| m.max(ms)));
             }
         }
+        let policy_end = text.len();
+        for (plan, decision) in decisions {
+            write_items(&mut text, policy_end, plan, decision, Value::RateLimit);
+        }
+        let ratelimit_end = text.len();
+        if let Some(ms) = retry_after_ms {
+            text.push_str(itoa::Buffer::new().format(seconds_up(ms)));
+        }
         Self {
-            policy,
-            ratelimit,
-            retry_after: retry_after_ms
-                .map(|ms| itoa::Buffer::new().format(seconds_up(ms)).to_owned()),
+            text,
+            policy_end,
+            ratelimit_end,
         }
     }
 
-    /// The fields to send, as (lower-case name, value) pairs in this order:
+    /// The value of `RateLimit-Policy` (empty when every limit is a shadow one).
+    pub fn policy(&self) -> &str {
+        &self.text[..self.policy_end]
+    }
+
+    /// The value of `RateLimit` (empty when every limit is a shadow one).
+    pub fn ratelimit(&self) -> &str {
+        &self.text[self.policy_end..self.ratelimit_end]
+    }
+
+    /// The value of `Retry-After` (delay in seconds, rounded up so that it is
+    /// never earlier than the real wait): present only on a rejection that
+    /// waiting can cure.
+    pub fn retry_after(&self) -> Option<&str> {
+        Some(&self.text[self.ratelimit_end..]).filter(|v| !v.is_empty())
+    }
+
+    /// The fields to send, as (field, value) pairs in this order:
     /// `RateLimit-Policy` and `RateLimit` (left out when every limit is a
     /// shadow one, so there is nothing to say), then `Retry-After` when set.
-    pub fn fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        let limits = (!self.policy.is_empty())
+    pub fn fields(&self) -> impl Iterator<Item = (Field, &str)> {
+        self.field_ranges()
+            .map(|(field, range)| (field, &self.text[range]))
+    }
+
+    /// [`Self::fields`], each value given by where it sits in the text
+    /// [`Self::into_text`] hands over.
+    pub fn field_ranges(&self) -> impl Iterator<Item = (Field, Range<usize>)> {
+        let (policy_end, ratelimit_end, end) =
+            (self.policy_end, self.ratelimit_end, self.text.len());
+        let limits = (policy_end > 0)
             .then_some([
-                (RATELIMIT_POLICY, self.policy.as_str()),
-                (RATELIMIT, self.ratelimit.as_str()),
+                (Field::RateLimitPolicy, 0..policy_end),
+                (Field::RateLimit, policy_end..ratelimit_end),
             ])
             .into_iter()
             .flatten();
-        let retry_after = self.retry_after.as_deref().map(|v| (RETRY_AFTER, v));
+        let retry_after = (end > ratelimit_end).then_some((Field::RetryAfter, ratelimit_end..end));
         limits.chain(retry_after)
+    }
+
+    /// Every value, back to back, in the order of [`Self::field_ranges`].
+    pub fn into_text(self) -> String {
+        self.text
     }
 }
 
-/// Appends the items of `decision`'s enforced limits to both field values
-/// (written piece by piece: this runs for every answer of every front end).
-fn write_items(policy: &mut String, ratelimit: &mut String, plan: &str, decision: &PlanDecision) {
+/// Which of the two per-limit values [`write_items`] writes.
+#[derive(Clone, Copy)]
+enum Value {
+    Policy,
+    RateLimit,
+}
+
+/// Appends one value's items for `decision`'s enforced limits to `text`,
+/// where that value began at `start` (written piece by piece: this runs for
+/// every answer of every front end).
+fn write_items(text: &mut String, start: usize, plan: &str, decision: &PlanDecision, value: Value) {
     let mut number = itoa::Buffer::new();
     for limit in decision.limits.iter().filter(|l| !l.shadow) {
-        if !policy.is_empty() {
-            policy.push_str(", ");
-            ratelimit.push_str(", ");
+        if text.len() > start {
+            text.push_str(", ");
         }
-        let name_start = policy.len();
-        push_sf_string(policy, &[plan, "-", &limit.name]);
-        ratelimit.push_str(&policy[name_start..]);
+        push_sf_string(text, &[plan, "-", &limit.name]);
         let d = &limit.decision;
-        policy.push_str(";q=");
-        policy.push_str(number.format(d.limit));
-        policy.push_str(";w=");
-        policy.push_str(number.format(seconds_up(limit.window_ms)));
-        ratelimit.push_str(";r=");
-        ratelimit.push_str(number.format(d.remaining));
-        ratelimit.push_str(";t=");
-        ratelimit.push_str(number.format(seconds_up(d.reset_after_ms)));
+        let mut param = |key: &str, n: u64| {
+            text.push_str(key);
+            text.push_str(number.format(n));
+        };
+        match value {
+            Value::Policy => {
+                param(";q=", d.limit.into());
+                param(";w=", seconds_up(limit.window_ms));
+            }
+            Value::RateLimit => {
+                param(";r=", d.remaining.into());
+                param(";t=", seconds_up(d.reset_after_ms));
+            }
+        }
     }
 }
 
@@ -113,14 +194,24 @@ pub fn seconds_up(ms: u64) -> u64 {
 /// printable ASCII replaced by `?`.
 fn push_sf_string(out: &mut String, parts: &[&str]) {
     out.push('"');
-    for c in parts.iter().flat_map(|part| part.chars()) {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
+    for part in parts {
+        // Names are plain as a rule: copied whole, not char by char.
+        if part
+            .bytes()
+            .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
+        {
+            out.push_str(part);
+            continue;
+        }
+        for c in part.chars() {
+            match c {
+                '"' | '\\' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                ' '..='~' => out.push(c),
+                _ => out.push('?'),
             }
-            ' '..='~' => out.push(c),
-            _ => out.push('?'),
         }
     }
     out.push('"');
@@ -161,14 +252,14 @@ mod tests {
         let decision = limiter.check(&plan(), "a", 0, 1);
         let headers = RateLimitHeaders::new("free", &decision);
         assert_eq!(
-            headers.policy,
+            headers.policy(),
             r#""free-1s";q=2;w=1, "free-1d";q=1000;w=86400"#
         );
         assert_eq!(
-            headers.ratelimit,
+            headers.ratelimit(),
             r#""free-1s";r=1;t=1, "free-1d";r=999;t=87"#
         );
-        assert_eq!(headers.retry_after, None);
+        assert_eq!(headers.retry_after(), None);
     }
 
     #[test]
@@ -181,7 +272,7 @@ mod tests {
         assert!(!decision.allowed);
         assert_eq!(decision.retry_after_ms, Some(999));
         let headers = RateLimitHeaders::new("free", &decision);
-        assert_eq!(headers.retry_after.as_deref(), Some("1"));
+        assert_eq!(headers.retry_after(), Some("1"));
     }
 
     #[test]
@@ -195,13 +286,16 @@ mod tests {
         let one = RateLimitHeaders::new("free", &allowed);
         let other = RateLimitHeaders::new("paid", &rejected);
         let both = RateLimitHeaders::combined([("free", &allowed), ("paid", &rejected)]);
-        assert_eq!(both.policy, format!("{}, {}", one.policy, other.policy));
         assert_eq!(
-            both.ratelimit,
-            format!("{}, {}", one.ratelimit, other.ratelimit)
+            both.policy(),
+            format!("{}, {}", one.policy(), other.policy())
         );
-        assert_eq!(both.retry_after.as_deref(), Some("1"));
-        let fields: Vec<_> = both.fields().map(|(name, _)| name).collect();
+        assert_eq!(
+            both.ratelimit(),
+            format!("{}, {}", one.ratelimit(), other.ratelimit())
+        );
+        assert_eq!(both.retry_after(), Some("1"));
+        let fields: Vec<_> = both.fields().map(|(field, _)| field.name()).collect();
         assert_eq!(fields, ["ratelimit-policy", "ratelimit", "retry-after"]);
     }
 
@@ -227,5 +321,38 @@ mod tests {
         let mut out = String::new();
         push_sf_string(&mut out, &["a\"b", "\\c\u{e9}"]);
         assert_eq!(out, r#""a\"b\\c?""#);
+        out.clear();
+        push_sf_string(&mut out, &["plain", "-", "a\"b"]);
+        assert_eq!(out, r#""plain-a\"b""#);
+    }
+
+    #[test]
+    fn ranges_find_each_value_in_the_text() {
+        let limiter = PlanLimiter::new();
+        let plan = plan();
+        limiter.check(&plan, "a", 0, 2);
+        let headers = RateLimitHeaders::new("free", &limiter.check(&plan, "a", 1, 1));
+        let fields: Vec<_> = headers.fields().map(|(f, v)| (f, v.to_owned())).collect();
+        let ranges: Vec<_> = headers.field_ranges().collect();
+        let text = headers.into_text();
+        let from_ranges: Vec<_> = ranges
+            .into_iter()
+            .map(|(f, r)| (f, text[r].to_owned()))
+            .collect();
+        assert_eq!(fields, from_ranges);
+        assert_eq!(
+            fields,
+            [
+                (
+                    Field::RateLimitPolicy,
+                    r#""free-1s";q=2;w=1, "free-1d";q=1000;w=86400"#.to_owned()
+                ),
+                (
+                    Field::RateLimit,
+                    r#""free-1s";r=0;t=1, "free-1d";r=998;t=173"#.to_owned()
+                ),
+                (Field::RetryAfter, "1".to_owned()),
+            ]
+        );
     }
 }

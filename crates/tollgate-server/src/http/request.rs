@@ -27,11 +27,17 @@ pub struct CheckRequest<'a> {
 #[serde(deny_unknown_fields)]
 struct RawCheck<'a> {
     #[serde(borrow)]
-    client: Option<Cow<'a, str>>,
+    client: Option<Text<'a>>,
     cost: Option<u64>,
     #[serde(borrow)]
-    plan: Option<Cow<'a, str>>,
+    plan: Option<Text<'a>>,
 }
+
+/// A string of the body, borrowed from it unless it has escapes. serde
+/// borrows a `Cow<str>` only when it is a field's own type: inside an
+/// `Option` it would copy every client id into a new `String`.
+#[derive(Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 
 /// Decodes a `POST /v1/check` body: `{"client": "...", "cost": 1, "plan": "..."}`,
 /// `cost` defaulting to 1 and `plan` optional.
@@ -49,21 +55,19 @@ pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Reje
         .map_err(|e| Rejection::bad_request(format!("malformed JSON body: {e}")))?;
     let client = raw
         .client
+        .map(|text| text.0)
         .ok_or_else(|| Rejection::bad_request("missing field \"client\": say who is asking"))?;
     check_client(&client)?;
     let cost = check_cost(raw.cost.unwrap_or(1), max_cost)?;
-    if let Some(plan) = &raw.plan {
+    let plan = raw.plan.map(|text| text.0);
+    if let Some(plan) = &plan {
         if plan.is_empty() {
             return Err(Rejection::bad_request(
                 "\"plan\" is empty: give a plan name or leave the field out",
             ));
         }
     }
-    Ok(CheckRequest {
-        client,
-        cost,
-        plan: raw.plan,
-    })
+    Ok(CheckRequest { client, cost, plan })
 }
 
 /// Checks a client id: not empty, at most [`MAX_CLIENT_BYTES`] bytes.
@@ -123,8 +127,11 @@ mod tests {
     fn decodes_and_defaults() {
         let req = decode_check(br#"{"client":"a"}"#, 10).unwrap();
         assert_eq!((req.client.as_ref(), req.cost, req.plan), ("a", 1, None));
+        assert!(matches!(req.client, Cow::Borrowed(_)));
         let req = decode_check(br#"{"client":"a\n","cost":3,"plan":"p"}"#, 10).unwrap();
         assert_eq!(req.client, "a\n");
+        assert!(matches!(req.client, Cow::Owned(_)));
+        assert!(matches!(req.plan, Some(Cow::Borrowed(_))));
         assert_eq!(req.cost, 3);
         assert_eq!(req.plan.as_deref(), Some("p"));
     }
@@ -145,5 +152,17 @@ mod tests {
         assert!(error(r#"{"client":"a","cots":1}"#).contains("unknown field"));
         assert!(error(r#"{"client":7}"#).contains("invalid type"));
         assert!(error(r#"{"client":"a","plan":""}"#).contains("plan"));
+    }
+
+    #[test]
+    fn strings_of_the_wrong_type_are_named_exactly() {
+        assert_eq!(
+            error(r#"{"client":7}"#),
+            "malformed JSON body: invalid type: integer `7`, expected a string at line 1 column 11"
+        );
+        assert_eq!(
+            error(r#"{"client":"a","plan":{"x":1}}"#),
+            "malformed JSON body: invalid type: map, expected a string at line 1 column 21"
+        );
     }
 }

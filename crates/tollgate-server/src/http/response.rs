@@ -115,7 +115,7 @@ pub fn rate_limit_headers(decided: &Decided) -> HeaderMap {
 /// [`rate_limit_headers`], added to `headers` (a response's own).
 pub(crate) fn insert_rate_limit_headers(headers: &mut HeaderMap, decided: &Decided) {
     let values = RateLimitHeaders::new(decided.plan().name(), &decided.decision);
-    tollgate_http::insert_headers(headers, &values);
+    tollgate_http::insert_headers(headers, values);
 }
 
 /// The full response for a decision: `status`, rate-limit headers and the
