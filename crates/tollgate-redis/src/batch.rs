@@ -98,8 +98,9 @@ impl Batcher {
     }
 
     /// Decides `call`: in a call that starts now when one may still go in
-    /// flight, else in the next batch. Must be called inside a Tokio runtime (a batch is
-    /// sent by a task of its own, so that no caller giving up can stop it).
+    /// flight, else in the next batch. Must be called inside a Tokio
+    /// runtime (a batch is sent by a task of its own, so that no caller
+    /// giving up can stop it).
     pub(crate) async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
         let (answer, answered) = oneshot::channel();
         let starts_a_call = {

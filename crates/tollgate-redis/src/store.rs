@@ -289,10 +289,11 @@ impl RedisStore {
         if !self.scripts.clock.start_measuring() {
             return;
         }
+        let measuring = Measuring(self.scripts.clock.clone());
         let scripts = self.scripts.clone();
         let timeout = self.config.timeout;
         tokio::spawn(async move {
-            let _measuring = Measuring(&scripts.clock);
+            let _measuring = measuring;
             // A failed or late measurement keeps the old estimate.
             let _ = tokio::time::timeout(timeout, measure_offset(&scripts)).await;
         });
@@ -342,7 +343,6 @@ impl RedisStore {
     }
 }
 
-/// The queues of decisions `config` asks for: none with `batch_max` 1.
 /// See [`RedisStore::measure_offset`].
 async fn measure_offset(scripts: &Scripts) -> Result<i64, RedisStoreError> {
     let clock = &scripts.clock;
@@ -353,15 +353,17 @@ async fn measure_offset(scripts: &Scripts) -> Result<i64, RedisStoreError> {
 }
 
 /// Gives the background measurement back when its task ends, however it
-/// ends (the runtime shutting down drops it).
-struct Measuring<'a>(&'a RedisClock);
+/// ends (made before the task is spawned, so that a task the runtime drops
+/// before its first poll gives it back too).
+struct Measuring(Arc<RedisClock>);
 
-impl Drop for Measuring<'_> {
+impl Drop for Measuring {
     fn drop(&mut self) {
         self.0.done_measuring();
     }
 }
 
+/// The queues of decisions `config` asks for: none with `batch_max` 1.
 fn queues(scripts: &Arc<Scripts>, config: &RedisStoreConfig) -> Option<Queues> {
     Queues::new(scripts, config.batch_max, config.batches_in_flight)
 }
