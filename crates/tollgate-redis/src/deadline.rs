@@ -25,9 +25,9 @@
 //! Redis clock that stepped back or runs slow is followed within an epoch
 //! (a slow round trip only lowers the old bound by 1,000 ppm of the time
 //! since). An estimate older than an epoch is measured again with a `TIME`
-//! round trip in the background (`RedisClock::start_measuring`), while the
-//! calls go on with the old one, lowered past two epochs by the drift
-//! allowed since (`Offset::Aging`): a measurement that waits on a stalled
+//! round trip in the background (`measure.rs`), while the calls go on
+//! with the old one, lowered past two epochs by the drift allowed since
+//! (`Offset::Aging`): a measurement that waits on a stalled
 //! node (on a cluster, `TIME` asks every master, and replies do not tighten
 //! the estimate) must not stall the calls of every other node. Only a store
 //! with no estimate yet measures before its call.

@@ -127,6 +127,7 @@ mod inspect;
 pub mod keys;
 mod lazy_cluster;
 pub mod masters;
+mod measure;
 pub mod policies;
 pub mod scripts;
 pub mod slots;

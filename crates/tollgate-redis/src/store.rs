@@ -15,6 +15,7 @@ use crate::deadline::{self, Offset, RedisClock};
 use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
 use crate::masters::Queues;
+use crate::measure;
 use crate::{policies, scripts, RedisStoreConfig, RedisStoreError, RedisTarget, TimeSource};
 
 /// Per-client limit state in Redis, shared by every server using the same
@@ -62,7 +63,7 @@ impl RedisStore {
     ) -> Result<Self, RedisStoreError> {
         let keys = config.validate()?;
         let store = Self::with_connection(Connection::connect(target).await?, keys, config);
-        store.measure_offset().await?;
+        measure::measure_offset(&store.scripts).await?;
         if let Some(queues) = &store.queues {
             // On a cluster, batching starts with the first decision.
             queues.read_map().await;
@@ -202,10 +203,10 @@ impl RedisStore {
         let offset_us = match clock.offset_at(started_us) {
             Offset::Fresh(offset) => offset,
             Offset::Aging(offset) => {
-                self.measure_in_background();
+                measure::in_background(&self.scripts, self.config.timeout);
                 offset
             }
-            Offset::Unknown => self.measure_offset().await?,
+            Offset::Unknown => measure::measure_offset(&self.scripts).await?,
         };
         let deadline_us = deadline::deadline_us(started_us, offset_us, self.config.timeout);
         let call = self.call(plan, client, now_ms, cost, deadline_us)?;
@@ -276,29 +277,6 @@ impl RedisStore {
         read_inspection(plan, &reply)
     }
 
-    /// Measures the offset between the monotonic clock and Redis's `TIME`
-    /// with one round trip, and returns the offset now in force.
-    async fn measure_offset(&self) -> Result<i64, RedisStoreError> {
-        measure_offset(&self.scripts).await
-    }
-
-    /// Measures the offset in a task of its own, unless one is running,
-    /// giving up after the store's timeout (the next aging estimate asks
-    /// again): the calls go on meanwhile (see [`deadline`]).
-    fn measure_in_background(&self) {
-        if !self.scripts.clock.start_measuring() {
-            return;
-        }
-        let measuring = Measuring(self.scripts.clock.clone());
-        let scripts = self.scripts.clone();
-        let timeout = self.config.timeout;
-        tokio::spawn(async move {
-            let _measuring = measuring;
-            // A failed or late measurement keeps the old estimate.
-            let _ = tokio::time::timeout(timeout, measure_offset(&scripts)).await;
-        });
-    }
-
     /// The time argument of a script: `now_ms`, or `redis` to have the
     /// script read Redis's own `TIME` ([`TimeSource::Redis`]).
     fn time_arg(&self, now_ms: u64) -> Arg {
@@ -340,26 +318,6 @@ impl RedisStore {
             args.push(Arg::Text(if limit.is_shadow() { "1" } else { "0" }));
         }
         Ok(Call { keys, args })
-    }
-}
-
-/// See [`RedisStore::measure_offset`].
-async fn measure_offset(scripts: &Scripts) -> Result<i64, RedisStoreError> {
-    let clock = &scripts.clock;
-    let sent_us = clock.now_us();
-    let redis_us = scripts.connection.time_us().await?;
-    let received_us = clock.now_us();
-    Ok(clock.record(sent_us, received_us, redis_us))
-}
-
-/// Gives the background measurement back when its task ends, however it
-/// ends (made before the task is spawned, so that a task the runtime drops
-/// before its first poll gives it back too).
-struct Measuring(Arc<RedisClock>);
-
-impl Drop for Measuring {
-    fn drop(&mut self) {
-        self.0.done_measuring();
     }
 }
 
