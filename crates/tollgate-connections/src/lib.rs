@@ -17,14 +17,17 @@
 //!
 //! [`serve`] runs an axum router (or any service answering every request) under these [`Limits`] until a shutdown
 //! future completes, then lets the requests in flight finish, as
-//! `axum::serve` with graceful shutdown does.
+//! `axum::serve` with graceful shutdown does. A front end that reads the
+//! peer's address per request wraps its service in [`with_connect_info`].
 
 pub mod activity;
+mod connect_info;
 mod error;
 pub mod head_timer;
 mod limits;
 mod serve;
 
+pub use connect_info::{with_connect_info, WithConnectInfo};
 pub use error::Error;
 pub use limits::{
     Limits, Slots, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,

@@ -5,7 +5,6 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 
-use axum::extract::ConnectInfo;
 use axum::serve::Listener;
 use hyper::body::{Body, Incoming};
 use hyper::{Request, Response};
@@ -54,20 +53,23 @@ impl<B> ResponseBody for B where
 {
 }
 
-/// Serves `service` (an axum `Router`, or any service that answers every
-/// request, cloned per request) on `listener` under `limits`, holding one
-/// of `slots` per open connection, until `shutdown` completes; then stops
-/// accepting, asks every open connection to close once its request in
-/// flight is answered, and returns when all are closed (the timeouts still
-/// close slow ones).
+/// Serves each connection accepted on `listener` with the service that
+/// `service_for` makes for its peer's address (an axum `Router`, or any
+/// service that answers every request, cloned per request) under `limits`,
+/// holding one of `slots` per open connection, until `shutdown` completes;
+/// then stops accepting, asks every open connection to close once its
+/// request in flight is answered, and returns when all are closed (the
+/// timeouts still close slow ones).
 ///
-/// Each request carries the peer address as axum's
-/// `ConnectInfo<SocketAddr>`, as `into_make_service_with_connect_info`
-/// would give it. Accept errors are handled as `axum::serve` does: a
-/// failed handshake is skipped, a lack of file descriptors waits and retries.
+/// The peer's address goes only where a front end asks for it: a service
+/// that reads it per request (axum's `ConnectInfo`) gets it from
+/// [`with_connect_info`]; one that does not pays nothing for it (putting it
+/// in every request's extensions cost three allocations per request).
+/// Accept errors are handled as `axum::serve` does: a failed handshake is
+/// skipped, a lack of file descriptors waits and retries.
 pub async fn serve<S, B>(
     mut listener: TcpListener,
-    service: S,
+    service_for: impl Fn(SocketAddr) -> S + Send,
     limits: Limits,
     slots: Slots,
     shutdown: impl Future<Output = ()> + Send,
@@ -92,7 +94,7 @@ pub async fn serve<S, B>(
         };
         let Some(slot) = slot else { break };
         let connection = Connection {
-            service: service.clone(),
+            service: service_for(peer),
             limits,
             peer,
             slot,
@@ -131,11 +133,10 @@ impl<S> Connection<S> {
                 self.limits.header_read_timeout,
             ))
             .header_read_timeout(self.limits.header_read_timeout);
-        let (inner, peer, counter) = (self.service, self.peer, activity.clone());
-        // Each request is counted as a complete head and tagged with the peer.
-        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+        let (inner, counter) = (self.service, activity.clone());
+        // Each request is counted as a complete head.
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
             counter.request_started();
-            request.extensions_mut().insert(ConnectInfo(peer));
             inner.clone().oneshot(request)
         });
         let connection = builder

@@ -148,7 +148,8 @@ impl ProxyConfig {
 /// router in between: a request's body and future are not boxed again on
 /// the way. It serves hyper's requests (`Request<hyper::body::Incoming>`)
 /// that carry the peer address as axum's `ConnectInfo<SocketAddr>`, as
-/// `tollgate_connections::serve` gives them (needed for [`KeySource::Peer`]).
+/// [`tollgate_connections::with_connect_info`] puts it there (needed for
+/// [`KeySource::Peer`]).
 pub type Proxy = RateLimit<Forward, KeySource>;
 
 /// The [`Proxy`] service that `config` describes. Each call builds a new
@@ -184,5 +185,6 @@ pub(crate) async fn serve_with_slots(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let limits = config.connections;
-    tollgate_connections::serve(listener, service(config), limits, slots, shutdown).await;
+    let service_for = tollgate_connections::with_connect_info(service(config));
+    tollgate_connections::serve(listener, service_for, limits, slots, shutdown).await;
 }

@@ -82,8 +82,11 @@ pub async fn run_all(
     for listener in listeners {
         let mut stopped = stopped.clone();
         let slots = tollgate_connections::Slots::new(limits.max_connections);
+        // No route reads the peer's address: it is not put in the requests.
+        let service = service.clone();
+        let service_for = move |_peer| service.clone();
         let serving =
-            tollgate_connections::serve(listener, service.clone(), limits, slots, async move {
+            tollgate_connections::serve(listener, service_for, limits, slots, async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
             });
         tasks.spawn(async move {
