@@ -47,9 +47,9 @@ impl<S: Store> Store for CachedStore<S> {
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
         if let Some(decision) = self.cache.answer(plan, client, now_ms, cost) {
-            return Box::pin(std::future::ready(Ok(decision)));
+            return StoreFuture::ready(Ok(decision));
         }
-        Box::pin(async move {
+        StoreFuture::new(async move {
             let decision = self.inner.check(plan, client, now_ms, cost).await?;
             self.cache.remember(plan, client, now_ms, cost, &decision);
             Ok(decision)

@@ -283,7 +283,7 @@ impl Store for SlowStore {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             tokio::task::yield_now().await;
             self.0.check(plan, client, now_ms, cost).await
         })

@@ -154,7 +154,7 @@ impl Store for Gate {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             let _ = self.started.send(());
             self.permits.acquire().await.unwrap().forget();
             self.store.check(plan, client, now_ms, cost).await

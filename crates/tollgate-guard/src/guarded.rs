@@ -320,7 +320,7 @@ impl<S: Store> Store for GuardedStore<S> {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        Box::pin(self.guarded_check(plan, client, now_ms, cost))
+        StoreFuture::new(self.guarded_check(plan, client, now_ms, cost))
     }
 
     fn inspect<'a>(
@@ -329,6 +329,6 @@ impl<S: Store> Store for GuardedStore<S> {
         client: &'a str,
         now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
-        Box::pin(self.guarded_inspect(plan, client, now_ms))
+        StoreFuture::new(self.guarded_inspect(plan, client, now_ms))
     }
 }

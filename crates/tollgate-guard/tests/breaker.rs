@@ -61,9 +61,9 @@ impl Store for Switch {
         let mode = *self.mode.lock().unwrap();
         match mode {
             Mode::Up => self.memory.check(plan, client, now_ms, cost),
-            Mode::Down => Box::pin(std::future::ready(Err(StoreError::transient("refused")))),
-            Mode::Broken => Box::pin(std::future::ready(Err(StoreError::permanent("OOM")))),
-            Mode::Hang => Box::pin(std::future::pending()),
+            Mode::Down => StoreFuture::ready(Err(StoreError::transient("refused"))),
+            Mode::Broken => StoreFuture::ready(Err(StoreError::permanent("OOM"))),
+            Mode::Hang => StoreFuture::new(std::future::pending()),
         }
     }
 }

@@ -387,7 +387,7 @@ impl Store for RedisStore {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             self.decide(plan, client, now_ms, cost)
                 .await
                 .map_err(Into::into)
@@ -400,7 +400,7 @@ impl Store for RedisStore {
         client: &'a str,
         now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             RedisStore::inspect(self, plan, client, now_ms)
                 .await
                 .map_err(Into::into)

@@ -131,6 +131,6 @@ impl Store for NaiveStore {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        Box::pin(async move { Ok(self.decide(plan, client, now_ms, cost)) })
+        StoreFuture::new(async move { Ok(self.decide(plan, client, now_ms, cost)) })
     }
 }

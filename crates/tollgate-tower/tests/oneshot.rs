@@ -270,7 +270,7 @@ impl Store for FailPolicyStore {
                 tollgate::DecidedBy::Failure(tollgate::FailurePolicy::FailClosed)
             },
         };
-        Box::pin(std::future::ready(Ok(decision)))
+        StoreFuture::ready(Ok(decision))
     }
 }
 

@@ -4,14 +4,49 @@
 //! through this one async trait, implemented here for memory and in
 //! `tollgate-redis` for Redis, so that no decision logic is written twice.
 
-use std::future::Future;
+use std::future::{Future, Ready};
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use crate::inspect::Inspection;
 use crate::plan::{Plan, PlanDecision, PlanLimiter};
 
-/// A boxed future returned by [`Store`] methods.
-pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+/// What [`Store`] methods return: an answer already made, or a boxed future
+/// for a store that has to wait for it.
+///
+/// The memory store, and a cached rejection in front of a shared store,
+/// answer at once; boxing their answers would cost an allocation per
+/// decision that nothing needed (BENCHMARKS.md, "Allocations per request").
+pub struct StoreFuture<'a, T>(Answer<'a, T>);
+
+enum Answer<'a, T> {
+    Made(Ready<Result<T, StoreError>>),
+    Waiting(Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>),
+}
+
+impl<'a, T> StoreFuture<'a, T> {
+    /// An answer already made: no allocation.
+    pub fn ready(result: Result<T, StoreError>) -> Self {
+        Self(Answer::Made(std::future::ready(result)))
+    }
+
+    /// The answer of `future`, boxed.
+    pub fn new(future: impl Future<Output = Result<T, StoreError>> + Send + 'a) -> Self {
+        Self(Answer::Waiting(Box::pin(future)))
+    }
+}
+
+impl<T> Future for StoreFuture<'_, T> {
+    type Output = Result<T, StoreError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Both kinds are `Unpin` (`Ready` always, a `Pin<Box<_>>` always).
+        match &mut self.get_mut().0 {
+            Answer::Made(answer) => Pin::new(answer).poll(cx),
+            Answer::Waiting(future) => future.as_mut().poll(cx),
+        }
+    }
+}
 
 /// A store could not decide (Redis down, timed out, answered nonsense).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,9 +117,9 @@ pub trait Store: Send + Sync {
         now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
         let _ = (plan, client, now_ms);
-        Box::pin(std::future::ready(Err(StoreError::permanent(
+        StoreFuture::ready(Err(StoreError::permanent(
             "this store cannot inspect a client's state",
-        ))))
+        )))
     }
 }
 
@@ -123,7 +158,7 @@ impl Store for MemoryBackend {
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
         let decision = self.limiter.check(plan, client, now_ms, cost);
-        Box::pin(std::future::ready(Ok(decision)))
+        StoreFuture::ready(Ok(decision))
     }
 
     fn inspect<'a>(
@@ -133,7 +168,7 @@ impl Store for MemoryBackend {
         now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
         let inspection = self.limiter.inspect(plan, client, now_ms);
-        Box::pin(std::future::ready(Ok(inspection)))
+        StoreFuture::ready(Ok(inspection))
     }
 }
 
@@ -155,5 +190,43 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
         (**self).inspect(plan, client, now_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::{StoreError, StoreFuture};
+
+    fn poll<T>(future: &mut std::pin::Pin<&mut StoreFuture<'_, T>>) -> Poll<Result<T, StoreError>> {
+        future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn a_made_answer_is_ready_at_the_first_poll() {
+        let mut future = pin!(StoreFuture::ready(Ok(7)));
+        assert_eq!(poll(&mut future), Poll::Ready(Ok(7)));
+    }
+
+    #[test]
+    fn a_waiting_answer_comes_when_its_future_is_done() {
+        let mut waited = false;
+        let mut future = pin!(StoreFuture::new(std::future::poll_fn(move |_| {
+            if std::mem::replace(&mut waited, true) {
+                Poll::Ready(Err(StoreError::transient("timed out")))
+            } else {
+                Poll::<Result<u8, StoreError>>::Pending
+            }
+        })));
+        assert_eq!(poll(&mut future), Poll::Pending);
+        assert_eq!(
+            poll(&mut future),
+            Poll::Ready(Err(StoreError::transient("timed out")))
+        );
     }
 }

@@ -32,7 +32,7 @@ impl Store for FailingStore {
         _now_ms: u64,
         _cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        Box::pin(std::future::ready(Err(self.error.clone())))
+        StoreFuture::ready(Err(self.error.clone()))
     }
 
     fn inspect<'a>(
@@ -41,7 +41,7 @@ impl Store for FailingStore {
         _client: &'a str,
         _now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
-        Box::pin(std::future::ready(Err(self.error.clone())))
+        StoreFuture::ready(Err(self.error.clone()))
     }
 }
 
@@ -58,7 +58,7 @@ impl Store for HangingStore {
         _now_ms: u64,
         _cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        Box::pin(std::future::pending())
+        StoreFuture::new(std::future::pending())
     }
 
     fn inspect<'a>(
@@ -67,7 +67,7 @@ impl Store for HangingStore {
         _client: &'a str,
         _now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
-        Box::pin(std::future::pending())
+        StoreFuture::new(std::future::pending())
     }
 }
 
