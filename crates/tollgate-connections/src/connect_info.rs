@@ -7,10 +7,10 @@ use axum::extract::ConnectInfo;
 use hyper::Request;
 use tower::Service;
 
-/// For [`crate::serve`]: makes, per connection, `service` that finds the
-/// peer's address in each request's extensions as axum's
-/// `ConnectInfo<SocketAddr>`, as `into_make_service_with_connect_info`
-/// would put it there (what a key taken from the peer reads).
+/// For [`crate::serve`]: makes, per connection, a copy of `service` that
+/// finds the peer's address in each request's extensions as axum's
+/// `ConnectInfo<SocketAddr>`, where `into_make_service_with_connect_info`
+/// would put it (and where a key taken from the peer reads it).
 pub fn with_connect_info<S: Clone>(service: S) -> impl Fn(SocketAddr) -> WithConnectInfo<S> {
     move |peer| WithConnectInfo {
         inner: service.clone(),

@@ -63,8 +63,9 @@ impl<B> ResponseBody for B where
 ///
 /// The peer's address goes only where a front end asks for it: a service
 /// that reads it per request (axum's `ConnectInfo`) gets it from
-/// [`with_connect_info`](crate::with_connect_info); one that does not pays nothing for it (putting it
-/// in every request's extensions cost three allocations per request).
+/// [`with_connect_info`](crate::with_connect_info); one that does not pays
+/// nothing for it (putting it in every request's extensions cost three
+/// allocations per request).
 /// Accept errors are handled as `axum::serve` does: a failed handshake is
 /// skipped, a lack of file descriptors waits and retries.
 pub async fn serve<S, B>(
