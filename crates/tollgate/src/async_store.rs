@@ -16,11 +16,15 @@ use crate::plan::{Plan, PlanDecision, PlanLimiter};
 ///
 /// The memory store, and a cached rejection in front of a shared store,
 /// answer at once; boxing their answers would cost an allocation per
-/// decision that nothing needed (BENCHMARKS.md, "Allocations per request").
+/// decision that nothing needed (BENCHMARKS.md, "The peer's address and the
+/// memory store's answer, no longer allocated").
 pub struct StoreFuture<'a, T>(Answer<'a, T>);
 
+/// The two kinds of [`StoreFuture`].
 enum Answer<'a, T> {
+    /// Made when the store method returned.
     Made(Ready<Result<T, StoreError>>),
+    /// Still to come (a network call, a timeout around one).
     Waiting(Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>),
 }
 
