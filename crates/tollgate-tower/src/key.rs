@@ -94,17 +94,29 @@ pub fn peer_addr<B>(request: &Request<B>) -> Option<SocketAddr> {
         .or_else(|| extensions.get::<SocketAddr>().copied())
 }
 
-impl<B> KeyExtractor<B> for PeerIp {
-    fn extract(&self, request: &Request<B>) -> Option<String> {
-        let ip = self
-            .forwarded_for(request)
-            .or_else(|| peer_addr(request).map(|a| a.ip()))?;
+impl PeerIp {
+    /// The key of `request` from a connection whose peer is `peer`: for a
+    /// server that knows the peer per connection and so need not put it
+    /// into every request's extensions (where [`KeyExtractor::extract`]
+    /// reads it). `X-Forwarded-For` is read as configured.
+    pub fn key_for_peer<B>(
+        &self,
+        request: &Request<B>,
+        peer: Option<SocketAddr>,
+    ) -> Option<String> {
+        let ip = self.forwarded_for(request).or(peer.map(|a| a.ip()))?;
         // An IPv4 client reached over an IPv6 socket counts as itself.
         let ip = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
             v4 => v4,
         };
         Some(ip_key(ip))
+    }
+}
+
+impl<B> KeyExtractor<B> for PeerIp {
+    fn extract(&self, request: &Request<B>) -> Option<String> {
+        self.key_for_peer(request, peer_addr(request))
     }
 }
 
@@ -185,6 +197,22 @@ mod tests {
             PeerIp::behind_proxies(1).extract(&r).as_deref(),
             Some("9.9.9.9")
         );
+    }
+
+    #[test]
+    fn a_peer_given_by_the_connection_stands_for_the_requests_own() {
+        let peer = "10.0.0.2:7".parse().ok();
+        let plain = request(&[], None);
+        assert_eq!(
+            PeerIp::direct().key_for_peer(&plain, peer).as_deref(),
+            Some("10.0.0.2")
+        );
+        assert_eq!(PeerIp::direct().key_for_peer(&plain, None), None);
+        // X-Forwarded-For is still read only when trusted.
+        let forwarded = request(&[("x-forwarded-for", "9.9.9.9")], None);
+        let key = |n| PeerIp::behind_proxies(n).key_for_peer(&forwarded, peer);
+        assert_eq!(key(0).as_deref(), Some("10.0.0.2"));
+        assert_eq!(key(1).as_deref(), Some("9.9.9.9"));
     }
 
     #[test]

@@ -50,6 +50,17 @@ impl<S, K> RateLimit<S, K> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    /// The same service (the same config, store and inner service) keying
+    /// requests with `f(key)` instead: e.g. a key extractor that knows its
+    /// connection's peer, made once per connection.
+    pub fn map_key<K2>(self, f: impl FnOnce(K) -> K2) -> RateLimit<S, K2> {
+        RateLimit {
+            inner: self.inner,
+            config: self.config,
+            key: f(self.key),
+        }
+    }
 }
 
 impl<S, K, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, K>
