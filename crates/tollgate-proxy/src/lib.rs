@@ -31,6 +31,7 @@
 //! ```
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use http::{HeaderName, Request};
@@ -69,15 +70,40 @@ pub enum KeySource {
     ApiKey,
 }
 
-impl<B> KeyExtractor<B> for KeySource {
-    fn extract(&self, request: &Request<B>) -> Option<String> {
+impl KeySource {
+    /// The key of `request`, received from `peer` (when known).
+    fn key<B>(&self, request: &Request<B>, peer: Option<SocketAddr>) -> Option<String> {
         match self {
             KeySource::Peer { trusted_proxies } => {
-                PeerIp::behind_proxies(*trusted_proxies).extract(request)
+                PeerIp::behind_proxies(*trusted_proxies).key_for_peer(request, peer)
             }
             KeySource::Header(name) => HeaderKey::new(name.clone()).extract(request),
             KeySource::ApiKey => ApiKey.extract(request),
         }
+    }
+}
+
+/// The peer's address is read from the request's extensions (axum's
+/// `ConnectInfo<SocketAddr>`), for a [`Proxy`] served by another loop than
+/// [`run`]'s.
+impl<B> KeyExtractor<B> for KeySource {
+    fn extract(&self, request: &Request<B>) -> Option<String> {
+        self.key(request, tollgate_tower::key::peer_addr(request))
+    }
+}
+
+/// The key source of one client connection, which knows its peer: [`run`]
+/// makes one per connection, so that no request carries the peer's address
+/// in its extensions (three allocations per request).
+#[derive(Debug, Clone)]
+struct ConnectionKey {
+    source: KeySource,
+    peer: SocketAddr,
+}
+
+impl<B> KeyExtractor<B> for ConnectionKey {
+    fn extract(&self, request: &Request<B>) -> Option<String> {
+        self.source.key(request, Some(self.peer))
     }
 }
 
@@ -146,10 +172,10 @@ impl ProxyConfig {
 /// writes the refusals and the RateLimit headers), [`Forward`] forwards the
 /// allowed ones. Every path and method is handled alike, so there is no
 /// router in between: a request's body and future are not boxed again on
-/// the way. It serves hyper's requests (`Request<hyper::body::Incoming>`)
-/// that carry the peer address as axum's `ConnectInfo<SocketAddr>`, as
-/// [`tollgate_connections::with_connect_info`] puts it there (needed for
-/// [`KeySource::Peer`]).
+/// the way. It serves hyper's requests (`Request<hyper::body::Incoming>`);
+/// for [`KeySource::Peer`], [`run`] gives each connection's copy its peer's
+/// address, and another server loop puts it into each request as axum's
+/// `ConnectInfo<SocketAddr>`.
 pub type Proxy = RateLimit<Forward, KeySource>;
 
 /// The [`Proxy`] service that `config` describes. Each call builds a new
@@ -185,6 +211,11 @@ pub(crate) async fn serve_with_slots(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let limits = config.connections;
-    let service_for = tollgate_connections::with_connect_info(service(config));
+    let proxy = service(config);
+    let service_for = move |peer| {
+        proxy
+            .clone()
+            .map_key(|source| ConnectionKey { source, peer })
+    };
     tollgate_connections::serve(listener, service_for, limits, slots, shutdown).await;
 }
