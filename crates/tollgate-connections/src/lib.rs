@@ -17,17 +17,16 @@
 //!
 //! [`serve`] runs an axum router (or any service answering every request) under these [`Limits`] until a shutdown
 //! future completes, then lets the requests in flight finish, as
-//! `axum::serve` with graceful shutdown does. A front end that reads the
-//! peer's address per request wraps its service in [`with_connect_info`].
+//! `axum::serve` with graceful shutdown does. Each connection's service is
+//! made for its peer's address, so a front end that keys by the peer knows
+//! it without reading it from every request.
 
 pub mod activity;
-mod connect_info;
 mod error;
 pub mod head_timer;
 mod limits;
 mod serve;
 
-pub use connect_info::{with_connect_info, WithConnectInfo};
 pub use error::Error;
 pub use limits::{
     Limits, Slots, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,

@@ -61,11 +61,10 @@ impl<B> ResponseBody for B where
 /// request in flight is answered, and returns when all are closed (the
 /// timeouts still close slow ones).
 ///
-/// The peer's address goes only where a front end asks for it: a service
-/// that reads it per request (axum's `ConnectInfo`) gets it from
-/// [`with_connect_info`](crate::with_connect_info); one that does not pays
-/// nothing for it (putting it in every request's extensions cost three
-/// allocations per request).
+/// The peer's address goes to `service_for` once per connection, and not
+/// into each request's extensions (axum's `ConnectInfo`, which cost three
+/// allocations per request): a front end that keys by the peer keeps it in
+/// its connection's service (the proxy), one that does not pays nothing.
 /// Accept errors are handled as `axum::serve` does: a failed handshake is
 /// skipped, a lack of file descriptors waits and retries.
 pub async fn serve<S, B>(

@@ -1,6 +1,6 @@
-//! The peer's address reaches a request only through `with_connect_info`:
-//! a real server on a loopback port, a real client socket whose own address
-//! is the one the handler must see.
+//! Each connection's service is made for that connection's peer, and no
+//! request carries the peer in its extensions: a real server on a loopback
+//! port, real client sockets whose own addresses are the peers.
 
 use std::net::SocketAddr;
 
@@ -11,17 +11,19 @@ use axum::Router;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
-use tollgate_connections::{serve, with_connect_info, AnswerRequests, Limits, Slots};
+use tollgate_connections::{serve, AnswerRequests, Limits, Slots};
 
-/// Answers with the peer address the request carries, or `none`.
-fn peer_echo() -> Router {
+/// A service made for `peer`: answers `peer`, then the peer address the
+/// request itself carries, or `none`.
+fn made_for(peer: SocketAddr) -> Router {
     Router::new().route(
         "/",
-        get(|request: Request| async move {
-            match request.extensions().get::<ConnectInfo<SocketAddr>>() {
-                Some(ConnectInfo(peer)) => peer.to_string(),
+        get(move |request: Request| async move {
+            let carried = match request.extensions().get::<ConnectInfo<SocketAddr>>() {
+                Some(ConnectInfo(carried)) => carried.to_string(),
                 None => "none".to_owned(),
-            }
+            };
+            format!("{peer} {carried}")
         }),
     )
 }
@@ -49,10 +51,12 @@ async fn ask(server: SocketAddr) -> (SocketAddr, String) {
     (me, body)
 }
 
-/// Serves with `service_for` on a fresh port, asks once, stops the server.
-async fn served_answer<S>(
+/// Serves with `service_for` on a fresh port, asks from `clients` sockets
+/// one after another, stops the server.
+async fn answers<S>(
     service_for: impl Fn(SocketAddr) -> S + Send + 'static,
-) -> (SocketAddr, String)
+    clients: usize,
+) -> Vec<(SocketAddr, String)>
 where
     S: AnswerRequests<Body>,
 {
@@ -68,21 +72,27 @@ where
             let _ = stopped.await;
         },
     ));
-    let answer = ask(addr).await;
+    let mut answers = Vec::new();
+    for _ in 0..clients {
+        answers.push(ask(addr).await);
+    }
     let _ = stop.send(());
     server.await.expect("the server stops");
-    answer
+    answers
 }
 
 #[tokio::test]
-async fn with_connect_info_each_request_carries_its_connections_peer() {
-    let (me, body) = served_answer(with_connect_info(peer_echo())).await;
-    assert_eq!(body, me.to_string());
+async fn each_connections_service_is_made_for_its_own_peer() {
+    let answers = answers(made_for, 3).await;
+    for (me, body) in &answers {
+        assert_eq!(body.split(' ').next(), Some(me.to_string().as_str()));
+    }
+    // Three sockets, three ports: not one service made for the first.
+    assert_ne!(answers[0].0, answers[1].0);
 }
 
 #[tokio::test]
-async fn without_it_no_request_carries_a_peer() {
-    let router = peer_echo();
-    let (_, body) = served_answer(move |_peer| router.clone()).await;
-    assert_eq!(body, "none");
+async fn no_request_carries_the_peer_in_its_extensions() {
+    let answers = answers(made_for, 1).await;
+    assert_eq!(answers[0].1.split(' ').nth(1), Some("none"));
 }
