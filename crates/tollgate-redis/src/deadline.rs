@@ -134,7 +134,9 @@ impl RedisClock {
     /// Claims the one background measurement: false when one is running.
     /// [`RedisClock::done_measuring`] gives it back.
     pub(crate) fn start_measuring(&self) -> bool {
-        !self.measuring.swap(true, Ordering::AcqRel)
+        // Read first: while a measurement runs, every decision finds the
+        // estimate aging, and a swap would write the shared line each time.
+        !self.measuring.load(Ordering::Acquire) && !self.measuring.swap(true, Ordering::AcqRel)
     }
 
     /// Ends the measurement claimed by [`RedisClock::start_measuring`].
