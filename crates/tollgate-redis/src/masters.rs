@@ -9,9 +9,15 @@
 //! alone, routed by its own key. So a stale map (a resharding, a failover)
 //! costs calls, never an answer, and it is read again when a master says it
 //! is stale. Until the first map is read, every decision is sent alone.
+//!
+//! A reading gives up after the store's timeout: `CLUSTER SLOTS` goes to any
+//! one node, and redis-rs sets no response timeout of its own, so a reading
+//! sent to a stalled node would otherwise wait for as long as the node
+//! stalls, and no other reading could start meanwhile.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
@@ -37,11 +43,13 @@ pub(crate) enum Queues {
 impl Queues {
     /// Queues of batches of at most `batch_max` decisions, `in_flight_max`
     /// of them in flight per node; `None` when `batch_max` is 1 (every
-    /// decision alone).
+    /// decision alone). On a cluster, a reading of the map gives up after
+    /// `timeout`.
     pub(crate) fn new(
         scripts: &Arc<Scripts>,
         batch_max: usize,
         in_flight_max: usize,
+        timeout: Duration,
     ) -> Option<Self> {
         if batch_max <= 1 {
             return None;
@@ -51,6 +59,7 @@ impl Queues {
                 scripts.clone(),
                 batch_max,
                 in_flight_max,
+                timeout,
             )))
         } else {
             let misrouted = Arc::new(AtomicBool::new(false));
@@ -92,6 +101,8 @@ pub(crate) struct MasterQueues {
     scripts: Arc<Scripts>,
     batch_max: usize,
     in_flight_max: usize,
+    /// How long one reading of the map may wait for its node.
+    timeout: Duration,
     routes: ArcSwapOption<Routes>,
     /// Set by a queue whose master refused a decision as another's.
     misrouted: Arc<AtomicBool>,
@@ -101,11 +112,17 @@ pub(crate) struct MasterQueues {
 }
 
 impl MasterQueues {
-    fn new(scripts: Arc<Scripts>, batch_max: usize, in_flight_max: usize) -> Self {
+    fn new(
+        scripts: Arc<Scripts>,
+        batch_max: usize,
+        in_flight_max: usize,
+        timeout: Duration,
+    ) -> Self {
         Self {
             scripts,
             batch_max,
             in_flight_max,
+            timeout,
             routes: ArcSwapOption::empty(),
             misrouted: Arc::new(AtomicBool::new(false)),
             refreshing: AtomicBool::new(false),
@@ -152,9 +169,10 @@ impl MasterQueues {
     }
 
     /// Reads the map of slots and puts it in place, with a queue for each
-    /// master (a failed reading changes nothing).
+    /// master (a failed or late reading changes nothing).
     async fn read_map(&self) {
-        if let Ok(reply) = self.scripts.connection.cluster_slots().await {
+        let reading = tokio::time::timeout(self.timeout, self.scripts.connection.cluster_slots());
+        if let Ok(Ok(reply)) = reading.await {
             if let Ok(map) = SlotMap::from_reply(&reply) {
                 self.routes.store(Some(Arc::new(self.routes_for(map))));
             }
@@ -204,5 +222,55 @@ impl Reading {
 impl Drop for Reading {
     fn drop(&mut self) {
         self.masters.refreshing.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::connection::Connection;
+    use crate::deadline::RedisClock;
+    use crate::testing::RedisCluster;
+    use crate::RedisTarget;
+
+    const TIMEOUT: Duration = Duration::from_millis(200);
+
+    #[test]
+    fn a_reading_of_the_map_from_a_stalled_cluster_gives_up_and_keeps_the_map_it_had() {
+        let Some(cluster) = RedisCluster::spawn("masters-stalled-reading") else {
+            return;
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let target = RedisTarget::cluster(cluster.urls());
+            let connection = Connection::connect(&target).await.expect("connect");
+            let scripts = Arc::new(Scripts::new(connection, Arc::new(RedisClock::new())));
+            let masters = MasterQueues::new(scripts, 64, 1, TIMEOUT);
+            masters.read_map().await;
+            let before = masters.routes.load_full().expect("a map").map.clone();
+
+            // Every node stalled: whichever one the reading asks, it does
+            // not answer (the processes are killed on drop if this fails).
+            for node in cluster.nodes() {
+                node.stop_process();
+            }
+            // Bounded by far more than the timeout: without one, the
+            // reading waits for as long as the nodes stall.
+            let reading = tokio::time::timeout(TIMEOUT * 25, masters.read_map()).await;
+            for node in cluster.nodes() {
+                node.continue_process();
+            }
+            assert!(
+                reading.is_ok(),
+                "the reading waited on a stalled node past its timeout"
+            );
+            let after = masters.routes.load_full().expect("the map is kept");
+            assert_eq!(after.map, before, "a late reading changes nothing");
+        });
     }
 }

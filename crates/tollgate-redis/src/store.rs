@@ -323,7 +323,12 @@ impl RedisStore {
 
 /// The queues of decisions `config` asks for: none with `batch_max` 1.
 fn queues(scripts: &Arc<Scripts>, config: &RedisStoreConfig) -> Option<Queues> {
-    Queues::new(scripts, config.batch_max, config.batches_in_flight)
+    Queues::new(
+        scripts,
+        config.batch_max,
+        config.batches_in_flight,
+        config.timeout,
+    )
 }
 
 /// How the store serves `policy`, or [`RedisStoreError::UnsupportedPolicy`].
