@@ -66,4 +66,8 @@ impl<S: Store> Store for CachedStore<S> {
     ) -> StoreFuture<'a, Inspection> {
         self.inner.inspect(plan, client, now_ms)
     }
+
+    fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
+        self.inner.failure_domain(client)
+    }
 }

@@ -5,10 +5,10 @@
 //! meanwhile, and what they were refused takes nothing), and, with
 //! replicas, a `CLUSTER FAILOVER` (what a caller sees, how long it takes).
 //!
-//! The circuit breaker is off in the fault tests (`breaker_failures = 0`):
-//! it is one per store, not per node, so after a few failures on the killed
-//! master it would answer every client by the failure policy, the clients
-//! of healthy masters too (see the README).
+//! The circuit breaker has its defaults (it opens after 5 consecutive
+//! failures): it is one per master, so a dead master's failures open the
+//! circuit for its own clients only, and the healthy masters' clients are
+//! still decided by the store.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,15 +25,13 @@ fn keys(cluster: &RedisCluster, node: usize) -> String {
 }
 
 /// A config: a plan far above the demand (every answer is "allowed" when
-/// the store decides), failing closed, with `breaker_failures`.
-fn config(dir: &Path, breaker_failures: u32) -> PathBuf {
+/// the store decides), failing closed, the circuit breaker as by default.
+fn config(dir: &Path) -> PathBuf {
     let path = dir.join("tollgate.toml");
     std::fs::write(
         &path,
-        format!(
-            "[store]\nfailure_policy = \"fail-closed\"\ntimeout = \"1s\"\nbreaker_failures = {breaker_failures}\n\n\
-             [[plans.big]]\nname = \"1d\"\npolicy = \"sliding-window\"\nlimit = 1000000\nwindow = \"1d\"\n"
-        ),
+        "[store]\nfailure_policy = \"fail-closed\"\ntimeout = \"1s\"\n\n\
+         [[plans.big]]\nname = \"1d\"\npolicy = \"sliding-window\"\nlimit = 1000000\nwindow = \"1d\"\n",
     )
     .expect("write the config");
     path
@@ -116,7 +114,7 @@ async fn serve_and_replay_reach_a_tls_cluster_as_an_acl_user_with_a_private_ca()
         .collect();
     let seeds = seeds.join(",");
     let dir = tempfile::tempdir().expect("temp dir");
-    let serve = start_serve(&config(dir.path(), 5), &seeds, Some(&ca)).await;
+    let serve = start_serve(&config(dir.path()), &seeds, Some(&ca)).await;
     let http = reqwest::Client::new();
     for client in ["a", "b", "c", "d", "e", "f"] {
         assert_eq!(decided_by(&http, &serve, client).await, "store");
@@ -193,7 +191,7 @@ impl OneMasterDown {
     async fn start_with(name: &str, options: &ClusterOptions) -> Option<Self> {
         let cluster = RedisCluster::spawn_with(name, options)?;
         let dir = tempfile::tempdir().expect("temp dir");
-        let serve = start_serve(&config(dir.path(), 0), &cluster.urls().join(","), None).await;
+        let serve = start_serve(&config(dir.path()), &cluster.urls().join(","), None).await;
         let http = reqwest::Client::new();
         let clients: Vec<String> = (0..12).map(|i| format!("client-{i}")).collect();
         for client in &clients {

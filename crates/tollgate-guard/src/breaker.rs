@@ -13,7 +13,7 @@
 //! probe through rather than keeping the circuit open.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tollgate::Clock;
 
@@ -75,10 +75,13 @@ enum State {
     Probing,
 }
 
-/// The breaker's state, shared by every guard over the same store.
+/// One circuit's state (the whole store's, or one part's: see
+/// [`crate::breakers`]), shared by every guard over the same store.
 #[derive(Debug)]
 pub(crate) struct Breaker {
     config: BreakerConfig,
+    /// The part of the store it judges, for the log (`None`: the whole store).
+    domain: Option<Arc<str>>,
     /// Lock-free view of "not closed", so that the closed path takes no lock.
     open: AtomicBool,
     consecutive: AtomicU32,
@@ -87,9 +90,10 @@ pub(crate) struct Breaker {
 }
 
 impl Breaker {
-    pub(crate) fn new(config: BreakerConfig) -> Self {
+    pub(crate) fn new(config: BreakerConfig, domain: Option<Arc<str>>) -> Self {
         Self {
             config,
+            domain,
             open: AtomicBool::new(false),
             consecutive: AtomicU32::new(0),
             state: Mutex::new(State::Closed),
@@ -159,12 +163,16 @@ impl Breaker {
                 *state = State::Closed;
                 self.consecutive.store(0, Ordering::Relaxed);
                 self.open.store(false, Ordering::Release);
-                tracing::info!("the store answered a probe; circuit closed");
+                tracing::info!(
+                    part = self.part(),
+                    "the store answered a probe; circuit closed"
+                );
             }
             (Admission::Probe, Outcome::Unreached) => {
                 let mut state = self.state();
                 *state = State::Open { since_ms: now_ms };
                 tracing::warn!(
+                    part = self.part(),
                     probe_in_ms = self.config.probe_interval_ms,
                     "the store failed a probe; circuit open again"
                 );
@@ -176,10 +184,16 @@ impl Breaker {
         *state = State::Open { since_ms: now_ms };
         self.open.store(true, Ordering::Release);
         tracing::warn!(
+            part = self.part(),
             failures,
             probe_in_ms = self.config.probe_interval_ms,
             "the store failed repeatedly; circuit open: the failure policy answers without calling it"
         );
+    }
+
+    /// The part of the store this circuit is for, as the log names it.
+    fn part(&self) -> &str {
+        self.domain.as_deref().unwrap_or("the whole store")
     }
 
     /// A probe that ended without an outcome (its caller gave up): the next

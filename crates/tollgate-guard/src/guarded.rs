@@ -11,7 +11,8 @@ use tollgate::{
 };
 
 use crate::answer;
-use crate::breaker::{Admission, Breaker, BreakerConfig, Outcome, ProbeGuard};
+use crate::breaker::{Admission, BreakerConfig, Outcome, ProbeGuard};
+use crate::breakers::Breakers;
 use crate::log::{ErrorKind, ErrorLog};
 
 /// How long fail-closed asks rejected clients to wait, in ms, unless set
@@ -43,7 +44,8 @@ pub struct FailureCounts {
     /// Calls answered without calling the store because its circuit was
     /// open (each also counted in one answer path). Shared by sibling guards.
     pub short_circuited: u64,
-    /// Whether the circuit is open now (a probe in flight included).
+    /// Whether the circuit is open now (a probe in flight included): on a
+    /// store of parts that fail apart, any part's circuit.
     pub circuit_open: bool,
 }
 
@@ -72,7 +74,7 @@ pub struct GuardedStore<S> {
     fail_closed_retry_after_ms: u64,
     fallback: Arc<MemoryBackend>,
     clock: Arc<dyn Clock>,
-    breaker: Arc<Breaker>,
+    breakers: Arc<Breakers>,
     log: Arc<ErrorLog>,
     counters: Counters,
 }
@@ -90,7 +92,7 @@ impl<S: Store> GuardedStore<S> {
             fail_closed_retry_after_ms: DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS,
             fallback: Arc::new(MemoryBackend::new()),
             clock: Arc::new(SystemClock),
-            breaker: Arc::new(Breaker::new(BreakerConfig::default())),
+            breakers: Arc::new(Breakers::new(BreakerConfig::default())),
             log: Arc::new(ErrorLog::default()),
             counters: Counters::default(),
         }
@@ -107,7 +109,7 @@ impl<S: Store> GuardedStore<S> {
     /// The same guard with a circuit breaker configured by `config`.
     #[must_use]
     pub fn with_breaker(mut self, config: BreakerConfig) -> Self {
-        self.breaker = Arc::new(Breaker::new(config));
+        self.breakers = Arc::new(Breakers::new(config));
         self
     }
 
@@ -127,7 +129,7 @@ impl<S: Store> GuardedStore<S> {
             fail_closed_retry_after_ms: self.fail_closed_retry_after_ms,
             fallback: self.fallback.clone(),
             clock: self.clock.clone(),
-            breaker: self.breaker.clone(),
+            breakers: self.breakers.clone(),
             log: self.log.clone(),
             counters: Counters::default(),
         }
@@ -184,8 +186,8 @@ impl<S: Store> GuardedStore<S> {
             timeouts: get(&c.timeouts),
             transient_errors: get(&c.transient_errors),
             permanent_errors: get(&c.permanent_errors),
-            short_circuited: self.breaker.short_circuited(),
-            circuit_open: self.breaker.is_open(),
+            short_circuited: self.breakers.short_circuited(),
+            circuit_open: self.breakers.any_open(),
         }
     }
 
@@ -226,21 +228,22 @@ impl<S: Store> GuardedStore<S> {
         now_ms: u64,
         cost: u32,
     ) -> Result<PlanDecision, StoreError> {
-        let admission = self.breaker.admit(self.clock.now_ms());
+        let breaker = self.breakers.of(self.inner.failure_domain(client));
+        let admission = breaker.admit(self.clock.now_ms());
         if admission == Admission::ShortCircuit {
             let error = StoreError::transient(
                 "the store failed repeatedly and was not called (circuit open)",
             );
             return self.answer_failure(plan, client, now_ms, cost, error);
         }
-        let probe = ProbeGuard::new(&self.breaker, &*self.clock, admission);
+        let probe = ProbeGuard::new(&breaker, &*self.clock, admission);
         let answer = self.timed_check(plan, client, now_ms, cost).await;
         let outcome = match &answer {
             Ok(_) | Err((ErrorKind::Permanent, _)) => Outcome::Reached,
             Err(_) => Outcome::Unreached,
         };
         let now = self.clock.now_ms();
-        self.breaker.record(admission, outcome, now);
+        breaker.record(admission, outcome, now);
         probe.done();
         let (kind, error) = match answer {
             Ok(decision) => return Ok(decision),
@@ -263,7 +266,11 @@ impl<S: Store> GuardedStore<S> {
         client: &str,
         now_ms: u64,
     ) -> Result<Inspection, StoreError> {
-        if self.breaker.is_open() {
+        if self
+            .breakers
+            .of(self.inner.failure_domain(client))
+            .is_open()
+        {
             return Err(StoreError::transient(
                 "the store failed repeatedly and was not called (circuit open)",
             ));
@@ -330,5 +337,9 @@ impl<S: Store> Store for GuardedStore<S> {
         now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
         StoreFuture::new(self.guarded_inspect(plan, client, now_ms))
+    }
+
+    fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
+        self.inner.failure_domain(client)
     }
 }

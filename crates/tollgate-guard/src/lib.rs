@@ -16,7 +16,11 @@
 //!   failures (by default) the failure policy answers at once without
 //!   calling the store, and every 500 ms one call at a time probes it; the
 //!   first success closes the circuit. During an outage callers wait for
-//!   nothing instead of a timeout each;
+//!   nothing instead of a timeout each. A store made of parts that fail
+//!   apart (a Redis Cluster's masters) names each client's part
+//!   ([`tollgate::Store::failure_domain`]), and each part has a circuit of
+//!   its own, so one dead master does not open the circuit for the others'
+//!   clients;
 //! - store errors in the log rather than in answers, at most one line per
 //!   second per kind of error, with the number suppressed in between.
 //!
@@ -51,6 +55,7 @@
 
 mod answer;
 mod breaker;
+mod breakers;
 mod guarded;
 mod log;
 

@@ -92,8 +92,9 @@ impl Queues {
 /// The map of slots and a queue per master in it.
 struct Routes {
     map: SlotMap,
-    /// The queue of each master, indexed as [`SlotMap::masters`].
-    queues: Vec<(String, Arc<Batcher>)>,
+    /// The address and the queue of each master, indexed as
+    /// [`SlotMap::masters`].
+    queues: Vec<(Arc<str>, Arc<Batcher>)>,
 }
 
 /// A queue per master of a cluster, and the map that picks one.
@@ -128,6 +129,18 @@ impl MasterQueues {
             refreshing: AtomicBool::new(false),
             asked_us: AtomicU64::new(NEVER),
         }
+    }
+
+    /// The address (`host:port`) of the master serving `key`'s slot, by the
+    /// map in force; `None` before the first reading.
+    pub(crate) fn master_of(&self, key: &str) -> Option<Arc<str>> {
+        let routes = self.routes.load();
+        let routes = routes.as_ref()?;
+        let master = routes.map.master_of(key.as_bytes())?;
+        routes
+            .queues
+            .get(master)
+            .map(|(address, _)| address.clone())
     }
 
     async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
@@ -189,7 +202,7 @@ impl MasterQueues {
                 let kept = old.as_ref().and_then(|old| {
                     old.queues
                         .iter()
-                        .find(|(a, _)| a == address)
+                        .find(|(a, _)| **a == **address)
                         .map(|(_, q)| q.clone())
                 });
                 let queue = kept.unwrap_or_else(|| {
@@ -200,7 +213,7 @@ impl MasterQueues {
                         self.misrouted.clone(),
                     ))
                 });
-                (address.clone(), queue)
+                (Arc::from(address.as_str()), queue)
             })
             .collect();
         Routes { map, queues }

@@ -385,6 +385,16 @@ fn read_reply(plan: &Plan, reply: &[i64]) -> Result<PlanDecision, RedisStoreErro
 }
 
 impl Store for RedisStore {
+    /// On a cluster, the master serving the client's slot by the store's
+    /// map of slots (read for batching; `None` with `batch_max` 1 or before
+    /// the first reading); on one node, `None`.
+    fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
+        let Some(Queues::Masters(masters)) = &self.queues else {
+            return None;
+        };
+        masters.master_of(&self.keys.client_base(client))
+    }
+
     fn check<'a>(
         &'a self,
         plan: &'a Plan,

@@ -3,13 +3,14 @@
 //! the in-memory limiter's answers, and a decision whose slot moved to
 //! another master after the store read its map of slots is still decided
 //! exactly, by its new master, and makes the store read the map again.
+//! The same map names each client's master as its failure domain.
 
 mod batching;
 
 use batching::{
     assert_answers_in_arrival_order, at_once, config, in_order, plan, requests, runtime,
 };
-use tollgate::PlanLimiter;
+use tollgate::{PlanLimiter, Store};
 use tollgate_redis::testing::{RedisCluster, RedisServer};
 use tollgate_redis::RedisStore;
 
@@ -134,5 +135,46 @@ fn a_decision_whose_slot_moved_since_the_map_was_read_is_decided_by_its_new_mast
             "the map was never read again: {:?}",
             store.call_counts()
         );
+    });
+}
+
+/// The part of the store a guard keeps a circuit breaker for
+/// (`Store::failure_domain`): on a cluster, the master that serves the
+/// client's slot, found here by where the client's keys are; on one node,
+/// none (one breaker for the store).
+#[test]
+fn each_clients_failure_domain_is_the_master_holding_its_keys() {
+    let (Some(cluster), Some(node)) = (
+        RedisCluster::spawn("failure_domains"),
+        RedisServer::spawn("failure_domains_one_node"),
+    ) else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = connect(&cluster, "domains").await;
+        let plan = plan();
+        let mut masters = std::collections::HashSet::new();
+        for i in 0..12 {
+            let client = format!("client-{i}");
+            store.check(&plan, &client, 0, 1).await.expect("decided");
+            let holder = cluster
+                .nodes()
+                .iter()
+                .find(|n| n.cli(&["KEYS", "*"]).contains(&format!("{{c:{client}}}")))
+                .expect("a node holds the client's keys");
+            let domain = store.failure_domain(&client).expect("a master");
+            assert!(
+                domain.ends_with(&format!(":{}", holder.port())),
+                "{client}: {domain} against port {}",
+                holder.port()
+            );
+            masters.insert(domain);
+        }
+        assert!(masters.len() > 1, "12 clients over 3 masters: {masters:?}");
+
+        let single = RedisStore::connect(&node.url(), config("domains", 1))
+            .await
+            .expect("connect");
+        assert_eq!(single.failure_domain("client-0"), None);
     });
 }

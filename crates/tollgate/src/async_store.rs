@@ -6,6 +6,7 @@
 
 use std::future::{Future, Ready};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::inspect::Inspection;
@@ -125,6 +126,19 @@ pub trait Store: Send + Sync {
             "this store cannot inspect a client's state",
         )))
     }
+
+    /// The part of the store that holds `client`'s state, named, when the
+    /// store is made of parts that fail apart (the masters of a Redis
+    /// Cluster): a guard keeps one circuit breaker per part, so that one
+    /// node down does not open the circuit for the clients of the others.
+    ///
+    /// The default, `None`, says the store fails as one (one node, memory),
+    /// as does `None` from a store that cannot tell yet (a cluster whose
+    /// map of slots is not read).
+    fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
+        let _ = client;
+        None
+    }
 }
 
 /// The in-memory store behind the async boundary: decisions are immediate.
@@ -176,7 +190,7 @@ impl Store for MemoryBackend {
     }
 }
 
-impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+impl<S: Store + ?Sized> Store for Arc<S> {
     fn check<'a>(
         &'a self,
         plan: &'a Plan,
@@ -194,6 +208,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
         (**self).inspect(plan, client, now_ms)
+    }
+
+    fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
+        (**self).failure_domain(client)
     }
 }
 

@@ -116,7 +116,7 @@ impl Gauges {
         );
         registry.register(
             "store_circuit_open",
-            "1 while the shared store's circuit is open (the failure policy answers without calling it)",
+            "1 while the shared store's circuit is open, or on a cluster any master's (the failure policy answers without calling it)",
             ConstGauge::new(i64::from(self.circuit.open)),
         );
         let short_circuited = Counter::<u64>::default();

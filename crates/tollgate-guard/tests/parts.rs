@@ -1,0 +1,158 @@
+//! A circuit breaker per part of a store that fails apart (a Redis Cluster's
+//! masters, named by `Store::failure_domain`): one part's failures open its
+//! own circuit only, the other parts' clients are still decided by the
+//! store, and each part probes and closes on its own. A stand-in store of
+//! two parts and a hand-moved clock; no sleeps.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tollgate::{
+    AnyPolicy, DecidedBy, FailurePolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision,
+    Store, StoreError, StoreFuture,
+};
+use tollgate_guard::{BreakerConfig, GuardedStore};
+
+/// Clients `a:…` live on part "a", `b:…` on part "b"; any other client's
+/// part is unknown (`None`). A part in `down` fails every call.
+struct TwoParts {
+    down: Mutex<HashSet<&'static str>>,
+    calls: AtomicU64,
+    memory: MemoryBackend,
+}
+
+impl TwoParts {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            down: Mutex::new(HashSet::new()),
+            calls: AtomicU64::new(0),
+            memory: MemoryBackend::new(),
+        })
+    }
+
+    fn set_down(&self, part: &'static str, down: bool) {
+        let mut parts = self.down.lock().unwrap();
+        if down {
+            parts.insert(part);
+        } else {
+            parts.remove(part);
+        }
+    }
+
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    fn part(client: &str) -> Option<&'static str> {
+        ["a", "b"].into_iter().find(|part| {
+            client
+                .strip_prefix(part)
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
+    }
+}
+
+impl Store for TwoParts {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let down = Self::part(client).is_some_and(|part| self.down.lock().unwrap().contains(part));
+        if down {
+            return StoreFuture::ready(Err(StoreError::transient("connection refused")));
+        }
+        self.memory.check(plan, client, now_ms, cost)
+    }
+
+    fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
+        Self::part(client).map(Arc::from)
+    }
+}
+
+fn plan() -> Plan {
+    let policy = AnyPolicy::from_name("token-bucket", 100, 100_000).unwrap();
+    Plan::new("p", vec![Limit::new("l", policy, false)]).unwrap()
+}
+
+fn guard(store: &Arc<TwoParts>, clock: &Arc<ManualClock>) -> GuardedStore<Arc<TwoParts>> {
+    GuardedStore::new(
+        store.clone(),
+        Duration::from_secs(60),
+        FailurePolicy::FailClosed,
+    )
+    .with_clock(clock.clone())
+    .with_breaker(BreakerConfig {
+        failures: 3,
+        probe_interval_ms: 500,
+    })
+}
+
+async fn ask(guard: &GuardedStore<Arc<TwoParts>>, client: &str) -> DecidedBy {
+    guard.check(&plan(), client, 0, 1).await.unwrap().decided_by
+}
+
+const CLOSED: DecidedBy = DecidedBy::Failure(FailurePolicy::FailClosed);
+
+#[tokio::test]
+async fn a_part_that_fails_opens_only_its_own_circuit() {
+    let store = TwoParts::new();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let guard = guard(&store, &clock);
+    store.set_down("a", true);
+    for _ in 0..3 {
+        assert_eq!(ask(&guard, "a:1").await, CLOSED);
+    }
+    assert!(guard.counts().circuit_open);
+    let calls = store.calls();
+    for _ in 0..5 {
+        assert_eq!(ask(&guard, "a:2").await, CLOSED);
+        assert_eq!(ask(&guard, "b:1").await, DecidedBy::Store, "another part");
+        assert_eq!(ask(&guard, "other").await, DecidedBy::Store, "no part");
+    }
+    assert_eq!(store.calls(), calls + 10, "part a's clients were not sent");
+    assert_eq!(guard.counts().short_circuited, 5);
+}
+
+#[tokio::test]
+async fn each_part_probes_and_closes_on_its_own() {
+    let store = TwoParts::new();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let guard = guard(&store, &clock);
+    store.set_down("a", true);
+    store.set_down("b", true);
+    for _ in 0..3 {
+        ask(&guard, "a:1").await;
+        ask(&guard, "b:1").await;
+    }
+    store.set_down("a", false);
+    clock.advance(500);
+    assert_eq!(ask(&guard, "a:1").await, DecidedBy::Store, "a's probe");
+    assert_eq!(ask(&guard, "a:2").await, DecidedBy::Store, "a is closed");
+    let calls = store.calls();
+    assert_eq!(ask(&guard, "b:1").await, CLOSED, "b's probe fails");
+    assert_eq!(ask(&guard, "b:2").await, CLOSED, "b is open again");
+    assert_eq!(store.calls(), calls + 1, "only b's probe was sent");
+    assert!(guard.counts().circuit_open, "b's circuit");
+}
+
+#[tokio::test]
+async fn siblings_share_every_parts_breaker() {
+    let store = TwoParts::new();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let guard = guard(&store, &clock);
+    let sibling = guard.sibling(FailurePolicy::Unavailable);
+    store.set_down("a", true);
+    for _ in 0..3 {
+        ask(&guard, "a:1").await;
+    }
+    let calls = store.calls();
+    assert!(sibling.check(&plan(), "a:9", 0, 1).await.is_err());
+    assert_eq!(store.calls(), calls, "the sibling saw a's open circuit");
+    assert_eq!(ask(&sibling, "b:1").await, DecidedBy::Store);
+}
