@@ -214,6 +214,25 @@ impl OneMasterDown {
         })
     }
 
+    /// The masters whose circuit `/metrics` shows open
+    /// (`tollgate_store_part_circuit_open`), having listed all three.
+    async fn open_circuits(&self) -> Vec<String> {
+        let url = format!("http://{}/metrics", self.serve);
+        let text = self.http.get(url).send().await.expect("metrics");
+        let text = text.text().await.expect("a body");
+        let parts: Vec<(&str, &str)> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("tollgate_store_part_circuit_open{part=\""))
+            .filter_map(|rest| rest.split_once("\"} "))
+            .collect();
+        assert_eq!(parts.len(), 3, "every master had a call: {text}");
+        parts
+            .into_iter()
+            .filter(|(_, value)| *value == "1")
+            .map(|(part, _)| part.to_owned())
+            .collect()
+    }
+
     /// Under load, `rounds` rounds of every client: the victim's clients
     /// get the failure policy, every other client is still decided by Redis.
     async fn assert_only_the_victims_clients_fail(&self, rounds: usize) {
@@ -237,6 +256,12 @@ async fn a_killed_master_fails_only_its_clients_and_its_restart_brings_them_back
     };
     t.cluster.nodes_mut()[t.victim].kill();
     t.assert_only_the_victims_clients_fail(3).await;
+    let victim = format!("127.0.0.1:{}", t.cluster.nodes()[t.victim].port());
+    assert_eq!(
+        t.open_circuits().await,
+        [victim],
+        "only the victim's circuit"
+    );
 
     t.cluster.nodes_mut()[t.victim].restart();
     for client in &t.on_victim {
@@ -250,6 +275,7 @@ async fn a_killed_master_fails_only_its_clients_and_its_restart_brings_them_back
             "{client}"
         );
     }
+    assert!(t.open_circuits().await.is_empty());
 }
 
 /// A master stalled (SIGSTOP: it keeps its connections and answers

@@ -75,6 +75,18 @@ impl Breakers {
         self.fold(Breaker::is_open).any(|open| open)
     }
 
+    /// Every part that has had a call, by name, and whether its circuit is
+    /// open now.
+    pub(crate) fn parts(&self) -> Vec<(Arc<str>, bool)> {
+        let parts = self.parts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut parts: Vec<(Arc<str>, bool)> = parts
+            .iter()
+            .map(|(part, breaker)| (part.clone(), breaker.is_open()))
+            .collect();
+        parts.sort_unstable();
+        parts
+    }
+
     /// `f` of every breaker, the whole store's first.
     fn fold<T>(&self, f: impl Fn(&Breaker) -> T) -> impl Iterator<Item = T> {
         let parts = self.parts.lock().unwrap_or_else(PoisonError::into_inner);

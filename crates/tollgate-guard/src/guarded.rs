@@ -191,6 +191,14 @@ impl<S: Store> GuardedStore<S> {
         }
     }
 
+    /// Each part of a store that fails apart (a Redis Cluster's masters,
+    /// see [`Store::failure_domain`]) that has had a call, by name, and
+    /// whether its circuit is open now; empty for a store that fails as one.
+    /// Shared by sibling guards.
+    pub fn part_circuits(&self) -> Vec<(Arc<str>, bool)> {
+        self.breakers.parts()
+    }
+
     /// The inner store's answer within the timeout; a timeout is a
     /// transient error. Failures are counted by kind.
     async fn timed_check(

@@ -117,6 +117,11 @@ async fn a_part_that_fails_opens_only_its_own_circuit() {
     }
     assert_eq!(store.calls(), calls + 10, "part a's clients were not sent");
     assert_eq!(guard.counts().short_circuited, 5);
+    assert_eq!(
+        guard.part_circuits(),
+        [(Arc::from("a"), true), (Arc::from("b"), false)],
+        "each part that had a call, and whether it is open"
+    );
 }
 
 #[tokio::test]

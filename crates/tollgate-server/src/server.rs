@@ -396,6 +396,7 @@ impl Server {
             gauges.circuit = Circuit {
                 open: counts.circuit_open,
                 short_circuited: counts.short_circuited,
+                parts: guard.part_circuits(),
             };
         }
         gauges.rejection_cache_clients = self.inner.rejection_cache.as_ref().map_or(0, |c| c.len());

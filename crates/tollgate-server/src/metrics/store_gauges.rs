@@ -6,11 +6,13 @@
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use std::sync::Arc;
+
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
 
 /// Values read at render time from elsewhere (the store).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Gauges {
     /// Clients with state in the memory store, if the store is in memory.
     pub tracked_clients: Option<usize>,
@@ -56,12 +58,15 @@ pub struct StoreErrors {
 }
 
 /// The state of a guarded store's circuit breaker.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Circuit {
-    /// Whether the circuit is open now.
+    /// Whether the circuit is open now (on a cluster, any master's).
     pub open: bool,
     /// Calls answered without calling the store so far.
     pub short_circuited: u64,
+    /// On a Redis Cluster, each master that has had a call (`host:port`)
+    /// and whether its own circuit is open now; empty for one node.
+    pub parts: Vec<(Arc<str>, bool)>,
 }
 
 impl Gauges {
@@ -119,6 +124,19 @@ impl Gauges {
             "1 while the shared store's circuit is open, or on a cluster any master's (the failure policy answers without calling it)",
             ConstGauge::new(i64::from(self.circuit.open)),
         );
+        if !self.circuit.parts.is_empty() {
+            let parts = Family::<[(&'static str, String); 1], Gauge>::default();
+            for (part, open) in &self.circuit.parts {
+                parts
+                    .get_or_create(&[("part", part.to_string())])
+                    .set(i64::from(*open));
+            }
+            registry.register(
+                "store_part_circuit_open",
+                "1 while the circuit of one master of a Redis Cluster (part=\"host:port\") is open: its clients are answered by the failure policy, the others' are not",
+                parts,
+            );
+        }
         let short_circuited = Counter::<u64>::default();
         short_circuited.inc_by(self.circuit.short_circuited);
         registry.register(
