@@ -75,6 +75,18 @@ async fn decided_by(http: &reqwest::Client, addr: &str, client: &str) -> String 
     }
 }
 
+/// Each master `/metrics` shows a circuit for
+/// (`tollgate_store_part_circuit_open{part="host:port"}`), and whether open.
+async fn part_circuits(http: &reqwest::Client, addr: &str) -> Vec<(String, bool)> {
+    let text = http.get(format!("http://{addr}/metrics")).send().await;
+    let text = text.expect("metrics").text().await.expect("a body");
+    text.lines()
+        .filter_map(|line| line.strip_prefix("tollgate_store_part_circuit_open{part=\""))
+        .filter_map(|rest| rest.split_once("\"} "))
+        .map(|(part, value)| (part.to_owned(), value == "1"))
+        .collect()
+}
+
 /// Polls (bounded: `limit`) until `client` is decided by the store; how long it took.
 async fn until_store_decides(
     http: &reqwest::Client,
@@ -214,22 +226,15 @@ impl OneMasterDown {
         })
     }
 
-    /// The masters whose circuit `/metrics` shows open
-    /// (`tollgate_store_part_circuit_open`), having listed all three.
+    /// The masters whose circuit `/metrics` shows open, having listed all
+    /// three.
     async fn open_circuits(&self) -> Vec<String> {
-        let url = format!("http://{}/metrics", self.serve);
-        let text = self.http.get(url).send().await.expect("metrics");
-        let text = text.text().await.expect("a body");
-        let parts: Vec<(&str, &str)> = text
-            .lines()
-            .filter_map(|line| line.strip_prefix("tollgate_store_part_circuit_open{part=\""))
-            .filter_map(|rest| rest.split_once("\"} "))
-            .collect();
-        assert_eq!(parts.len(), 3, "every master had a call: {text}");
+        let parts = part_circuits(&self.http, &self.serve).await;
+        assert_eq!(parts.len(), 3, "every master had a call: {parts:?}");
         parts
             .into_iter()
-            .filter(|(_, value)| *value == "1")
-            .map(|(part, _)| part.to_owned())
+            .filter(|(_, open)| *open)
+            .map(|(part, _)| part)
             .collect()
     }
 
@@ -440,4 +445,21 @@ async fn a_cluster_failover_is_answered_by_the_failure_policy_and_recovers() {
     for client in &moved {
         assert_eq!(decided_by(&http, &serve, client).await, "store", "{client}");
     }
+    // The store reads its map of slots again within a second or so, so the
+    // moved clients' circuit is the new master's (bounded: 10 s).
+    let new_master = format!("127.0.0.1:{}", cluster.nodes()[replica].port());
+    let started = Instant::now();
+    let mut parts = Vec::new();
+    while started.elapsed() < Duration::from_secs(10) {
+        decided_by(&http, &serve, &moved[0]).await;
+        parts = part_circuits(&http, &serve).await;
+        if parts.iter().any(|(part, _)| *part == new_master) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        parts.iter().any(|(part, _)| *part == new_master),
+        "no circuit for the new master {new_master}: {parts:?}"
+    );
 }

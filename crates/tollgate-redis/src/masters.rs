@@ -10,6 +10,13 @@
 //! costs calls, never an answer, and it is read again when a master says it
 //! is stale. Until the first map is read, every decision is sent alone.
 //!
+//! The map also names each client's master as its failure domain (a
+//! circuit breaker per master, `tollgate::Store::failure_domain`), so it is
+//! kept on a cluster with `batch_max` 1 too (every decision then goes alone),
+//! and read again once it is older than `MAP_MAX_AGE_US` (1 s): a failover
+//! moves a master's slots whole to its replica, so no batch is refused and
+//! only a new reading names the new master.
+//!
 //! A reading gives up after the store's timeout: `CLUSTER SLOTS` goes to any
 //! one node, and redis-rs sets no response timeout of its own, so a reading
 //! sent to a stalled node would otherwise wait for as long as the node
@@ -28,6 +35,8 @@ use crate::slots::SlotMap;
 /// At most one reading of the map per this many µs, so that a cluster that
 /// cannot answer `CLUSTER SLOTS` is not asked on every decision.
 const REFRESH_INTERVAL_US: u64 = 100_000;
+/// A map older than this (1 s) is read again at the next decision.
+const MAP_MAX_AGE_US: u64 = 1_000_000;
 const NEVER: u64 = u64::MAX;
 
 /// Where a store's decisions queue up: one node's queue, or a queue per
@@ -42,16 +51,17 @@ pub(crate) enum Queues {
 
 impl Queues {
     /// Queues of batches of at most `batch_max` decisions, `in_flight_max`
-    /// of them in flight per node; `None` when `batch_max` is 1 (every
-    /// decision alone). On a cluster, a reading of the map gives up after
-    /// `timeout`.
+    /// of them in flight per node; on one node, `None` when `batch_max` is 1
+    /// (every decision alone). A cluster always has them, for its map: with
+    /// `batch_max` 1 every decision is sent alone, routed by its key. A
+    /// reading of the map gives up after `timeout`.
     pub(crate) fn new(
         scripts: &Arc<Scripts>,
         batch_max: usize,
         in_flight_max: usize,
         timeout: Duration,
     ) -> Option<Self> {
-        if batch_max <= 1 {
+        if batch_max <= 1 && !scripts.connection.is_cluster() {
             return None;
         }
         Some(if scripts.connection.is_cluster() {
@@ -95,6 +105,8 @@ struct Routes {
     /// The address and the queue of each master, indexed as
     /// [`SlotMap::masters`].
     queues: Vec<(Arc<str>, Arc<Batcher>)>,
+    /// When the map was read (the scripts' clock, µs).
+    read_us: u64,
 }
 
 /// A queue per master of a cluster, and the map that picks one.
@@ -146,10 +158,11 @@ impl MasterQueues {
     async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
         let queue = {
             let routes = self.routes.load();
-            if routes.is_none() || self.misrouted.load(Ordering::Relaxed) {
+            if self.map_is_due(routes.as_deref()) {
                 self.read_map_later();
             }
-            routes.as_ref().and_then(|routes| {
+            let batching = self.batch_max > 1;
+            routes.as_ref().filter(|_| batching).and_then(|routes| {
                 let key = call.keys.first()?;
                 let master = routes.map.master_of(key.as_bytes())?;
                 routes.queues.get(master).map(|(_, queue)| queue.clone())
@@ -159,6 +172,16 @@ impl MasterQueues {
             Some(queue) => queue.decide(call).await,
             None => self.scripts.one(&call).await,
         }
+    }
+
+    /// Whether to read the map again: there is none yet, a master refused a
+    /// decision as another's, or it is older than [`MAP_MAX_AGE_US`].
+    fn map_is_due(&self, routes: Option<&Routes>) -> bool {
+        let Some(routes) = routes else {
+            return true;
+        };
+        let age_us = self.scripts.clock.now_us().saturating_sub(routes.read_us);
+        self.misrouted.load(Ordering::Relaxed) || age_us >= MAP_MAX_AGE_US
     }
 
     /// Reads the map again, in a task of its own (there is none yet, or a
@@ -187,13 +210,16 @@ impl MasterQueues {
         let reading = tokio::time::timeout(self.timeout, self.scripts.connection.cluster_slots());
         if let Ok(Ok(reply)) = reading.await {
             if let Ok(map) = SlotMap::from_reply(&reply) {
-                self.routes.store(Some(Arc::new(self.routes_for(map))));
+                let read_us = self.scripts.clock.now_us();
+                self.routes
+                    .store(Some(Arc::new(self.routes_for(map, read_us))));
             }
         }
     }
 
-    /// The routes for `map`, keeping the queue of every master that stays.
-    fn routes_for(&self, map: SlotMap) -> Routes {
+    /// The routes for `map`, read at `read_us`, keeping the queue of every
+    /// master that stays.
+    fn routes_for(&self, map: SlotMap, read_us: u64) -> Routes {
         let old = self.routes.load();
         let queues = map
             .masters()
@@ -216,7 +242,11 @@ impl MasterQueues {
                 (Arc::from(address.as_str()), queue)
             })
             .collect();
-        Routes { map, queues }
+        Routes {
+            map,
+            queues,
+            read_us,
+        }
     }
 }
 

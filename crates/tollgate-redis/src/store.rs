@@ -321,7 +321,8 @@ impl RedisStore {
     }
 }
 
-/// The queues of decisions `config` asks for: none with `batch_max` 1.
+/// The queues of decisions `config` asks for: on one node, none with
+/// `batch_max` 1.
 fn queues(scripts: &Arc<Scripts>, config: &RedisStoreConfig) -> Option<Queues> {
     Queues::new(
         scripts,
@@ -386,8 +387,7 @@ fn read_reply(plan: &Plan, reply: &[i64]) -> Result<PlanDecision, RedisStoreErro
 
 impl Store for RedisStore {
     /// On a cluster, the master serving the client's slot by the store's
-    /// map of slots (read for batching; `None` with `batch_max` 1 or before
-    /// the first reading); on one node, `None`.
+    /// map of slots (`None` before the first reading); on one node, `None`.
     fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
         let Some(Queues::Masters(masters)) = &self.queues else {
             return None;

@@ -12,7 +12,7 @@ use batching::{
 };
 use tollgate::{PlanLimiter, Store};
 use tollgate_redis::testing::{RedisCluster, RedisServer};
-use tollgate_redis::RedisStore;
+use tollgate_redis::{RedisStore, RedisStoreConfig};
 
 async fn connect(cluster: &RedisCluster, prefix: &str) -> RedisStore {
     let urls = cluster.urls();
@@ -140,8 +140,8 @@ fn a_decision_whose_slot_moved_since_the_map_was_read_is_decided_by_its_new_mast
 
 /// The part of the store a guard keeps a circuit breaker for
 /// (`Store::failure_domain`): on a cluster, the master that serves the
-/// client's slot, found here by where the client's keys are; on one node,
-/// none (one breaker for the store).
+/// client's slot, found here by where the client's keys are, whether or not
+/// the store batches; on one node, none (one breaker for the store).
 #[test]
 fn each_clients_failure_domain_is_the_master_holding_its_keys() {
     let (Some(cluster), Some(node)) = (
@@ -152,6 +152,15 @@ fn each_clients_failure_domain_is_the_master_holding_its_keys() {
     };
     runtime().block_on(async {
         let store = connect(&cluster, "domains").await;
+        let urls = cluster.urls();
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let unbatched = RedisStoreConfig {
+            batch_max: 1,
+            ..config("domains", 1)
+        };
+        let unbatched = RedisStore::connect_cluster(&urls, unbatched)
+            .await
+            .expect("connect");
         let plan = plan();
         let mut masters = std::collections::HashSet::new();
         for i in 0..12 {
@@ -168,6 +177,8 @@ fn each_clients_failure_domain_is_the_master_holding_its_keys() {
                 "{client}: {domain} against port {}",
                 holder.port()
             );
+            let unbatched = unbatched.failure_domain(&client);
+            assert_eq!(unbatched, Some(domain.clone()), "{client}, batch_max 1");
             masters.insert(domain);
         }
         assert!(masters.len() > 1, "12 clients over 3 masters: {masters:?}");
