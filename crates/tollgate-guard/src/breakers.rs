@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::ops::Deref;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::breaker::{Breaker, BreakerConfig};
 
@@ -58,7 +58,7 @@ impl Breakers {
         let Some(domain) = domain else {
             return BreakerFor::Whole(&self.whole);
         };
-        let mut parts = self.parts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut parts = self.parts();
         let breaker = parts
             .entry(domain)
             .or_insert_with_key(|domain| Arc::new(Breaker::new(self.config, Some(domain.clone()))));
@@ -67,30 +67,28 @@ impl Breakers {
 
     /// Calls answered without the store, by every breaker.
     pub(crate) fn short_circuited(&self) -> u64 {
-        self.fold(|breaker| breaker.short_circuited()).sum()
+        let parts: u64 = self.parts().values().map(|b| b.short_circuited()).sum();
+        self.whole.short_circuited() + parts
     }
 
     /// Whether any circuit is open now.
     pub(crate) fn any_open(&self) -> bool {
-        self.fold(Breaker::is_open).any(|open| open)
+        self.whole.is_open() || self.parts().values().any(|b| b.is_open())
     }
 
     /// Every part that has had a call, by name, and whether its circuit is
     /// open now.
-    pub(crate) fn parts(&self) -> Vec<(Arc<str>, bool)> {
-        let parts = self.parts.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut parts: Vec<(Arc<str>, bool)> = parts
+    pub(crate) fn part_states(&self) -> Vec<(Arc<str>, bool)> {
+        let mut states: Vec<(Arc<str>, bool)> = self
+            .parts()
             .iter()
             .map(|(part, breaker)| (part.clone(), breaker.is_open()))
             .collect();
-        parts.sort_unstable();
-        parts
+        states.sort_unstable();
+        states
     }
 
-    /// `f` of every breaker, the whole store's first.
-    fn fold<T>(&self, f: impl Fn(&Breaker) -> T) -> impl Iterator<Item = T> {
-        let parts = self.parts.lock().unwrap_or_else(PoisonError::into_inner);
-        let of_parts: Vec<T> = parts.values().map(|breaker| f(breaker)).collect();
-        std::iter::once(f(&self.whole)).chain(of_parts)
+    fn parts(&self) -> MutexGuard<'_, HashMap<Arc<str>, Arc<Breaker>>> {
+        self.parts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

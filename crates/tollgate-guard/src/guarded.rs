@@ -196,7 +196,7 @@ impl<S: Store> GuardedStore<S> {
     /// whether its circuit is open now; empty for a store that fails as one.
     /// Shared by sibling guards.
     pub fn part_circuits(&self) -> Vec<(Arc<str>, bool)> {
-        self.breakers.parts()
+        self.breakers.part_states()
     }
 
     /// The inner store's answer within the timeout; a timeout is a
