@@ -95,6 +95,12 @@ function drawStore(store) {
   }
   const kv = el("div", { class: "kv" });
   for (const [k, v] of rows) kv.append(el("div", {}, k), el("div", {}, v));
+  // On a cluster, each master's circuit: who is answered by the failure policy, and why.
+  for (const circuit of store.circuits) {
+    kv.append(el("div", {}, "circuit " + circuit.part),
+      el("div", { "data-circuit": circuit.part, "data-open": String(circuit.open) },
+        circuit.open ? "open" : "closed"));
+  }
   $("store").replaceChildren(kv);
 }
 

@@ -20,7 +20,7 @@ mod grpc_metrics;
 mod observe;
 mod reload;
 
-pub use observe::{Observed, StoreHealth};
+pub use observe::{Observed, PartCircuit, StoreHealth};
 pub use reload::ReloadReport;
 
 /// The config in force, with the counters of each of its plans.

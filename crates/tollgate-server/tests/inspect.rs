@@ -233,6 +233,11 @@ async fn stats_count_each_second_per_plan() {
     assert_eq!(body["store"]["kind"], "memory");
     assert_eq!(body["store"]["status"], "ok");
     assert_eq!(body["store"]["tracked_clients"], 3);
+    assert_eq!(
+        body["store"]["circuits"],
+        serde_json::json!([]),
+        "no masters"
+    );
     // Five minutes later the old seconds are gone.
     t.clock.advance(300_000);
     let body = t.get("/v1/stats").await.json();

@@ -82,6 +82,19 @@ pub struct StoreHealth {
     /// Since start (shared stores only): calls the store decided, calls the
     /// failure policy answered, timeouts and errors.
     pub calls: Option<StoreCalls>,
+    /// On a Redis Cluster, each master that has had a call and whether its
+    /// circuit is open (its clients answered by the failure policy without
+    /// a call); empty for one node or memory.
+    pub circuits: Vec<PartCircuit>,
+}
+
+/// One master's circuit breaker, as the dashboard shows it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PartCircuit {
+    /// The master, `host:port`.
+    pub part: String,
+    /// Whether its circuit is open now.
+    pub open: bool,
 }
 
 /// A shared store's call counts since start.
@@ -163,6 +176,15 @@ impl Server {
                 .as_ref()
                 .map(|m| m.limiter().store().len()),
             calls,
+            circuits: self.inner.guarded.as_ref().map_or_else(Vec::new, |g| {
+                g.part_circuits()
+                    .into_iter()
+                    .map(|(part, open)| PartCircuit {
+                        part: part.to_string(),
+                        open,
+                    })
+                    .collect()
+            }),
         }
     }
 }
