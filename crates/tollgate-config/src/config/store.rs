@@ -45,7 +45,8 @@ pub struct StoreConfig {
     /// How long one store call may take before the failure policy answers, in ms.
     pub timeout_ms: u64,
     /// The shared store's circuit breaker (`breaker_failures`,
-    /// `breaker_probe_interval`).
+    /// `breaker_probe_interval`): one for one node, one per master of a
+    /// cluster (each with these settings).
     pub breaker: BreakerConfig,
     /// A PEM file of the certificate authority to trust for `rediss://`
     /// (instead of the system's roots).
