@@ -61,17 +61,15 @@ impl Queues {
         in_flight_max: usize,
         timeout: Duration,
     ) -> Option<Self> {
-        if batch_max <= 1 && !scripts.connection.is_cluster() {
-            return None;
-        }
-        Some(if scripts.connection.is_cluster() {
-            Queues::Masters(Arc::new(MasterQueues::new(
+        if scripts.connection.is_cluster() {
+            return Some(Queues::Masters(Arc::new(MasterQueues::new(
                 scripts.clone(),
                 batch_max,
                 in_flight_max,
                 timeout,
-            )))
-        } else {
+            ))));
+        }
+        (batch_max > 1).then(|| {
             let misrouted = Arc::new(AtomicBool::new(false));
             Queues::Node(Arc::new(Batcher::new(
                 scripts.clone(),
@@ -184,8 +182,8 @@ impl MasterQueues {
         self.misrouted.load(Ordering::Relaxed) || age_us >= MAP_MAX_AGE_US
     }
 
-    /// Reads the map again, in a task of its own (there is none yet, or a
-    /// master said it is out of date), at most once per
+    /// Reads the map again, in a task of its own (there is none yet, a
+    /// master said it is out of date, or it aged), at most once per
     /// [`REFRESH_INTERVAL_US`] and one reading at a time.
     fn read_map_later(self: &Arc<Self>) {
         let now = self.scripts.clock.now_us();
