@@ -39,7 +39,10 @@ fn bench(c: &mut Criterion) {
         (on_cluster.unwrap(), on_node.unwrap())
     });
     let clients: Vec<String> = (0..1_000).map(|i| format!("client-{i}")).collect();
-    assert!(on_cluster.failure_domain(&clients[0]).is_some(), "the map is read");
+    assert!(
+        on_cluster.failure_domain(&clients[0]).is_some(),
+        "the map is read"
+    );
     let mut group = c.benchmark_group("failure-domain");
     for (name, store) in [("cluster", &on_cluster), ("one-node", &on_node)] {
         group.bench_function(name, |b| {
