@@ -14,6 +14,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::breaker::{Breaker, BreakerConfig};
 
+/// A part with no call for this long (10 s) is dropped: after a failover
+/// the old master gets no more calls, and its circuit, open when it died,
+/// would otherwise be shown open for ever. A part that is called again
+/// gets a fresh, closed breaker.
+pub const IDLE_PART_MS: u64 = 10_000;
+
 /// Every breaker of one guarded store (shared by its sibling guards).
 #[derive(Debug)]
 pub(crate) struct Breakers {
@@ -21,8 +27,22 @@ pub(crate) struct Breakers {
     /// For a store that fails as one, or a call whose part is not known.
     whole: Breaker,
     /// One per part, made at its first call. Parts are a cluster's masters,
-    /// so this stays as small as the cluster (a failover adds one).
-    parts: Mutex<HashMap<Arc<str>, Arc<Breaker>>>,
+    /// so this stays as small as the cluster.
+    parts: Mutex<Parts>,
+}
+
+#[derive(Debug, Default)]
+struct Parts {
+    by_name: HashMap<Arc<str>, Part>,
+    /// Calls short-circuited by parts dropped since, so that the total
+    /// never goes down.
+    dropped_short_circuited: u64,
+}
+
+#[derive(Debug)]
+struct Part {
+    breaker: Arc<Breaker>,
+    last_call_ms: u64,
 }
 
 /// The breaker that judges one call.
@@ -49,46 +69,74 @@ impl Breakers {
         Self {
             config,
             whole: Breaker::new(config, None),
-            parts: Mutex::new(HashMap::new()),
+            parts: Mutex::new(Parts::default()),
         }
     }
 
-    /// The breaker of `domain` (the whole store's for `None`).
-    pub(crate) fn of(&self, domain: Option<Arc<str>>) -> BreakerFor<'_> {
+    /// The breaker of `domain` (the whole store's for `None`) for a call at
+    /// `now_ms`.
+    pub(crate) fn of(&self, domain: Option<Arc<str>>, now_ms: u64) -> BreakerFor<'_> {
         let Some(domain) = domain else {
             return BreakerFor::Whole(&self.whole);
         };
         let mut parts = self.parts();
-        let breaker = parts
+        let part = parts
+            .by_name
             .entry(domain)
-            .or_insert_with_key(|domain| Arc::new(Breaker::new(self.config, Some(domain.clone()))));
-        BreakerFor::Part(breaker.clone())
+            .or_insert_with_key(|domain| Part {
+                breaker: Arc::new(Breaker::new(self.config, Some(domain.clone()))),
+                last_call_ms: now_ms,
+            });
+        part.last_call_ms = part.last_call_ms.max(now_ms);
+        BreakerFor::Part(part.breaker.clone())
     }
 
     /// Calls answered without the store, by every breaker.
-    pub(crate) fn short_circuited(&self) -> u64 {
-        let parts: u64 = self.parts().values().map(|b| b.short_circuited()).sum();
-        self.whole.short_circuited() + parts
+    pub(crate) fn short_circuited(&self, now_ms: u64) -> u64 {
+        let parts = self.live_parts(now_ms);
+        let live: u64 = parts
+            .by_name
+            .values()
+            .map(|part| part.breaker.short_circuited())
+            .sum();
+        self.whole.short_circuited() + parts.dropped_short_circuited + live
     }
 
     /// Whether any circuit is open now.
-    pub(crate) fn any_open(&self) -> bool {
-        self.whole.is_open() || self.parts().values().any(|b| b.is_open())
+    pub(crate) fn any_open(&self, now_ms: u64) -> bool {
+        let parts = self.live_parts(now_ms);
+        self.whole.is_open() || parts.by_name.values().any(|part| part.breaker.is_open())
     }
 
-    /// Every part that has had a call, by name, and whether its circuit is
-    /// open now.
-    pub(crate) fn part_states(&self) -> Vec<(Arc<str>, bool)> {
+    /// Every part called in the last [`IDLE_PART_MS`], by name, and whether
+    /// its circuit is open now.
+    pub(crate) fn part_states(&self, now_ms: u64) -> Vec<(Arc<str>, bool)> {
         let mut states: Vec<(Arc<str>, bool)> = self
-            .parts()
+            .live_parts(now_ms)
+            .by_name
             .iter()
-            .map(|(part, breaker)| (part.clone(), breaker.is_open()))
+            .map(|(name, part)| (name.clone(), part.breaker.is_open()))
             .collect();
         states.sort_unstable();
         states
     }
 
-    fn parts(&self) -> MutexGuard<'_, HashMap<Arc<str>, Arc<Breaker>>> {
+    /// The parts, those idle for [`IDLE_PART_MS`] at `now_ms` dropped first.
+    fn live_parts(&self, now_ms: u64) -> MutexGuard<'_, Parts> {
+        let mut parts = self.parts();
+        let mut dropped = 0;
+        parts.by_name.retain(|_, part| {
+            let idle = now_ms.saturating_sub(part.last_call_ms) >= IDLE_PART_MS;
+            if idle {
+                dropped += part.breaker.short_circuited();
+            }
+            !idle
+        });
+        parts.dropped_short_circuited += dropped;
+        parts
+    }
+
+    fn parts(&self) -> MutexGuard<'_, Parts> {
         self.parts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

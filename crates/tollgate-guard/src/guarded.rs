@@ -177,6 +177,7 @@ impl<S: Store> GuardedStore<S> {
     pub fn counts(&self) -> FailureCounts {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let now_ms = self.clock.now_ms();
         FailureCounts {
             store: get(&c.store),
             fail_open: get(&c.fail_open),
@@ -186,17 +187,18 @@ impl<S: Store> GuardedStore<S> {
             timeouts: get(&c.timeouts),
             transient_errors: get(&c.transient_errors),
             permanent_errors: get(&c.permanent_errors),
-            short_circuited: self.breakers.short_circuited(),
-            circuit_open: self.breakers.any_open(),
+            short_circuited: self.breakers.short_circuited(now_ms),
+            circuit_open: self.breakers.any_open(now_ms),
         }
     }
 
     /// Each part of a store that fails apart (a Redis Cluster's masters,
-    /// see [`Store::failure_domain`]) that has had a call, by name, and
-    /// whether its circuit is open now; empty for a store that fails as one.
-    /// Shared by sibling guards.
+    /// see [`Store::failure_domain`]) called in the last
+    /// [`IDLE_PART_MS`](crate::IDLE_PART_MS), by name, and whether its
+    /// circuit is open now; empty for a store that fails as one. Shared by
+    /// sibling guards.
     pub fn part_circuits(&self) -> Vec<(Arc<str>, bool)> {
-        self.breakers.part_states()
+        self.breakers.part_states(self.clock.now_ms())
     }
 
     /// The inner store's answer within the timeout; a timeout is a
@@ -236,8 +238,11 @@ impl<S: Store> GuardedStore<S> {
         now_ms: u64,
         cost: u32,
     ) -> Result<PlanDecision, StoreError> {
-        let breaker = self.breakers.of(self.inner.failure_domain(client));
-        let admission = breaker.admit(self.clock.now_ms());
+        let called_ms = self.clock.now_ms();
+        let breaker = self
+            .breakers
+            .of(self.inner.failure_domain(client), called_ms);
+        let admission = breaker.admit(called_ms);
         if admission == Admission::ShortCircuit {
             let error = StoreError::transient(
                 "the store failed repeatedly and was not called (circuit open)",
@@ -274,11 +279,8 @@ impl<S: Store> GuardedStore<S> {
         client: &str,
         now_ms: u64,
     ) -> Result<Inspection, StoreError> {
-        if self
-            .breakers
-            .of(self.inner.failure_domain(client))
-            .is_open()
-        {
+        let domain = self.inner.failure_domain(client);
+        if self.breakers.of(domain, self.clock.now_ms()).is_open() {
             return Err(StoreError::transient(
                 "the store failed repeatedly and was not called (circuit open)",
             ));

@@ -1,8 +1,9 @@
 //! A circuit breaker per part of a store that fails apart (a Redis Cluster's
 //! masters, named by `Store::failure_domain`): one part's failures open its
 //! own circuit only, the other parts' clients are still decided by the
-//! store, and each part probes and closes on its own. A stand-in store of
-//! two parts and a hand-moved clock; no sleeps.
+//! store, each part probes and closes on its own, and a part no longer
+//! called is dropped. A stand-in store of two parts and a hand-moved clock;
+//! no sleeps.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +14,7 @@ use tollgate::{
     AnyPolicy, DecidedBy, FailurePolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision,
     Store, StoreError, StoreFuture,
 };
-use tollgate_guard::{BreakerConfig, GuardedStore};
+use tollgate_guard::{BreakerConfig, GuardedStore, IDLE_PART_MS};
 
 /// Clients `a:…` live on part "a", `b:…` on part "b"; any other client's
 /// part is unknown (`None`). A part in `down` fails every call.
@@ -160,4 +161,36 @@ async fn siblings_share_every_parts_breaker() {
     assert!(sibling.check(&plan(), "a:9", 0, 1).await.is_err());
     assert_eq!(store.calls(), calls, "the sibling saw a's open circuit");
     assert_eq!(ask(&sibling, "b:1").await, DecidedBy::Store);
+}
+
+/// After a failover the old master gets no more calls: its circuit, open
+/// when it died, is dropped once idle for `IDLE_PART_MS` (else it would be
+/// shown open for ever), its short-circuited calls stay counted, and a part
+/// called again starts closed.
+#[tokio::test]
+async fn a_part_no_longer_called_is_dropped_and_its_count_kept() {
+    let store = TwoParts::new();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let guard = guard(&store, &clock);
+    store.set_down("a", true);
+    for _ in 0..4 {
+        ask(&guard, "a:1").await;
+    }
+    assert_eq!(guard.counts().short_circuited, 1);
+    clock.advance(IDLE_PART_MS - 1);
+    assert_eq!(ask(&guard, "b:1").await, DecidedBy::Store);
+    let a: Arc<str> = Arc::from("a");
+    let b: Arc<str> = Arc::from("b");
+    assert_eq!(
+        guard.part_circuits(),
+        [(a.clone(), true), (b.clone(), false)]
+    );
+    clock.advance(1);
+    assert_eq!(guard.part_circuits(), [(b, false)], "a was idle");
+    let counts = guard.counts();
+    assert!(!counts.circuit_open, "no circuit open any more");
+    assert_eq!(counts.short_circuited, 1, "a's short-circuited call");
+    let calls = store.calls();
+    assert_eq!(ask(&guard, "a:1").await, CLOSED, "a fresh breaker calls");
+    assert_eq!(store.calls(), calls + 1);
 }

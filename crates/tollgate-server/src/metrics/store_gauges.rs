@@ -64,7 +64,7 @@ pub struct Circuit {
     pub open: bool,
     /// Calls answered without calling the store so far.
     pub short_circuited: u64,
-    /// On a Redis Cluster, each master that has had a call (`host:port`)
+    /// On a Redis Cluster, each master called in the last 10 s (`host:port`)
     /// and whether its own circuit is open now; empty for one node.
     pub parts: Vec<(Arc<str>, bool)>,
 }

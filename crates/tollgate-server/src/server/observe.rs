@@ -82,7 +82,7 @@ pub struct StoreHealth {
     /// Since start (shared stores only): calls the store decided, calls the
     /// failure policy answered, timeouts and errors.
     pub calls: Option<StoreCalls>,
-    /// On a Redis Cluster, each master that has had a call and whether its
+    /// On a Redis Cluster, each master called in the last 10 s and whether its
     /// circuit is open (its clients answered by the failure policy without
     /// a call); empty for one node or memory.
     pub circuits: Vec<PartCircuit>,
