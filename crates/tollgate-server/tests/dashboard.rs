@@ -209,3 +209,41 @@ async fn the_browser_harness_renders_a_local_html_file() {
     assert!(png.starts_with(b"\x89PNG") && std::fs::metadata(&shot).expect("saved").len() > 0);
     browser.finish().await;
 }
+
+/// A test that fails before `finish()` drops its browser: dropping it stops
+/// the session's Chromium too, not only chromedriver (which left Chromium
+/// running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_dropped_without_finish_leaves_no_chromium_behind() {
+    let Some(browser) = Browser::start("dropped_browser", 400, 300).await else {
+        return;
+    };
+    let profile = browser.profile_dir().to_owned();
+    let running = browser.processes();
+    assert!(
+        !running.is_empty(),
+        "Chromium runs with {}",
+        profile.display()
+    );
+    drop(browser);
+    // The processes exit as the kernel gets to them: bounded, 5 s.
+    let still_running = || {
+        running.iter().any(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains(&*profile.to_string_lossy())
+        })
+    };
+    let mut gone = !still_running();
+    for _ in 0..50 {
+        if gone {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        gone = !still_running();
+    }
+    assert!(
+        gone,
+        "Chromium processes of {} still run",
+        profile.display()
+    );
+}

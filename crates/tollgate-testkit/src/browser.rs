@@ -55,7 +55,7 @@ const CHROMIUM_ARGS: &[&str] = &[
 pub struct Browser {
     client: Option<Client>,
     driver: Child,
-    _profile: tempfile::TempDir,
+    profile: tempfile::TempDir,
 }
 
 impl Browser {
@@ -99,7 +99,7 @@ impl Browser {
         let mut browser = Self {
             client: None,
             driver,
-            _profile: profile,
+            profile,
         };
         let url = format!("http://127.0.0.1:{port}");
         // chromedriver takes a moment to listen: retry, bounded in time.
@@ -118,6 +118,18 @@ impl Browser {
         };
         browser.client = Some(client);
         Some(browser)
+    }
+
+    /// This session's Chromium profile directory: every Chromium process of
+    /// the session names it on its command line (`--user-data-dir`).
+    pub fn profile_dir(&self) -> &Path {
+        self.profile.path()
+    }
+
+    /// The PIDs of the processes whose command line names
+    /// [`Browser::profile_dir`]: this session's Chromium and its helpers.
+    pub fn processes(&self) -> Vec<String> {
+        processes_using(self.profile.path())
     }
 
     /// The WebDriver client (navigate, find, click, type, run scripts).
@@ -178,8 +190,36 @@ impl Browser {
 }
 
 impl Drop for Browser {
+    /// Stops `chromedriver`, and, when the session was not ended by
+    /// [`Browser::finish`] (a test that failed first), the Chromium
+    /// processes it started: killing `chromedriver` leaves them running.
     fn drop(&mut self) {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+        if self.client.is_some() {
+            for pid in processes_using(self.profile.path()) {
+                let _ = Command::new("kill").args(["-9", &pid]).status();
+            }
+        }
     }
+}
+
+/// The PIDs of the processes whose command line names `profile` (this
+/// session's Chromium and its helpers, started with `--user-data-dir`).
+fn processes_using(profile: &Path) -> Vec<String> {
+    let needle = profile.display().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().into_string().ok()?;
+            pid.bytes().all(|b| b.is_ascii_digit()).then_some(())?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .contains(&needle)
+                .then_some(pid)
+        })
+        .collect()
 }
