@@ -186,18 +186,7 @@ impl OneMasterDown {
     /// victim is down or stalled (longer than the node timeout, the cluster
     /// marks it failed).
     async fn start(name: &str) -> Option<Self> {
-        let options = ClusterOptions {
-            extra: [
-                "--cluster-require-full-coverage",
-                "no",
-                "--cluster-node-timeout",
-                "1000",
-            ]
-            .map(String::from)
-            .to_vec(),
-            ..ClusterOptions::default()
-        };
-        Self::start_with(name, &options).await
+        Self::start_with(name, &ClusterOptions::one_master_may_fail()).await
     }
 
     async fn start_with(name: &str, options: &ClusterOptions) -> Option<Self> {

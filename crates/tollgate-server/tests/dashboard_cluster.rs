@@ -58,17 +58,7 @@ async fn circuits(t: &TestServer) -> Vec<(String, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_panel_shows_which_masters_circuit_is_open_in_a_real_browser() {
-    let options = ClusterOptions {
-        extra: [
-            "--cluster-require-full-coverage",
-            "no",
-            "--cluster-node-timeout",
-            "1000",
-        ]
-        .map(String::from)
-        .to_vec(),
-        ..ClusterOptions::default()
-    };
+    let options = ClusterOptions::one_master_may_fail();
     let Some(mut cluster) = RedisCluster::spawn_with("dashboard_cluster", &options) else {
         return;
     };

@@ -33,6 +33,26 @@ impl Default for ClusterOptions {
     }
 }
 
+impl ClusterOptions {
+    /// Three masters, no replicas, that keep serving their own slots while
+    /// one master is down or stalled (`--cluster-require-full-coverage no`),
+    /// and mark a silent master failed after one second
+    /// (`--cluster-node-timeout 1000`): for the drills that take one down.
+    pub fn one_master_may_fail() -> Self {
+        Self {
+            extra: [
+                "--cluster-require-full-coverage",
+                "no",
+                "--cluster-node-timeout",
+                "1000",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Self::default()
+        }
+    }
+}
+
 /// A Redis Cluster on loopback, killed on drop.
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
