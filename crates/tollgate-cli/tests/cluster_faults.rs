@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tollgate_redis::testing::{ClusterOptions, RedisCluster};
+use tollgate_redis::testing::{client_tag, ClusterOptions, RedisCluster};
 use tollgate_server::Options;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
@@ -163,7 +163,7 @@ fn split_by_node(
     candidates
         .iter()
         .cloned()
-        .partition(|client| on_node.contains(&format!("{{c:{client}}}")))
+        .partition(|client| on_node.contains(&client_tag(client)))
 }
 
 /// `serve` on a 3-master cluster, every client decided by the store once,

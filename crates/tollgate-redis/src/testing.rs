@@ -17,7 +17,7 @@ use std::time::Duration;
 mod cluster;
 mod tls;
 
-pub use cluster::{ClusterOptions, RedisCluster};
+pub use cluster::{client_tag, ClusterOptions, RedisCluster};
 pub use tls::TestCerts;
 
 /// Whether the environment demands a real Redis (`TOLLGATE_REQUIRE_REDIS=1`).

@@ -167,9 +167,8 @@ fn each_clients_failure_domain_is_the_master_holding_its_keys() {
             let client = format!("client-{i}");
             store.check(&plan, &client, 0, 1).await.expect("decided");
             let holder = cluster
-                .nodes()
-                .iter()
-                .find(|n| n.cli(&["KEYS", "*"]).contains(&format!("{{c:{client}}}")))
+                .node_holding(&client)
+                .map(|node| &cluster.nodes()[node])
                 .expect("a node holds the client's keys");
             let domain = store.failure_domain(&client).expect("a master");
             assert!(

@@ -79,17 +79,14 @@ async fn the_store_panel_shows_which_masters_circuit_is_open_in_a_real_browser()
             decided_by(&t, client).await;
         }
     }
-    assert_eq!(circuits(&t).await.len(), 3, "a circuit per master");
-    assert!(circuits(&t).await.iter().all(|(_, open)| !open));
+    let states = circuits(&t).await;
+    assert_eq!(states.len(), 3, "a circuit per master: {states:?}");
+    assert!(states.iter().all(|(_, open)| !open), "{states:?}");
 
     // Kill the master of client-0, and ask for its clients until its
     // circuit opens (5 failures by default).
-    let victim = (0..cluster.nodes().len())
-        .find(|&i| {
-            cluster.nodes()[i]
-                .cli(&["KEYS", "*"])
-                .contains("{c:client-0}")
-        })
+    let victim = cluster
+        .node_holding("client-0")
         .expect("a node holds client-0");
     let victim_address = format!("127.0.0.1:{}", cluster.nodes()[victim].port());
     cluster.nodes_mut()[victim].kill();

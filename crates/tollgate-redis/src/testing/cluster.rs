@@ -53,6 +53,16 @@ impl ClusterOptions {
     }
 }
 
+/// The hash tag every key of `client` carries, `{c:<client>}` with the id
+/// escaped as the store escapes it ([`crate::keys`]): to find a client's
+/// keys among a node's.
+pub fn client_tag(client: &str) -> String {
+    let mut tag = String::from("{c:");
+    crate::keys::escape_into(client.as_bytes(), &mut tag);
+    tag.push('}');
+    tag
+}
+
 /// A Redis Cluster on loopback, killed on drop.
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
@@ -153,6 +163,14 @@ impl RedisCluster {
             .filter(|&i| self.nodes[i].pid().is_some())
             .filter(|&i| self.nodes[i].cli(&["ROLE"]).starts_with("master"))
             .collect()
+    }
+
+    /// The index of the first node (in [`RedisCluster::nodes`]) holding
+    /// keys of `client` (by [`client_tag`]): where a client the store has
+    /// decided for keeps its state.
+    pub fn node_holding(&self, client: &str) -> Option<usize> {
+        let tag = client_tag(client);
+        (0..self.nodes.len()).find(|&node| self.nodes[node].cli(&["KEYS", "*"]).contains(&tag))
     }
 
     /// The certificates of a TLS cluster (one CA for every node).
