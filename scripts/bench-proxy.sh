@@ -5,6 +5,7 @@
 #   scripts/bench-proxy.sh
 #   ROUNDS=5 DURATION=10s CONNECTIONS="32 64" WRK_THREADS=1 scripts/bench-proxy.sh
 #   BASELINE=/tmp/tollgate-old scripts/bench-proxy.sh   # a third contender: another tollgate binary
+#   SYSCALLS=1 scripts/bench-proxy.sh    # also system calls and context switches per request (perf stat)
 #
 # Both proxies decide every request per client IP address and forward it:
 # nginx with `limit_req_zone $binary_remote_addr` and `limit_req ... nodelay`,
@@ -20,6 +21,11 @@
 # wrk counted): the tollgate process (all its threads), or nginx's worker
 # processes (the children of its master), so that the work of the two is
 # compared in the same run, apart from wrk's and the upstream's.
+# With SYSCALLS=1, each wrk run is also watched by `perf stat` (the kernel's
+# tracepoints and software events, which need no hardware counters) on the
+# same processes: the syscalls column is system calls per request (all of
+# them, then writev/recvfrom/epoll_wait), the switches column context
+# switches per request.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +34,7 @@ DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-32 64}
 WRK_THREADS=${WRK_THREADS:-1}
 BASELINE=${BASELINE:-}
+SYSCALLS=${SYSCALLS:-}
 UPSTREAM_PORT=13100
 NGINX_PORT=18183
 TOLLGATE_PORT=18184
@@ -111,21 +118,38 @@ if [ -n "$BASELINE" ]; then
     contenders="$contenders baseline:$BASELINE_PORT"
 fi
 
-# cpu_ticks NAME: user + system clock ticks so far of a contender: the
-# tollgate process (all threads), or the sum of nginx's workers (its
-# master's children; the master itself only waits).
-cpu_ticks() {
-    local pid=${pid_of[$1]} pids
+# counted_pids NAME: the processes whose work is a contender's: the tollgate
+# process (all threads), or nginx's workers (its master's children; the
+# master itself only waits).
+counted_pids() {
+    local pid=${pid_of[$1]}
     if [ "$1" = nginx ]; then
-        pids=$(cat /proc/"$pid"/task/*/children)
+        cat /proc/"$pid"/task/*/children
     else
-        pids=$pid
+        echo "$pid"
     fi
-    for p in $pids; do
+}
+
+# cpu_ticks NAME: user + system clock ticks so far of a contender.
+cpu_ticks() {
+    for p in $(counted_pids "$1"); do
         # Fields 14 and 15 of /proc/PID/stat, counted after the ")" that
         # ends the command name (which may hold spaces).
         sed 's/.*) //' /proc/"$p"/stat | awk '{print $12 + $13}'
     done | awk '{t += $1} END {print t + 0}'
+}
+
+SYSCALL_EVENTS=raw_syscalls:sys_enter,syscalls:sys_enter_writev,syscalls:sys_enter_recvfrom,syscalls:sys_enter_epoll_wait,context-switches
+if [ -n "$SYSCALLS" ]; then
+    perf stat -e "$SYSCALL_EVENTS" -- true >/dev/null 2>&1 ||
+        { echo "SYSCALLS=1 needs perf with the kernel's syscall tracepoints (linux-perf)" >&2; exit 1; }
+fi
+# per_request FILE REQUESTS: "all/writev/recvfrom/epoll_wait switches" per request.
+per_request() {
+    awk -F, -v n="$2" '{c[$3] = $1}
+        END {printf "%.2f/%.2f/%.2f/%.2f %.2f\n", c["raw_syscalls:sys_enter"] / n,
+            c["syscalls:sys_enter_writev"] / n, c["syscalls:sys_enter_recvfrom"] / n,
+            c["syscalls:sys_enter_epoll_wait"] / n, c["context-switches"] / n}' "$1"
 }
 TICKS_PER_S=$(getconf CLK_TCK)
 for c in $contenders; do
@@ -159,14 +183,26 @@ for conns in $CONNECTIONS; do
         for c in $order; do
             load=$(cut -d' ' -f1 /proc/loadavg)
             before=$(cpu_ticks "${c%%:*}")
+            if [ -n "$SYSCALLS" ]; then # counts into $DIR/perf until stopped with SIGINT
+                perf stat -x, -e "$SYSCALL_EVENTS" -p "$(echo $(counted_pids "${c%%:*}") | tr ' ' ,)" \
+                    -o "$DIR/perf" >/dev/null 2>&1 &
+                perf_pid=$!
+            fi
             read -r rps p50 p99 bad requests <<<"$(run_wrk "$conns" "${c#*:}")"
             after=$(cpu_ticks "${c%%:*}")
             cpu_us=$(awk -v t=$((after - before)) -v hz="$TICKS_PER_S" -v n="$requests" \
                 'BEGIN {printf "%.1f", n ? t * 1e6 / hz / n : 0}')
-            echo "$conns $round ${c%%:*} $rps $p50 $p99 $bad $load $cpu_us" | tee -a "$results"
+            syscalls=""
+            if [ -n "$SYSCALLS" ]; then
+                kill -INT "$perf_pid"
+                wait "$perf_pid" || true
+                syscalls=" $(per_request "$DIR/perf" "$requests")"
+            fi
+            echo "$conns $round ${c%%:*} $rps $p50 $p99 $bad $load $cpu_us$syscalls" | tee -a "$results"
         done
     done
-done | awk 'BEGIN {print "connections round contender req/s p50_ms p99_ms non-2xx load1 cpu_us"} {print}'
+done | awk -v s="${SYSCALLS:+ syscalls(all/writev/recvfrom/epoll_wait) switches}" \
+    'BEGIN {print "connections round contender req/s p50_ms p99_ms non-2xx load1 cpu_us" s} {print}'
 
 echo
 echo "medians over $ROUNDS rounds (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
