@@ -185,6 +185,10 @@ impl Stats {
         counter.fetch_add(1, Ordering::Relaxed);
         if let Some(i) = STAND_INS.iter().position(|d| *d == decision.decided_by) {
             second.stand_ins[i].fetch_add(1, Ordering::Relaxed);
+        }
+        // The rejection cache answers for a store that works: only a failure
+        // policy's answer stands for a store error.
+        if let DecidedBy::Failure(_) = decision.decided_by {
             second.store_errors.fetch_add(1, Ordering::Relaxed);
         }
     }

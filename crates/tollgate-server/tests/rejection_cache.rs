@@ -107,6 +107,18 @@ async fn a_repeat_offender_is_answered_by_the_cache_until_the_wait_is_over() {
         3
     );
     assert_eq!(metric(&m, "tollgate_rejection_cache_clients"), 1);
+    // The cache's answers are not store failures: the dashboard's store
+    // panel stays healthy.
+    let stats: serde_json::Value = t.get("/v1/stats").await.json();
+    assert_eq!(stats["store"]["status"], "ok", "{}", stats["store"]);
+    assert_eq!(stats["store"]["errors_last_10s"], 0, "{}", stats["store"]);
+    let store_errors: u64 = stats["store_errors"]
+        .as_array()
+        .expect("store_errors is a list")
+        .iter()
+        .map(|n| n.as_u64().expect("a count"))
+        .sum();
+    assert_eq!(store_errors, 0, "{stats}");
     // At exactly t + w the store decides again, and allows.
     t.clock.advance(100);
     let after = check(&t, "abuser").await;
