@@ -12,6 +12,11 @@ pub enum KeyError {
     /// The header is there but holds only white space.
     #[error("the {0} header is empty: it carries the client id")]
     EmptyHeader(HeaderName),
+    /// The header is given more than once: which of its values names the
+    /// client is anyone's guess (a proxy that appends, a caller that adds
+    /// one), so none is taken rather than charging the first.
+    #[error("the {0} header is given more than once: it must name one client")]
+    Repeated(HeaderName),
     /// The header's bytes are not UTF-8 text.
     #[error("the {0} header is not valid UTF-8")]
     NotUtf8(HeaderName),

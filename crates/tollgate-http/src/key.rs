@@ -12,12 +12,17 @@ pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 /// The value of the header `name`, trimmed of white space.
 ///
 /// # Errors
-/// [`KeyError::MissingHeader`], [`KeyError::EmptyHeader`] (only white
-/// space) or [`KeyError::NotUtf8`].
+/// [`KeyError::MissingHeader`], [`KeyError::Repeated`] (more than one
+/// value), [`KeyError::EmptyHeader`] (only white space) or
+/// [`KeyError::NotUtf8`].
 pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyError> {
-    let value = headers
-        .get(name)
+    let mut values = headers.get_all(name).iter();
+    let value = values
+        .next()
         .ok_or_else(|| KeyError::MissingHeader(name.clone()))?;
+    if values.next().is_some() {
+        return Err(KeyError::Repeated(name.clone()));
+    }
     let text = std::str::from_utf8(value.as_bytes())
         .map_err(|_| KeyError::NotUtf8(name.clone()))?
         .trim();
@@ -35,9 +40,14 @@ pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyE
 /// # Errors
 /// [`KeyError::NotBearer`] when `Authorization` is there but not a bearer
 /// token and `X-Api-Key` is missing; [`KeyError::MissingApiKey`] when
-/// neither is there; what [`header_key`] says of a bad `X-Api-Key`.
+/// neither is there; [`KeyError::Repeated`] when `Authorization` is given
+/// more than once; what [`header_key`] says of a bad `X-Api-Key`.
 pub fn api_key(headers: &HeaderMap) -> Result<String, KeyError> {
-    let authorization = headers.get(AUTHORIZATION);
+    let mut authorizations = headers.get_all(AUTHORIZATION).iter();
+    let authorization = authorizations.next();
+    if authorizations.next().is_some() {
+        return Err(KeyError::Repeated(AUTHORIZATION));
+    }
     if let Some(token) = authorization.and_then(|v| bearer_token(v.as_bytes())) {
         return Ok(token.to_owned());
     }
@@ -86,6 +96,29 @@ mod tests {
         assert!(KeyError::MissingHeader(name)
             .to_string()
             .contains("x-client-id"));
+    }
+
+    #[test]
+    fn a_key_header_given_twice_names_no_client() {
+        let name = HeaderName::from_static("x-client-id");
+        let twice = headers(&[("x-client-id", b"alice"), ("x-client-id", b"bob")]);
+        assert_eq!(
+            header_key(&twice, &name),
+            Err(KeyError::Repeated(name.clone()))
+        );
+        let api_twice = headers(&[("x-api-key", b"k1"), ("x-api-key", b"k2")]);
+        assert_eq!(api_key(&api_twice), Err(KeyError::Repeated(X_API_KEY)));
+        let bearer_twice = headers(&[
+            ("authorization", b"Bearer tok1"),
+            ("authorization", b"Bearer tok2"),
+        ]);
+        assert_eq!(
+            api_key(&bearer_twice),
+            Err(KeyError::Repeated(AUTHORIZATION))
+        );
+        assert!(KeyError::Repeated(name)
+            .to_string()
+            .contains("x-client-id header is given more than once"));
     }
 
     #[test]

@@ -32,8 +32,8 @@ use crate::server::Server;
 use body::read_body;
 pub use hot_routes::HotRoutes;
 pub use request::{
-    check_client, check_cost, decode_check, CheckRequest, PlanQuery, MAX_BODY_BYTES,
-    MAX_CLIENT_BYTES,
+    check_client, check_cost, decode_check, no_check_query, CheckRequest, PlanQuery,
+    MAX_BODY_BYTES, MAX_CLIENT_BYTES,
 };
 pub use response::{decision_response, json, rate_limit_headers, Rejection};
 
@@ -70,16 +70,21 @@ pub(crate) fn refuse(server: &Server, rejection: Rejection) -> Response {
 }
 
 async fn check(State(server): State<Server>, request: Request) -> Response {
-    answer_check(&server, request.into_body()).await
+    let (parts, body) = request.into_parts();
+    answer_check(&server, parts.uri.query(), body).await
 }
 
 /// `POST /v1/check`: the body read whole (at most [`MAX_BODY_BYTES`]),
-/// decoded and decided.
-pub(crate) async fn answer_check<B>(server: &Server, body: B) -> Response
+/// decoded and decided. A query string is refused, not ignored: a caller
+/// who writes `?plan=gold` must not be decided on another plan unawares.
+pub(crate) async fn answer_check<B>(server: &Server, query: Option<&str>, body: B) -> Response
 where
     B: HttpBody<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
+    if let Err(rejection) = no_check_query(query) {
+        return refuse(server, rejection);
+    }
     let body = match read_body(body).await {
         Ok(body) => body,
         Err(rejection) => return refuse(server, rejection),

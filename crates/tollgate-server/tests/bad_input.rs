@@ -31,8 +31,19 @@ async fn bad_check_bodies_are_named_and_change_nothing() {
     let bad = StatusCode::BAD_REQUEST;
     refused(&t, "", bad, "body is empty").await;
     refused(&t, "{\"client\": \"victim\"", bad, "malformed JSON").await;
-    refused(&t, "client=victim", bad, "malformed JSON").await;
-    refused(&t, "[\"victim\"]", bad, "malformed JSON").await;
+    refused(&t, "client=victim", bad, "must be a JSON object").await;
+    // An array is not a check, whatever it holds: serde would read a
+    // struct from a sequence of its fields.
+    refused(&t, "[\"victim\"]", bad, "must be a JSON object").await;
+    refused(&t, "[\"victim\", 1, null]", bad, "must be a JSON object").await;
+    refused(
+        &t,
+        " [\"victim\", 1, \"free\"]",
+        bad,
+        "must be a JSON object",
+    )
+    .await;
+    refused(&t, "\"victim\"", bad, "must be a JSON object").await;
     refused(&t, "{\"cost\": 1}", bad, "missing field \"client\"").await;
     refused(&t, "{\"client\": \"\"}", bad, "client id is empty").await;
     refused(&t, "{\"client\": null}", bad, "missing field \"client\"").await;
@@ -121,6 +132,18 @@ async fn bad_check_bodies_are_named_and_change_nothing() {
     )
     .await;
 
+    // The check reads no query: a plan asked for there is refused, not
+    // silently replaced by the client's own.
+    let a = t
+        .post_json("/v1/check?plan=gold", "{\"client\": \"victim\"}")
+        .await;
+    assert_eq!(a.status, bad, "{}", a.body);
+    assert!(
+        a.error().contains("reads no query string (got ?plan=gold)"),
+        "{}",
+        a.body
+    );
+
     // A client id of exactly 256 bytes is fine.
     let fits = format!("{{\"client\": \"{}\"}}", "v".repeat(256));
     assert_eq!(t.post_check(fits).await.status, StatusCode::OK);
@@ -134,7 +157,7 @@ async fn bad_check_bodies_are_named_and_change_nothing() {
     );
     let metrics = t.get("/metrics").await.body;
     assert!(
-        metrics.contains("tollgate_bad_requests_total{status=\"400\"} 19\n"),
+        metrics.contains("tollgate_bad_requests_total{status=\"400\"} 23\n"),
         "{metrics}"
     );
     assert!(
@@ -177,6 +200,19 @@ async fn bad_remaining_and_auth_requests_are_named() {
         .await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert!(a.error().contains("unknown plan"));
+
+    // Two client ids in one request: neither is charged.
+    let a = t
+        .get_with("/v1/auth", &[("X-Client-Id", "w"), ("X-Client-Id", "w2")])
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.body);
+    assert!(
+        a.error()
+            .contains("x-client-id header is given more than once"),
+        "{}",
+        a.body
+    );
+    assert_eq!(t.remaining("w2", 0).await, 2);
 
     // None of it touched client "w".
     assert_eq!(t.remaining("w", 0).await, 2);

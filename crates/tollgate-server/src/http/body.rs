@@ -17,12 +17,18 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::{Rejection, MAX_BODY_BYTES};
 
 /// A request body, whole, refused past [`MAX_BODY_BYTES`] (413) or when
-/// the connection fails while it is read (400).
+/// the connection fails while it is read (400). A body whose declared
+/// length (`Content-Length`) is already over the limit is refused before
+/// any of it is read: its sender may never send it, and would otherwise
+/// hold the connection until the idle timeout.
 pub(crate) async fn read_body<B>(body: B) -> Result<Bytes, Rejection>
 where
     B: HttpBody<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
+    if body.size_hint().lower() > MAX_BODY_BYTES as u64 {
+        return Err(too_large());
+    }
     let mut body = pin!(Limited::new(body, MAX_BODY_BYTES));
     let first = match body.frame().await {
         None => return Ok(Bytes::new()),
@@ -44,13 +50,17 @@ where
 /// What a failed read tells the caller.
 fn refusal(error: BoxError) -> Rejection {
     if error.is::<LengthLimitError>() {
-        Rejection::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is over the limit of {MAX_BODY_BYTES} bytes"),
-        )
+        too_large()
     } else {
         Rejection::bad_request(format!("cannot read the request body: {error}"))
     }
+}
+
+fn too_large() -> Rejection {
+    Rejection::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the request body is over the limit of {MAX_BODY_BYTES} bytes"),
+    )
 }
 
 #[cfg(test)]
@@ -58,6 +68,7 @@ mod tests {
     use super::*;
     use axum::body::Body;
     use http_body_util::channel::Channel;
+    use std::future::Future;
 
     /// `read_body` of a body that sends `chunks` one frame each, with no
     /// size hint.
@@ -95,5 +106,44 @@ mod tests {
             assert_eq!(refused.status, StatusCode::PAYLOAD_TOO_LARGE);
         }
         assert!(read_frames(&[&BIG]).await.is_ok());
+    }
+
+    /// A body that declares `length` bytes and never sends any.
+    struct Silent {
+        length: u64,
+    }
+
+    impl HttpBody for Silent {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+            std::task::Poll::Pending
+        }
+
+        fn size_hint(&self) -> http_body::SizeHint {
+            http_body::SizeHint::with_exact(self.length)
+        }
+    }
+
+    /// `read_body` of a body declaring `length` bytes, polled once.
+    fn read_silent_once(length: u64) -> std::task::Poll<Result<Bytes, Rejection>> {
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        std::pin::pin!(read_body(Silent { length })).poll(&mut context)
+    }
+
+    #[test]
+    fn a_body_declared_over_the_limit_is_refused_before_it_is_read() {
+        match read_silent_once(MAX_BODY_BYTES as u64 + 1) {
+            std::task::Poll::Ready(Err(refused)) => {
+                assert_eq!(refused.status, StatusCode::PAYLOAD_TOO_LARGE)
+            }
+            other => panic!("expected a 413 at once, got {other:?}"),
+        }
+        // At the limit, the body is waited for.
+        assert!(read_silent_once(MAX_BODY_BYTES as u64).is_pending());
     }
 }

@@ -61,7 +61,10 @@ where
         match (request.method(), request.uri().path()) {
             (&Method::POST, "/v1/check") => {
                 let server = self.server.clone();
-                Box::pin(async move { Ok(answer_check(&server, request.into_body()).await) })
+                Box::pin(async move {
+                    let (parts, body) = request.into_parts();
+                    Ok(answer_check(&server, parts.uri.query(), body).await)
+                })
             }
             (&Method::GET, "/v1/auth") => {
                 let server = self.server.clone();

@@ -51,6 +51,12 @@ pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Reje
             "the request body is empty: expected JSON like {\"client\": \"alice\", \"cost\": 1}",
         ));
     }
+    // serde would read the struct from an array of its fields too.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(Rejection::bad_request(
+            "the request body must be a JSON object like {\"client\": \"alice\", \"cost\": 1}",
+        ));
+    }
     let raw: RawCheck<'_> = serde_json::from_slice(body)
         .map_err(|e| Rejection::bad_request(format!("malformed JSON body: {e}")))?;
     let client = raw
@@ -68,6 +74,21 @@ pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Reje
         }
     }
     Ok(CheckRequest { client, cost, plan })
+}
+
+/// `POST /v1/check` takes everything from its body, so a query string is
+/// refused rather than ignored.
+///
+/// # Errors
+/// A 400 [`Rejection`] quoting the query.
+pub fn no_check_query(query: Option<&str>) -> Result<(), Rejection> {
+    match query {
+        None => Ok(()),
+        Some(query) => Err(Rejection::bad_request(format!(
+            "POST /v1/check reads no query string (got ?{query}): send client, cost and plan \
+             in the JSON body, e.g. {{\"client\": \"alice\", \"cost\": 1, \"plan\": \"free\"}}"
+        ))),
+    }
 }
 
 /// Checks a client id: not empty, at most [`MAX_CLIENT_BYTES`] bytes.
@@ -140,7 +161,8 @@ mod tests {
     fn every_mistake_is_named() {
         assert!(error("").contains("empty"));
         assert!(error("{").contains("malformed JSON"));
-        assert!(error("[]").contains("malformed JSON"));
+        assert!(error("[]").contains("must be a JSON object"));
+        assert!(error(r#"["a", 1, null]"#).contains("must be a JSON object"));
         assert!(error("{}").contains("missing field \"client\""));
         assert!(error(r#"{"client":""}"#).contains("client id is empty"));
         assert!(error(&format!(r#"{{"client":"{}"}}"#, "x".repeat(257))).contains("257 bytes"));

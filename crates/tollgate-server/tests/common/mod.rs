@@ -97,9 +97,14 @@ impl TestServer {
 
     /// `POST /v1/check` with a raw body.
     pub async fn post_check(&self, body: impl Into<reqwest::Body>) -> Answer {
+        self.post_json("/v1/check", body).await
+    }
+
+    /// `POST path` (which may carry a query) with a raw JSON body.
+    pub async fn post_json(&self, path: &str, body: impl Into<reqwest::Body>) -> Answer {
         let response = self
             .http
-            .post(format!("{}/v1/check", self.base))
+            .post(format!("{}{path}", self.base))
             .header("content-type", "application/json")
             .body(body)
             .send()
