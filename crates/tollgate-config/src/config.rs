@@ -208,6 +208,8 @@ impl Config {
             connections,
         };
         overrides.apply(&mut config)?;
+        general::check_distinct_addresses(&config, &file, &at)?;
+        store::check_ca_has_redis(&config, &file.store, &at)?;
         redis_bounds::check_store_bounds(&config, &file, &at)?;
         Ok(config)
     }
@@ -250,21 +252,35 @@ impl Config {
 
 /// Reads a config file, refusing huge ones.
 ///
+/// The size is checked twice: from the file's metadata, for a clear message
+/// about a regular file, and while reading, since a device or a pipe
+/// (`/dev/zero`, `<(yes)`) has no length to check and never ends.
+///
 /// # Errors
 /// [`Error::ReadConfig`].
 pub fn read_config_text(path: &Path) -> Result<String, Error> {
+    use std::io::Read;
     let read_error = |source| Error::ReadConfig {
         path: path.to_owned(),
         source,
     };
+    let too_big = |size: String| {
+        read_error(std::io::Error::other(format!(
+            "the file is {size}, over the {MAX_CONFIG_BYTES}-byte limit for a config"
+        )))
+    };
     let metadata = std::fs::metadata(path).map_err(read_error)?;
     if metadata.len() > MAX_CONFIG_BYTES {
-        return Err(read_error(std::io::Error::other(format!(
-            "the file is {} bytes, over the {MAX_CONFIG_BYTES}-byte limit for a config",
-            metadata.len()
-        ))));
+        return Err(too_big(format!("{} bytes", metadata.len())));
     }
-    std::fs::read_to_string(path).map_err(read_error)
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text))
+        .map_err(read_error)?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_big("longer (it goes on)".to_owned()));
+    }
+    Ok(text)
 }
 
 impl Error {

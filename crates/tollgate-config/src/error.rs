@@ -67,4 +67,12 @@ pub enum Error {
         /// The address as given.
         addr: String,
     },
+    /// Two of serve's addresses (HTTP or gRPC) on one socket, one of them
+    /// given on the command line (in the file, it is an
+    /// [`Error::InvalidConfig`] at its line).
+    #[error("{detail}")]
+    AddressesCollide {
+        /// Which addresses, from which keys or flags.
+        detail: String,
+    },
 }

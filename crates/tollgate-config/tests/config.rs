@@ -339,6 +339,54 @@ fn limits_the_redis_store_cannot_serve_are_refused_with_their_line() {
     }
     // Everyday limits pass.
     assert!(Config::parse(&format!("{redis}{LIMIT}")).is_ok());
+    // A cluster's scripts are the same Lua: the same bounds.
+    let cluster = "[store]\ncluster = [\"redis://127.0.0.1:7000\"]\n";
+    let huge = "[[plans.free]]\nname = \"huge\"\npolicy = \"gcra\"\nlimit = 10\nwindow = \"100000000000d\"\n";
+    let (line, _, message) = mistake(&format!("{cluster}{huge}"));
+    assert_eq!(line, 7, "{message}");
+    assert!(
+        message.contains("the redis store cannot serve"),
+        "{message}"
+    );
+    assert!(Config::parse(&format!("{cluster}{LIMIT}")).is_ok());
+}
+
+/// Two of serve's addresses on one socket pass no start-up: refused when
+/// checked, at the address written second.
+#[test]
+fn every_address_serve_listens_on_is_its_own() {
+    for (addresses, line) in [
+        ("listen = [\"127.0.0.1:9000\", \"127.0.0.1:9000\"]\n", 1),
+        (
+            "listen = [\"127.0.0.1:9000\"]\n[envoy]\ngrpc_listen = \"127.0.0.1:9000\"\n",
+            3,
+        ),
+        ("listen = [\"0.0.0.0:9000\", \"127.0.0.1:9000\"]\n", 1),
+        ("listen = [\"127.0.0.1:9000\", \"[::]:9000\"]\n", 1),
+    ] {
+        let (at, _, message) = mistake(&format!("{addresses}{LIMIT}"));
+        assert_eq!(at, line, "{message}");
+        assert!(message.contains("must be its own"), "{message}");
+    }
+    for fine in [
+        "listen = [\"127.0.0.1:9000\", \"127.0.0.2:9000\"]\n",
+        "listen = [\"127.0.0.1:0\", \"127.0.0.1:0\"]\n",
+        "listen = [\"[::1]:9000\", \"0.0.0.0:9000\"]\n",
+        "listen = [\"127.0.0.1:9000\"]\n[envoy]\ngrpc_listen = \"127.0.0.1:9001\"\n",
+    ] {
+        assert!(Config::parse(&format!("{fine}{LIMIT}")).is_ok(), "{fine}");
+    }
+    // A flag's address collides too, and no line of the file is blamed.
+    let flags = Overrides {
+        listen: vec!["127.0.0.1:8081".to_owned()],
+        ..Overrides::default()
+    };
+    match Config::parse_with(LIMIT, &flags) {
+        Err(Error::AddressesCollide { detail }) => {
+            assert!(detail.contains("127.0.0.1:8081 is given twice"), "{detail}");
+        }
+        other => panic!("expected the default gRPC address to collide, got {other:?}"),
+    }
 }
 
 #[test]
@@ -427,4 +475,15 @@ fn a_rejection_cache_cap_out_of_bounds_is_refused_with_its_line() {
     }
     let typo = "[store]\nrejection_cache = \"yes\"\n".to_owned() + LIMIT;
     assert!(Config::parse(&typo).is_err());
+}
+
+#[test]
+fn a_config_path_that_never_ends_is_refused_at_the_size_limit() {
+    // A device has no length in its metadata; reading it must still stop.
+    let error = Config::load(std::path::Path::new("/dev/zero")).expect_err("refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("/dev/zero") && message.contains("1048576-byte limit"),
+        "{message}"
+    );
 }

@@ -84,6 +84,29 @@ fn mistakes_in_the_redis_target_are_shown_at_their_line() {
         ca_file(&dir).display()
     ));
     assert!(ca_without_tls.contains("not rediss://"), "{ca_without_tls}");
+    // With the memory store a CA would be ignored: refused, at its line.
+    for store in ["", "url = \"memory\"\n"] {
+        let ca_on_memory = error(&format!(
+            "{LIMIT}[store]\n{store}tls_ca = \"{}\"\n",
+            ca_file(&dir).display()
+        ));
+        let line = if store.is_empty() { "line 7" } else { "line 8" };
+        assert!(
+            ca_on_memory.contains(line) && ca_on_memory.contains("but the store is memory"),
+            "{ca_on_memory}"
+        );
+    }
+    let negative = error(&format!("{LIMIT}[store]\nurl = \"redis://h:1/-1\"\n"));
+    assert!(
+        negative.contains("line 7") && negative.contains("database -1 does not exist"),
+        "{negative}"
+    );
+    let not_a_number = error(&format!("{LIMIT}[store]\nurl = \"redis://h:1/abc\"\n"));
+    assert!(
+        not_a_number.contains("has no valid database number")
+            && !not_a_number.contains("is not a redis://"),
+        "{not_a_number}"
+    );
     let missing = error(&format!(
         "{LIMIT}[store]\nurl = \"rediss://h:1\"\ntls_ca = \"/nonexistent/ca.pem\"\n"
     ));

@@ -135,12 +135,20 @@ impl RedisTarget {
         let mut infos = Vec::with_capacity(self.nodes.len());
         for (i, url) in self.nodes.iter().enumerate() {
             let info = url.as_str().into_connection_info().map_err(|e| {
-                RedisStoreError::Config(format!(
-                    "Redis URL number {} is not a redis:// or rediss:// URL: {}",
-                    i + 1,
-                    e
-                ))
+                let what = if e.to_string().contains("database") {
+                    "has no valid database number (the path after host:port, e.g. /0)"
+                } else {
+                    "is not a redis:// or rediss:// URL"
+                };
+                RedisStoreError::Config(format!("Redis URL number {} {what}: {e}", i + 1))
             })?;
+            if info.redis_settings().db() < 0 {
+                return bad(format!(
+                    "{}: database {} does not exist: Redis numbers its databases from 0",
+                    redact(&info),
+                    info.redis_settings().db()
+                ));
+            }
             if self.cluster && info.redis_settings().db() != 0 {
                 return bad(format!(
                     "{}: a Redis Cluster has only database 0",

@@ -1,11 +1,11 @@
 //! The top-level keys: `listen`, `max_cost` and `sweep_interval`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use toml::Spanned;
 
 use super::window::Millis;
-use super::{At, DEFAULT_LISTEN, DEFAULT_MAX_COST, DEFAULT_SWEEP_INTERVAL_MS};
+use super::{file, At, Config, DEFAULT_LISTEN, DEFAULT_MAX_COST, DEFAULT_SWEEP_INTERVAL_MS};
 use crate::Error;
 
 /// The shortest `sweep_interval` accepted, in ms.
@@ -37,6 +37,65 @@ pub(super) fn build_listen(
             })
             .collect(),
     }
+}
+
+/// Every address `serve` listens on, HTTP (`listen`) and gRPC
+/// (`grpc_listen`), taken once (after the flags): two of them on one socket
+/// would pass `tollgate check` and then fail at start-up with "Address
+/// already in use", which points at some other process.
+pub(super) fn check_distinct_addresses(
+    config: &Config,
+    file: &file::File,
+    at: &At<'_>,
+) -> Result<(), Error> {
+    let grpc = config
+        .envoy
+        .grpc_listen
+        .iter()
+        .map(|addr| (addr, "grpc_listen"));
+    let all: Vec<(&SocketAddr, &str)> = config
+        .listen
+        .iter()
+        .map(|addr| (addr, "listen"))
+        .chain(grpc)
+        .collect();
+    for (i, (a, key_a)) in all.iter().enumerate() {
+        let Some((b, key_b)) = all[..i].iter().find(|(b, _)| same_socket(a, b)) else {
+            continue;
+        };
+        // The file's line, unless a flag gave this address.
+        let written = match *key_a {
+            "grpc_listen" => file.envoy.grpc_listen.as_ref(),
+            _ => file.listen.as_ref().and_then(|addrs| addrs.get(i)),
+        };
+        let span = written
+            .filter(|text| text.get_ref().parse::<SocketAddr>().ok().as_ref() == Some(*a))
+            .map(Spanned::span);
+        let what = if a == b {
+            format!("{a} is given twice")
+        } else {
+            format!("{a} overlaps {b}")
+        };
+        let detail = format!(
+            "{what} ({key_b}, then {key_a}): every address serve listens on must be its own"
+        );
+        return Err(match span {
+            Some(span) => at(span, detail),
+            None => Error::AddressesCollide { detail },
+        });
+    }
+    Ok(())
+}
+
+/// Whether binding both would collide: the same port (not 0, which the
+/// system picks) on the same address, or on a wildcard address that covers
+/// the other (`0.0.0.0` its family's, `[::]` every address).
+fn same_socket(a: &SocketAddr, b: &SocketAddr) -> bool {
+    let covers =
+        |wide: IpAddr, other: IpAddr| wide.is_unspecified() && (wide.is_ipv6() || other.is_ipv4());
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || covers(a.ip(), b.ip()) || covers(b.ip(), a.ip()))
 }
 
 /// `max_cost`: from 1 to `u32::MAX`.

@@ -16,7 +16,10 @@ pub(super) fn check_store_bounds(
     file: &file::File,
     at: &At<'_>,
 ) -> Result<(), Error> {
-    if !matches!(config.store.kind, StoreKind::Redis { .. }) {
+    if !matches!(
+        config.store.kind,
+        StoreKind::Redis { .. } | StoreKind::RedisCluster { .. }
+    ) {
         return Ok(());
     }
     for (plan, limits) in &file.plans {

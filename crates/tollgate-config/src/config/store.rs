@@ -246,6 +246,27 @@ fn build_timeout(section: &file::StoreSection, at: &At<'_>) -> Result<u64, Error
     }
 }
 
+/// A CA file (`tls_ca`, or `--redis-ca`) is for a `rediss://` Redis store:
+/// with the memory store it would be ignored, so it is refused (checked
+/// after the flags, which may name the Redis store it is for).
+pub(super) fn check_ca_has_redis(
+    config: &super::Config,
+    section: &file::StoreSection,
+    at: &At<'_>,
+) -> Result<(), Error> {
+    match (&config.store.kind, &config.store.tls_ca) {
+        (StoreKind::Memory, Some(path)) => Err(at(
+            section.tls_ca.as_ref().map_or(0..0, |ca| ca.span()),
+            format!(
+                "tls_ca {:?} is the CA of a rediss:// Redis store, but the store is memory: \
+                 give url = \"rediss://...\" (or --redis) or leave tls_ca out",
+                path.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Everything the Redis client can check without connecting (schemes, the
 /// CA file, a cluster's database), shown where the key is.
 fn check_redis_target(
