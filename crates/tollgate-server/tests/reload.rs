@@ -87,10 +87,19 @@ async fn a_broken_file_is_refused_and_the_running_config_stays() {
 #[tokio::test]
 async fn listen_and_store_changes_are_reported_as_needing_a_restart() {
     let t = TestServer::start(CONFIG).await;
+    let running = t.get("/v1/config").await.json()["listen"].clone();
     t.write_config(&format!("listen = [\"127.0.0.1:9\"]\n{CONFIG}"));
     let report = t.server.reload().unwrap();
     assert_eq!(report.needs_restart, vec!["listen"]);
     assert_eq!((report.kept, report.fresh, report.removed), (5, 0, 0));
+    // The config in force shows what the server runs, not what waits.
+    assert_eq!(t.get("/v1/config").await.json()["listen"], running);
+    // Asked again, the change still waits for a restart...
+    assert_eq!(t.server.reload().unwrap().needs_restart, vec!["listen"]);
+    // ...and once the file is back to the running value, nothing does.
+    t.write_config(CONFIG);
+    let report = t.server.reload().unwrap();
+    assert!(report.needs_restart.is_empty(), "{report}");
     t.stop().await;
 }
 

@@ -72,7 +72,8 @@ impl Server {
         }
     }
 
-    /// Puts `config` in force (see [`Server::reload`]).
+    /// Puts `config` in force (see [`Server::reload`]), but for the
+    /// settings read only at start-up, which keep their running values.
     pub fn apply(&self, config: Config) -> ReloadReport {
         let old = self.config();
         let old_ids: HashSet<u64> = old
@@ -86,28 +87,8 @@ impl Server {
             .flat_map(|p| p.limits().iter().map(|l| l.id()))
             .collect();
         let kept = new_ids.intersection(&old_ids).count();
-        let mut needs_restart = Vec::new();
-        if config.listen != old.listen {
-            needs_restart.push("listen");
-        }
-        if config.envoy.grpc_listen != old.envoy.grpc_listen {
-            needs_restart.push("envoy.grpc_listen");
-        }
-        if config.envoy.on_store_error != old.envoy.on_store_error {
-            needs_restart.push("envoy.on_store_error");
-        }
-        if config.store != old.store {
-            needs_restart.push("store");
-        }
-        if config.sweep_interval_ms != old.sweep_interval_ms {
-            needs_restart.push("sweep_interval");
-        }
-        if config.dashboard_enabled != old.dashboard_enabled {
-            needs_restart.push("dashboard.enabled");
-        }
-        if config.connections != old.connections {
-            needs_restart.push("connections");
-        }
+        let mut config = config;
+        let needs_restart = keep_restart_settings(&mut config, &old);
         let report = ReloadReport {
             kept,
             fresh: new_ids.len() - kept,
@@ -129,4 +110,28 @@ impl Server {
         self.inner.metrics.record_reload(true);
         report
     }
+}
+
+/// Settings read only at start-up: where `config` changes one, it is named
+/// and `running`'s value put back, so that the config in force
+/// (`GET /v1/config`, the next reload's comparison) is what the server
+/// runs; a file changed back to the running value then needs no restart.
+fn keep_restart_settings(config: &mut Config, running: &Config) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    macro_rules! keep {
+        ($($field:ident).+ => $name:literal) => {
+            if config.$($field).+ != running.$($field).+ {
+                changed.push($name);
+                config.$($field).+ = running.$($field).+.clone();
+            }
+        };
+    }
+    keep!(listen => "listen");
+    keep!(envoy.grpc_listen => "envoy.grpc_listen");
+    keep!(envoy.on_store_error => "envoy.on_store_error");
+    keep!(store => "store");
+    keep!(sweep_interval_ms => "sweep_interval");
+    keep!(dashboard_enabled => "dashboard.enabled");
+    keep!(connections => "connections");
+    changed
 }
