@@ -46,8 +46,13 @@ pub enum Refusal<'a> {
         /// The plan's decision.
         decision: &'a PlanDecision,
     },
-    /// No client key could be extracted and [`MissingKey::Reject`] is set (400).
-    MissingKey,
+    /// No client key could be extracted and [`MissingKey::Reject`] is set,
+    /// or the request's key cannot be used (400).
+    MissingKey {
+        /// What is wrong, when the extractor can say
+        /// ([`crate::KeyExtractor::why_missing`]).
+        why: Option<&'a str>,
+    },
     /// The store failed and its failure policy (if it is a guarded store)
     /// handed the error back: 503. Put the store behind
     /// `tollgate_guard::GuardedStore` to answer outages by a failure policy.
@@ -182,7 +187,7 @@ impl RateLimitConfig {
     pub fn refusal_response(&self, refusal: &Refusal<'_>) -> Response<Full<Bytes>> {
         let status = match refusal {
             Refusal::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Refusal::MissingKey => StatusCode::BAD_REQUEST,
+            Refusal::MissingKey { .. } => StatusCode::BAD_REQUEST,
             Refusal::StoreFailed { .. } => StatusCode::SERVICE_UNAVAILABLE,
         };
         let body = (self.body)(refusal);
@@ -211,7 +216,8 @@ pub fn default_body(refusal: &Refusal<'_>) -> RefusalBody {
                 "rate limit exceeded: this request costs more than the limit allows\n",
             ),
         },
-        Refusal::MissingKey => {
+        Refusal::MissingKey { why: Some(why) } => RefusalBody::text(format!("{why}\n")),
+        Refusal::MissingKey { why: None } => {
             RefusalBody::text("missing client key: the request does not say who is calling\n")
         }
         Refusal::StoreFailed { .. } => RefusalBody::text("rate limiter unavailable\n"),

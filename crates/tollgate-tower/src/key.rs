@@ -16,6 +16,36 @@ pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
     /// The key the request is counted under, or `None` when the request does
     /// not carry one.
     fn extract(&self, request: &Request<B>) -> Option<String>;
+
+    /// Why `request` has no key: asked only for a request
+    /// [`KeyExtractor::extract`] found none in. The default: it carries
+    /// none, and the 400 says only that it does not say who is calling.
+    fn why_missing(&self, _request: &Request<B>) -> NoKey {
+        NoKey::Absent(None)
+    }
+}
+
+/// Why a request has no client key ([`KeyExtractor::why_missing`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoKey {
+    /// The request carries none: the layer's [`crate::MissingKey`] policy
+    /// decides. The text, if any, says what was looked for, for the 400.
+    Absent(Option<String>),
+    /// It carries one that cannot be used (a header given twice, not
+    /// UTF-8): refused with this text (400) whatever the
+    /// [`crate::MissingKey`] policy, since letting it through would let a
+    /// client skip its limit by sending its key twice.
+    Unusable(String),
+}
+
+impl NoKey {
+    fn of(error: tollgate_http::KeyError) -> Self {
+        if error.is_absent() {
+            NoKey::Absent(Some(error.to_string()))
+        } else {
+            NoKey::Unusable(error.to_string())
+        }
+    }
 }
 
 impl<B, F> KeyExtractor<B> for F
@@ -140,8 +170,9 @@ fn ip_key(ip: IpAddr) -> String {
     }
 }
 
-/// The value of one header (e.g. `X-Client-Id`), trimmed; absent, empty or
-/// non-UTF-8 values are no key (read by [`tollgate_http::header_key`]).
+/// The value of one header (e.g. `X-Client-Id`), trimmed; absent, empty,
+/// repeated or non-UTF-8 values are no key (read by
+/// [`tollgate_http::header_key`], whose error the 400 says).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderKey {
     name: HeaderName,
@@ -158,6 +189,13 @@ impl<B> KeyExtractor<B> for HeaderKey {
     fn extract(&self, request: &Request<B>) -> Option<String> {
         tollgate_http::header_key(request.headers(), &self.name).ok()
     }
+
+    fn why_missing(&self, request: &Request<B>) -> NoKey {
+        match tollgate_http::header_key(request.headers(), &self.name) {
+            Ok(_) => NoKey::Absent(None),
+            Err(error) => NoKey::of(error),
+        }
+    }
 }
 
 /// The caller's API key: the token of `Authorization: Bearer TOKEN`, or else
@@ -168,6 +206,13 @@ pub struct ApiKey;
 impl<B> KeyExtractor<B> for ApiKey {
     fn extract(&self, request: &Request<B>) -> Option<String> {
         tollgate_http::api_key(request.headers()).ok()
+    }
+
+    fn why_missing(&self, request: &Request<B>) -> NoKey {
+        match tollgate_http::api_key(request.headers()) {
+            Ok(_) => NoKey::Absent(None),
+            Err(error) => NoKey::of(error),
+        }
     }
 }
 

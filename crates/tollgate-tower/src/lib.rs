@@ -45,7 +45,7 @@ pub mod plans;
 pub mod service;
 
 pub use config::{Cost, MissingKey, RateLimitConfig, Refusal, RefusalBody};
-pub use key::{ApiKey, HeaderKey, KeyExtractor, PeerIp};
+pub use key::{ApiKey, HeaderKey, KeyExtractor, NoKey, PeerIp};
 pub use layer::RateLimitLayer;
 pub use plans::{Plans, PlansHandle};
 pub use service::{RateLimit, ResponseBody, ResponseFuture};

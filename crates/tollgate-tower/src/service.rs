@@ -16,6 +16,7 @@ use tollgate_http::insert_headers;
 
 use crate::config::{Cost, MissingKey, RateLimitConfig, Refusal};
 use crate::key::KeyExtractor;
+use crate::key::NoKey;
 
 /// The body of a [`RateLimit`] response: the inner service's body, or the
 /// layer's own answer.
@@ -86,12 +87,18 @@ where
         let mut inner = std::mem::replace(&mut self.inner, fresh);
         let config = self.config.clone();
         let key = self.key.extract(&request);
+        let no_key = key.is_none().then(|| self.key.why_missing(&request));
         let cost = request.extensions().get::<Cost>().map_or(1, |c| c.0.max(1));
         Box::pin(async move {
             let Some(key) = key else {
+                let (usable, why) = match &no_key {
+                    Some(NoKey::Unusable(why)) => (false, Some(why.as_str())),
+                    Some(NoKey::Absent(what)) => (true, what.as_deref()),
+                    None => (true, None),
+                };
                 return match config.missing_key {
-                    MissingKey::Reject => Ok(refuse(&config, &Refusal::MissingKey)),
-                    MissingKey::Allow => Ok(inner.call(request).await?.map(Either::Left)),
+                    MissingKey::Allow if usable => Ok(inner.call(request).await?.map(Either::Left)),
+                    _ => Ok(refuse(&config, &Refusal::MissingKey { why })),
                 };
             };
             let plans = config.plans.current();

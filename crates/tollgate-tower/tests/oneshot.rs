@@ -156,7 +156,11 @@ async fn missing_key_is_400_by_default_or_passes_through_without_headers() {
     let strict = layer(config(&clock)).layer(service_fn(ok_service));
     let response = strict.oneshot(request(None)).await.unwrap();
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    assert!(text(response).await.starts_with("missing client key"));
+    // The body names the header looked for.
+    assert_eq!(
+        text(response).await,
+        "missing x-client-id header: it carries the client id\n"
+    );
 
     let lenient =
         layer(config(&clock).on_missing_key(MissingKey::Allow)).layer(service_fn(ok_service));
@@ -165,6 +169,36 @@ async fn missing_key_is_400_by_default_or_passes_through_without_headers() {
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(header(&response, "ratelimit"), None);
     }
+}
+
+/// A key header given twice names no client: refused, and never counted
+/// as "no key" (which `MissingKey::Allow` lets through unlimited, so a
+/// client could skip its limit by sending its key twice).
+#[tokio::test]
+async fn a_key_header_given_twice_is_refused_even_when_keyless_requests_pass() {
+    let clock = Arc::new(ManualClock::new(0));
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = || {
+        let calls = calls.clone();
+        service_fn(move |r: Request<()>| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            ok_service(r)
+        })
+    };
+    for policy in [MissingKey::Reject, MissingKey::Allow] {
+        let service = layer(config(&clock).on_missing_key(policy)).layer(counted());
+        let mut twice = request(Some("a"));
+        twice
+            .headers_mut()
+            .append("x-client-id", http::HeaderValue::from_static("b"));
+        let response = service.oneshot(twice).await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{policy:?}");
+        assert_eq!(
+            text(response).await,
+            "the x-client-id header is given more than once: it must name one client\n"
+        );
+    }
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
