@@ -35,8 +35,8 @@ pub use store::{
 pub use window::{format_duration, parse_duration};
 
 /// The longest client id accepted, in bytes: by every front end, and for
-/// the client ids of `[clients]`.
-pub const MAX_CLIENT_BYTES: usize = 256;
+/// the client ids of `[clients]` (the core's [`tollgate::MAX_CLIENT_BYTES`]).
+pub use tollgate::MAX_CLIENT_BYTES;
 
 /// Config files larger than this are refused unread: a rate-limit config is
 /// a few kilobytes, and reading one must stay cheap for the reload poller.

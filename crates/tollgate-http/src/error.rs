@@ -17,6 +17,18 @@ pub enum KeyError {
     /// one), so none is taken rather than charging the first.
     #[error("the {0} header is given more than once: it must name one client")]
     Repeated(HeaderName),
+    /// The header's value is longer than a client id may be
+    /// ([`tollgate::MAX_CLIENT_BYTES`]).
+    #[error(
+        "the {name} header is {bytes} bytes long, over the limit of {} for a client id",
+        tollgate::MAX_CLIENT_BYTES
+    )]
+    TooLong {
+        /// The header.
+        name: HeaderName,
+        /// Its value's length, trimmed.
+        bytes: usize,
+    },
     /// The header's bytes are not UTF-8 text.
     #[error("the {0} header is not valid UTF-8")]
     NotUtf8(HeaderName),

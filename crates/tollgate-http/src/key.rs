@@ -13,7 +13,8 @@ pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 ///
 /// # Errors
 /// [`KeyError::MissingHeader`], [`KeyError::Repeated`] (more than one
-/// value), [`KeyError::EmptyHeader`] (only white space) or
+/// value), [`KeyError::EmptyHeader`] (only white space),
+/// [`KeyError::TooLong`] (over [`tollgate::MAX_CLIENT_BYTES`]) or
 /// [`KeyError::NotUtf8`].
 pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyError> {
     let mut values = headers.get_all(name).iter();
@@ -28,6 +29,12 @@ pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyE
         .trim();
     if text.is_empty() {
         return Err(KeyError::EmptyHeader(name.clone()));
+    }
+    if text.len() > tollgate::MAX_CLIENT_BYTES {
+        return Err(KeyError::TooLong {
+            name: name.clone(),
+            bytes: text.len(),
+        });
     }
     Ok(text.to_owned())
 }
@@ -93,9 +100,22 @@ mod tests {
             key(&[("x-client-id", b"\xff")]),
             Err(KeyError::NotUtf8(name.clone()))
         );
-        assert!(KeyError::MissingHeader(name)
+        assert!(KeyError::MissingHeader(name.clone())
             .to_string()
             .contains("x-client-id"));
+        let longest = "k".repeat(tollgate::MAX_CLIENT_BYTES);
+        assert_eq!(
+            key(&[("x-client-id", longest.as_bytes())]).unwrap(),
+            longest
+        );
+        let over = format!(" {longest}k ");
+        assert_eq!(
+            key(&[("x-client-id", over.as_bytes())]),
+            Err(KeyError::TooLong {
+                name,
+                bytes: tollgate::MAX_CLIENT_BYTES + 1
+            })
+        );
     }
 
     #[test]

@@ -171,7 +171,7 @@ async fn missing_key_is_400_by_default_or_passes_through_without_headers() {
     }
 }
 
-/// A key header given twice names no client: refused, and never counted
+/// A key header given twice (or too long) names no client: refused, and never counted
 /// as "no key" (which `MissingKey::Allow` lets through unlimited, so a
 /// client could skip its limit by sending its key twice).
 #[tokio::test]
@@ -197,6 +197,12 @@ async fn a_key_header_given_twice_is_refused_even_when_keyless_requests_pass() {
             text(response).await,
             "the x-client-id header is given more than once: it must name one client\n"
         );
+        // So is a key longer than a client id may be (serve's cap).
+        let long = "k".repeat(tollgate::MAX_CLIENT_BYTES + 1);
+        let service = layer(config(&clock).on_missing_key(policy)).layer(counted());
+        let response = service.oneshot(request(Some(&long))).await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{policy:?}");
+        assert!(text(response).await.contains("257 bytes long"));
     }
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
 }

@@ -57,6 +57,13 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+/// The longest client id tollgate's HTTP front ends (`serve`'s API, the
+/// tower layer and so the proxy) and its config's `[clients]` accept, in
+/// bytes. A client's id is kept with its state, in memory and in
+/// Redis keys, so the cap bounds what one client can cost; the library
+/// itself takes ids of any length.
+pub const MAX_CLIENT_BYTES: usize = 256;
+
 pub use async_store::{MemoryBackend, Store, StoreError, StoreFuture};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, SystemMonotonicClock};
 pub use decision::Decision;
