@@ -77,13 +77,13 @@ pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Reje
 }
 
 /// `POST /v1/check` takes everything from its body, so a query string is
-/// refused rather than ignored.
+/// refused rather than ignored (a bare `?` says nothing and passes).
 ///
 /// # Errors
 /// A 400 [`Rejection`] quoting the query.
 pub fn no_check_query(query: Option<&str>) -> Result<(), Rejection> {
     match query {
-        None => Ok(()),
+        None | Some("") => Ok(()),
         Some(query) => Err(Rejection::bad_request(format!(
             "POST /v1/check reads no query string (got ?{query}): send client, cost and plan \
              in the JSON body, e.g. {{\"client\": \"alice\", \"cost\": 1, \"plan\": \"free\"}}"
@@ -155,6 +155,14 @@ mod tests {
         assert!(matches!(req.plan, Some(Cow::Borrowed(_))));
         assert_eq!(req.cost, 3);
         assert_eq!(req.plan.as_deref(), Some("p"));
+    }
+
+    #[test]
+    fn a_check_reads_no_query() {
+        assert!(no_check_query(None).is_ok());
+        assert!(no_check_query(Some("")).is_ok());
+        let refused = no_check_query(Some("plan=gold")).unwrap_err();
+        assert!(refused.message.contains("(got ?plan=gold)"), "{refused:?}");
     }
 
     #[test]
