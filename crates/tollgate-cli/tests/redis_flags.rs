@@ -251,6 +251,126 @@ async fn serve_and_proxy_refuse_to_start_with_a_wrong_password_or_an_untrusted_c
     one_limit_for_serve_and_proxy(&flags).await;
 }
 
+/// The binary `tollgate proxy` with `flags` (a listen address on port 0 and
+/// an upstream nobody needs are added), left to run or exit.
+fn spawn_proxy(flags: &[&str]) -> std::process::Child {
+    Command::new(BIN)
+        .args(["proxy", "--listen", "127.0.0.1:0", "--upstream"])
+        .arg("http://127.0.0.1:9")
+        .args(flags)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tollgate proxy")
+}
+
+#[test]
+fn the_proxy_refuses_a_flag_limit_the_redis_store_cannot_serve_before_listening() {
+    // Refused before any connection: nobody needs to listen there.
+    let redis = format!("redis://127.0.0.1:{}", free_port());
+    let mut child = spawn_proxy(&[
+        "--redis",
+        &redis,
+        "--window",
+        "100000000000d",
+        "--limit",
+        "3",
+    ]);
+    let stdout = child.stdout.take().expect("stdout");
+    let (code, stderr) = exit_within(child, Duration::from_secs(20));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("tollgate proxy: invalid --window: \"100000000000d\" (sliding-window, --limit 3): the redis store cannot serve it exactly: out of the Redis store's exact range: "),
+        "{stderr}"
+    );
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut { stdout }, &mut said).expect("read stdout");
+    assert!(!said.contains("listening"), "{said}");
+    // A config file with the same limit is refused at start-up by the same check.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("tollgate.toml");
+    std::fs::write(
+        &config,
+        "[[plans.p]]\nname = \"l\"\npolicy = \"sliding-window\"\nlimit = 3\nwindow = \"100000000000d\"\n",
+    )
+    .expect("write the config");
+    let config = config.to_str().expect("utf-8");
+    let child = spawn_proxy(&["--redis", &redis, "--config", config]);
+    let (code, from_file) = exit_within(child, Duration::from_secs(20));
+    assert_eq!(code, Some(2), "{from_file}");
+    let cause = |text: &str| {
+        let at = text
+            .find("the redis store cannot serve it exactly: ")
+            .expect("the cause");
+        text[at..].lines().next().unwrap_or_default().to_owned()
+    };
+    assert_eq!(cause(&stderr), cause(&from_file));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_refusing_the_login_is_a_failed_connection_not_an_invalid_flag() {
+    let acl = ["--user", "alice", "on", ">s3cret-pw", "~*", "&*", "+@all"];
+    let Some(redis) = RedisServer::spawn_with("login_refused", &acl) else {
+        return;
+    };
+    let wrong = format!("redis://alice:not-it@127.0.0.1:{}", redis.port());
+    // In the library: the error says the connection failed, and which flag
+    // named that Redis.
+    let error = start_proxy("http://127.0.0.1:9", &["--redis", &wrong])
+        .await
+        .expect_err("the proxy refuses to start");
+    assert!(
+        error.starts_with("cannot connect to the Redis given by --redis: "),
+        "{error}"
+    );
+    assert!(error.contains("wrong user name or password"), "{error}");
+    assert!(!error.contains("not-it"), "{error}");
+    // The binary: exit 2, with serve's own words for the same failure.
+    let (code, stderr) = exit_within(spawn_proxy(&["--redis", &wrong]), Duration::from_secs(20));
+    assert_eq!(code, Some(2), "{stderr}");
+    let proxy_says = stderr
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("tollgate proxy: cannot connect to the Redis given by --redis: ")
+        })
+        .unwrap_or_else(|| panic!("{stderr}"))
+        .to_owned();
+    let serve = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
+        .args(["--redis", &wrong])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tollgate serve");
+    let (_, serve_stderr) = exit_within(serve, Duration::from_secs(20));
+    assert!(
+        serve_stderr.contains(&format!("tollgate serve: {proxy_says}")),
+        "{serve_stderr}\n{proxy_says}"
+    );
+    assert!(
+        !stderr.contains("not-it") && !stderr.contains("s3cret-pw"),
+        "{stderr}"
+    );
+    // The Redis of a config file names the file's flag.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("tollgate.toml");
+    std::fs::write(
+        &config,
+        format!("[store]\nurl = \"{wrong}\"\n\n[[plans.p]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 4\nwindow = \"1s\"\n"),
+    )
+    .expect("write the config");
+    let error = start_proxy(
+        "http://127.0.0.1:9",
+        &["--config", config.to_str().expect("utf-8")],
+    )
+    .await
+    .expect_err("the proxy refuses to start");
+    assert!(
+        error.starts_with("cannot connect to the Redis given by --config: "),
+        "{error}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_redis_is_reported_and_answered_by_the_failure_policy() {
     // Nothing listens on a port that was just free.

@@ -45,6 +45,29 @@ fn replay_redis_reports_an_unreachable_redis() {
 }
 
 #[test]
+fn a_bad_redis_prefix_is_shown_as_given() {
+    // Refused before connecting: nothing needs to listen there.
+    let redis = format!("redis://127.0.0.1:{}", tollgate_redis::testing::free_port());
+    for (prefix, says) in [
+        ("a{b", "the key prefix \"a{b\" contains '{' or '}'"),
+        ("", "the key prefix is empty"),
+    ] {
+        let output = Command::new(BIN)
+            .args(["replay", "--redis", &redis, "--redis-prefix", prefix, "-"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tollgate");
+        assert_eq!(output.status.code(), Some(2), "{prefix:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.starts_with(&format!("tollgate replay: invalid --redis-prefix: {says}")),
+            "{prefix:?}: {stderr}"
+        );
+        assert!(!stderr.contains(&format!("{prefix}:0")), "{stderr}");
+    }
+}
+
+#[test]
 fn two_processes_share_one_limit() {
     let Some(server) = RedisServer::spawn("two_processes_share_one_limit") else {
         return;

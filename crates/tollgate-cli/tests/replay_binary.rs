@@ -104,6 +104,21 @@ fn a_missing_file_is_reported_on_stderr() {
     );
 }
 
+#[test]
+fn a_file_that_cannot_be_read_is_named_in_the_error() {
+    // A directory opens, and fails at the first read.
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().expect("utf-8 temp dir");
+    let out = tollgate(&["replay", dir], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stdout(&out), "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!("tollgate replay: cannot read {dir}: ")),
+        "{err}"
+    );
+}
+
 /// Each bad line: its output line, which must start with `error: line N: `
 /// and mention every given word.
 fn assert_error(session: &str, line: usize, words: &[&str]) {

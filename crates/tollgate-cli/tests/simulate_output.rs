@@ -226,6 +226,28 @@ fn unreadable_inputs_are_errors_that_name_the_file() {
 }
 
 #[test]
+fn an_empty_client_field_is_refused_before_reading_in_every_format() {
+    let dir = Dir::new();
+    let log = dir.write("a.jsonl", "{\"client\":\"a\",\"time\":1}\n");
+    let config = dir.path("plans.toml");
+    let config = config.to_str().unwrap();
+    for format in ["json", "csv", "combined"] {
+        let args = [
+            "simulate", "--format", format, "--config", config, "--client", "", &log,
+        ];
+        let out = tollgate(&args);
+        assert_eq!(out.status.code(), Some(2), "{format}");
+        assert!(out.stdout.is_empty(), "{format}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "tollgate simulate: --client is empty: name the field holding the client id, \
+             or leave --client out for the format's default\n",
+            "{format}"
+        );
+    }
+}
+
+#[test]
 fn malformed_lines_are_all_counted_and_the_first_twenty_shown_with_their_numbers() {
     let requests = traffic(100, 300, 1);
     let mut text = String::new();

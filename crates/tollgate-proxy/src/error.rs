@@ -20,6 +20,18 @@ pub enum Error {
         /// What is wrong with its value.
         reason: String,
     },
+    /// The Redis store that an option names (`--redis`, `--redis-cluster`,
+    /// or the `--config` file's `[store]`) could not be used at start-up: it
+    /// refused the connection (a wrong password, an untrusted certificate, a
+    /// database it does not have). The option's value is valid; `reason` is
+    /// what `tollgate serve` says in the same case, without the password.
+    #[error("cannot connect to the Redis given by {option}: {reason}")]
+    RedisConnect {
+        /// The option that named the Redis (e.g. `--redis`).
+        option: &'static str,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// A limit could not be built (unknown policy, zero limit, ...).
     #[error(transparent)]
     Limit(#[from] tollgate::Error),

@@ -42,11 +42,15 @@ impl Upstream {
     ///
     /// # Errors
     /// [`Error::InvalidUpstream`] when the URL does not parse, is not
-    /// `http://` (TLS to the upstream is not supported), has no host, or has
-    /// a query.
+    /// `http://` (TLS to the upstream is not supported), has no host, has
+    /// user info (`user:password@`: the proxy sends no credentials to the
+    /// upstream, so they would be dropped silently), or has a query. The
+    /// error shows the URL with its user info as `***`, so that a password
+    /// never reaches a log.
     pub fn parse(url: &str) -> Result<Self, Error> {
+        let (shown, has_user_info) = redact_user_info(url);
         let invalid = |reason: &str| Error::InvalidUpstream {
-            url: url.to_owned(),
+            url: shown.clone(),
             reason: reason.to_owned(),
         };
         let uri: Uri = url
@@ -56,6 +60,12 @@ impl Upstream {
             Some(s) if *s == Scheme::HTTP => {}
             Some(_) => return Err(invalid("only http:// upstreams are supported")),
             None => return Err(invalid("expected a URL such as http://127.0.0.1:3000")),
+        }
+        if has_user_info {
+            return Err(invalid(
+                "user info (user:password@) is not supported: \
+                 the proxy sends no credentials to the upstream; give http://HOST:PORT",
+            ));
         }
         let authority = uri
             .authority()
@@ -90,6 +100,19 @@ impl Upstream {
                 Ok(PathAndQuery::try_from(format!("{}{tail}", self.base_path))?)
             }
         }
+    }
+}
+
+/// `url` with the user info of its authority (what comes before an `@`
+/// ahead of the path) replaced by `***`, and whether it had any: read from
+/// the text, so that even a URL that does not parse is shown without it.
+fn redact_user_info(url: &str) -> (String, bool) {
+    let start = url.find("://").map_or(0, |at| at + 3);
+    let rest = &url[start..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    match authority.rfind('@') {
+        Some(at) => (format!("{}***{}", &url[..start], &url[start + at..]), true),
+        None => (url.to_owned(), false),
     }
 }
 
@@ -283,7 +306,9 @@ enum Failure {
 }
 
 /// An error and its causes, `: `-separated (hyper's own message alone says
-/// only "client error (Connect)").
+/// only "client error (Connect)"). Each error's message says only its own
+/// part, never its source's (as [`crate::pool::ConnectError`]'s), so every
+/// cause appears once.
 fn error_chain(error: &dyn StdError) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -356,6 +381,35 @@ mod tests {
             let err = Upstream::parse(bad).unwrap_err().to_string();
             assert!(err.contains(why), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn user_info_is_refused_without_showing_the_password() {
+        // The proxy sends no credentials to the upstream: a user or password
+        // in the URL would be silently dropped, so it is refused.
+        for url in [
+            "http://u:s3cret@127.0.0.1:1",
+            "http://u:s3cret@h/v2",
+            "http://token-s3cret@h",
+            "http://u:s3cret@h/?q=1",
+            "http://u:s3cret@",
+        ] {
+            let err = Upstream::parse(url).unwrap_err().to_string();
+            assert!(
+                err.starts_with("invalid upstream \"http://"),
+                "{url}: {err}"
+            );
+            assert!(!err.contains("s3cret"), "{url}: {err}");
+            assert!(err.contains("***@"), "{url}: {err}");
+        }
+        let err = Upstream::parse("http://u:s3cret@127.0.0.1:1")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid upstream \"http://***@127.0.0.1:1\": user info (user:password@) is not supported: \
+             the proxy sends no credentials to the upstream; give http://HOST:PORT"
+        );
     }
 
     #[test]

@@ -26,6 +26,20 @@ pub fn parse_window(text: &str) -> Result<u64, Error> {
 /// # Errors
 /// [`Error::InvalidOption`] naming `option`.
 pub fn parse_duration_ms(option: &'static str, text: &str) -> Result<u64, Error> {
+    match parse_any_duration_ms(option, text)? {
+        0 => Err(Error::InvalidOption {
+            option,
+            reason: "must be at least 1 ms".into(),
+        }),
+        ms => Ok(ms),
+    }
+}
+
+/// [`parse_duration_ms`] without its lower bound: zero included, for a
+/// value whose own bounds are checked elsewhere (the connection limits:
+/// `0ms` is then refused with those bounds, not with a bound of 1 ms that
+/// is not the real one).
+fn parse_any_duration_ms(option: &'static str, text: &str) -> Result<u64, Error> {
     let invalid = |reason: String| Error::InvalidOption { option, reason };
     let text = text.trim();
     let digits = text
@@ -49,18 +63,15 @@ pub fn parse_duration_ms(option: &'static str, text: &str) -> Result<u64, Error>
             "{text:?}: expected a whole number and a unit, e.g. \"1s\""
         ))
     })?;
-    let ms = number
+    number
         .checked_mul(scale)
-        .ok_or_else(|| invalid(format!("{text:?} is too long")))?;
-    if ms == 0 {
-        return Err(invalid("must be at least 1 ms".into()));
-    }
-    Ok(ms)
+        .ok_or_else(|| invalid(format!("{text:?} is too long")))
 }
 
 /// The connection limits: `base` (a config file's `[connections]`, or the
 /// defaults) with each flag given replacing its value, each checked
-/// against its bounds.
+/// against its bounds (`tollgate_connections::Limits::new`'s, the only
+/// ones: a flag's `0ms` is refused with them too).
 ///
 /// # Errors
 /// [`Error::InvalidOption`] naming the flag whose value is wrong or out of bounds.
@@ -72,7 +83,7 @@ pub fn connection_limits(
 ) -> Result<Limits, Error> {
     let duration = |option: &'static str, text: Option<&str>, default: Duration| match text {
         None => Ok(default),
-        Some(text) => parse_duration_ms(option, text).map(Duration::from_millis),
+        Some(text) => parse_any_duration_ms(option, text).map(Duration::from_millis),
     };
     let limits = Limits {
         header_read_timeout: duration(
@@ -178,6 +189,9 @@ mod tests {
             (Some("50ms"), None, None, "invalid --header-read-timeout: header_read_timeout must be between 100ms and 10m (got 50ms)"),
             (None, Some("2d"), None, "invalid --idle-timeout: idle_timeout must be between 100ms and 1d (got 2d)"),
             (None, None, Some(0), "invalid --max-connections: max_connections must be between 1 and 1000000 (got 0)"),
+            // Zero is out of the same bounds as any other value below them.
+            (None, Some("0ms"), None, "invalid --idle-timeout: idle_timeout must be between 100ms and 1d (got 0ms)"),
+            (Some("0"), None, None, "invalid --header-read-timeout: header_read_timeout must be between 100ms and 10m (got 0ms)"),
             (None, Some("soon"), None, "invalid --idle-timeout: \"soon\": unknown unit"),
         ];
         for (header, idle, max, expected) in cases {

@@ -83,17 +83,20 @@ impl Conn {
     }
 }
 
-/// Why no upstream connection could be had.
+/// Why no upstream connection could be had. Each message says only its
+/// own part: the cause is the error's `source()`, which the 502 body
+/// appends after it (so it must not be in the message as well, or the body
+/// says it twice).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ConnectError {
     /// The TCP connection failed.
-    #[error("cannot connect: {0}")]
+    #[error("cannot connect")]
     Tcp(#[from] std::io::Error),
     /// The TCP connection took longer than [`CONNECT_TIMEOUT`].
     #[error("cannot connect: no answer within {} s", CONNECT_TIMEOUT.as_secs())]
     Timeout,
     /// The HTTP/1.1 handshake failed.
-    #[error("HTTP handshake: {0}")]
+    #[error("HTTP handshake")]
     Handshake(#[from] hyper::Error),
 }
 

@@ -131,6 +131,26 @@ pub fn check_limit(policy_name: &str, limit: u32, window_ms: u64) -> Result<(), 
     )
 }
 
+/// Which number of a limit [`check_limit`] refused is the one to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtFault {
+    /// The window alone is out of range, whatever the limit.
+    Window,
+    /// The same window with a limit of 1 would pass: the limit is too large.
+    Limit,
+}
+
+/// For a limit [`check_limit`] refused: the window when the same window
+/// with a limit of 1 fails too, else the limit (what `tollgate check` points
+/// at in a file, and what `tollgate proxy` names among its flags).
+pub fn at_fault(policy_name: &str, window_ms: u64) -> AtFault {
+    if check_limit(policy_name, 1, window_ms).is_ok() {
+        AtFault::Limit
+    } else {
+        AtFault::Window
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

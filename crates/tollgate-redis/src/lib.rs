@@ -136,7 +136,7 @@ mod target;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use bounds::check_limit;
+pub use bounds::{at_fault, check_limit, AtFault};
 pub use call::CallCounts;
 pub use config::{
     RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX, DEFAULT_TIMEOUT,

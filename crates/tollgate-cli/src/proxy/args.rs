@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use tollgate::{MemoryBackend, Store, SystemClock};
+use tollgate::{MemoryBackend, Plan, Policy, Store, SystemClock};
 use tollgate_config::Config;
 use tollgate_connections::Limits;
 use tollgate_proxy::options::{connection_limits, parse_duration_ms, parse_key, single_limit_plan};
 use tollgate_proxy::{Error, ProxyConfig};
 use tollgate_tower::RateLimitConfig;
 
-use super::plans::{connect_store, invalid_redis, plan_config, Running};
+use super::plans::{connect_store, invalid_redis, plan_config, redis_option, Running};
 use crate::redis_args::RedisArgs;
 
 /// The options of `tollgate proxy`.
@@ -101,7 +101,10 @@ impl ProxyArgs {
                 } else {
                     let mut config = Config::embedded_default();
                     overrides.apply(&mut config).map_err(invalid_redis)?;
-                    connect_store(&config, invalid_redis).await?.0
+                    check_redis_range(&plan, self.window.trim())?;
+                    connect_store(&config, redis_option(&overrides, "--redis"))
+                        .await?
+                        .0
                 };
                 (
                     RateLimitConfig::new(plan, store, Arc::new(SystemClock)),
@@ -128,6 +131,45 @@ impl ProxyArgs {
             .connection_limits(connections);
         Ok((config, store))
     }
+}
+
+/// Checks the limits of `plan` (made from `--policy`, `--limit` and
+/// `window`) against the Redis store's exact range with
+/// `tollgate_redis::check_limit`, the check `tollgate check`, `serve` and
+/// `proxy --config` run on a config file's limits when the store is Redis:
+/// a limit the store could never answer exactly is refused at start-up
+/// rather than answered by the failure policy on every request. The flag
+/// named is the one to change, as the file's check points at its value:
+/// `--window` when the window alone is out of range, else `--limit`.
+///
+/// # Errors
+/// [`Error::InvalidOption`] naming that flag, its value and the bound.
+fn check_redis_range(plan: &Plan, window: &str) -> Result<(), Error> {
+    for limit in plan.limits() {
+        let policy = limit.policy();
+        let (name, count, window_ms) = (policy.name(), policy.limit(), policy.window_ms());
+        let Err(error) = tollgate_redis::check_limit(name, count, window_ms) else {
+            continue;
+        };
+        let (option, value) =
+            if matches!(error, tollgate_redis::RedisStoreError::UnsupportedPolicy(_)) {
+                ("--policy", format!("{name:?}"))
+            } else {
+                match tollgate_redis::at_fault(name, window_ms) {
+                    tollgate_redis::AtFault::Limit => {
+                        ("--limit", format!("{count} ({name}, --window {window:?})"))
+                    }
+                    tollgate_redis::AtFault::Window => {
+                        ("--window", format!("{window:?} ({name}, --limit {count})"))
+                    }
+                }
+            };
+        return Err(Error::InvalidOption {
+            option,
+            reason: format!("{value}: the redis store cannot serve it exactly: {error}"),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -216,12 +258,16 @@ pub(super) mod tests {
 
     #[test]
     fn each_bad_option_is_named() {
-        let cases: [(&[&str], &str); 7] = [
+        let cases: [(&[&str], &str); 8] = [
             (
                 &["--upstream", "http://h", "--redis-ca", "/tmp/ca.pem"],
                 "--redis-ca /tmp/ca.pem needs a Redis store",
             ),
             (&["--upstream", "ftp://x"], "invalid upstream"),
+            (
+                &["--upstream", "http://u:pw@h:1"],
+                "invalid upstream \"http://***@h:1\": user info (user:password@) is not supported",
+            ),
             (
                 &["--upstream", "http://h", "--window", "1w"],
                 "invalid --window",
@@ -246,6 +292,43 @@ pub(super) mod tests {
         for (args, expected) in cases {
             let err = config(args).err().unwrap_or_default();
             assert!(err.contains(expected), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_limit_the_redis_store_cannot_serve_is_refused_before_connecting() {
+        // Nobody listens there: a refusal can only come from the check.
+        let redis = format!("redis://127.0.0.1:{}", tollgate_redis::testing::free_port());
+        let cases = [
+            // The window alone is beyond the store's exact range.
+            (
+                ["sliding-window", "3", "100000000000d"],
+                "invalid --window: \"100000000000d\" (sliding-window, --limit 3): \
+                 the redis store cannot serve it exactly: out of the Redis store's exact range: ",
+            ),
+            // The window is fine; GCRA scales times by this limit.
+            (
+                ["gcra", "100000", "1s"],
+                "invalid --limit: 100000 (gcra, --window \"1s\"): \
+                 the redis store cannot serve it exactly: out of the Redis store's exact range: ",
+            ),
+        ];
+        for ([policy, limit, window], expected) in cases {
+            let flags = [
+                "--upstream",
+                "http://h",
+                "--policy",
+                policy,
+                "--limit",
+                limit,
+                "--window",
+                window,
+            ];
+            let err = config_err(&[&flags[..], &["--redis", &redis]].concat());
+            assert!(err.starts_with(expected), "{flags:?}: {err}");
+            assert!(err.contains("exceeds 2^53 - 1"), "{flags:?}: {err}");
+            // In memory, the same limit is exact: nothing to refuse.
+            assert!(config(&flags).is_ok(), "{flags:?}");
         }
     }
 }

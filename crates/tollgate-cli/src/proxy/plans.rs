@@ -32,15 +32,34 @@ pub struct Running {
 
 /// The store of `config` through the one wiring of `tollgate-config`:
 /// memory, or Redis checked at start-up behind its guard and rejection
-/// cache (returned too, for reloads).
+/// cache (returned too, for reloads). `config` is already checked, so a
+/// failure here is the Redis refusing the connection:
+/// [`Error::RedisConnect`], naming the option that gave the Redis (see
+/// [`redis_option`]).
 pub(super) async fn connect_store(
     config: &Config,
-    error: fn(String) -> Error,
+    option: &'static str,
 ) -> Result<(Arc<dyn Store>, Option<Arc<RejectionCache>>), Error> {
     let handle = StoreHandle::connect(config)
         .await
-        .map_err(|e| error(e.to_string()))?;
+        .map_err(|e| Error::RedisConnect {
+            option,
+            reason: e.to_string(),
+        })?;
     Ok(handle.into_store(&config.store))
+}
+
+/// The option that names the Redis store: `--redis` or `--redis-cluster`
+/// when given (they replace the file's `[store]`), else `otherwise` (the
+/// `--config` file).
+pub(super) fn redis_option(overrides: &Overrides, otherwise: &'static str) -> &'static str {
+    if overrides.redis.is_some() {
+        "--redis"
+    } else if !overrides.redis_cluster.is_empty() {
+        "--redis-cluster"
+    } else {
+        otherwise
+    }
 }
 
 pub(super) fn invalid_redis(reason: impl ToString) -> Error {
@@ -74,7 +93,7 @@ pub(super) async fn plan_config(
     overrides: &Overrides,
 ) -> Result<(RateLimitConfig, Running), Error> {
     let config = Config::load_with(path, overrides).map_err(|e| invalid_config(e.to_string()))?;
-    let (store, cache) = connect_store(&config, invalid_config).await?;
+    let (store, cache) = connect_store(&config, redis_option(overrides, "--config")).await?;
     let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
         .plans(plans_of(&config));
     let restart_only = RestartOnly {

@@ -2,8 +2,8 @@
 //! input, picks the target, draws the progress bar and prints `--summary`.
 
 use std::fs::File;
-use std::io::{self, BufReader};
-use std::path::PathBuf;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use tollgate::Clock;
@@ -101,7 +101,7 @@ fn replay_input<T: Target>(args: &ReplayArgs, target: &mut T) -> Result<Summary,
                 File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
             let length = file.metadata().ok().map(|m| m.len());
             let progress = Progress::on_stderr(length);
-            let input = BufReader::with_capacity(1 << 16, file);
+            let input = BufReader::with_capacity(1 << 16, NamedFile { file, path });
             let result = replay_with(input, stdout, target, MAX_LINE_BYTES, &mut |bytes, s| {
                 progress.update(bytes, s.lines)
             });
@@ -110,4 +110,27 @@ fn replay_input<T: Target>(args: &ReplayArgs, target: &mut T) -> Result<Summary,
         }
     };
     result.map_err(|e| e.to_string())
+}
+
+/// A file whose read errors name it (`cannot read PATH: ...`, as `tollgate
+/// check` says), so that a read failing after the open (a directory, an I/O
+/// error) is told apart from a failed write of the answers.
+struct NamedFile<'a> {
+    file: File,
+    path: &'a Path,
+}
+
+impl Read for NamedFile<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.file.read(buf).map_err(|e| {
+            if e.kind() == io::ErrorKind::Interrupted {
+                // Retried by the reader: not a failure.
+                return e;
+            }
+            io::Error::new(
+                e.kind(),
+                format!("cannot read {}: {e}", self.path.display()),
+            )
+        })
+    }
 }

@@ -13,7 +13,8 @@ use std::hash::{BuildHasher, Hasher};
 
 use tokio::runtime::Runtime;
 use tollgate::{AnyPolicy, Limit, Plan};
-use tollgate_redis::{RedisStore, RedisStoreConfig, RedisTarget};
+use tollgate_redis::keys::KeyLayout;
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError, RedisTarget};
 
 use super::Target;
 
@@ -36,7 +37,8 @@ impl Redis {
     /// Connects to one Redis node. `shared_prefix`: see the module doc.
     ///
     /// # Errors
-    /// A message when the runtime cannot start or Redis cannot be reached.
+    /// A message when the shared prefix is not one (checked first, as
+    /// given), the runtime cannot start or Redis cannot be reached.
     pub fn connect(url: &str, shared_prefix: Option<&str>) -> Result<Self, String> {
         Self::build(shared_prefix, |config| async move {
             RedisStore::connect(url, config).await
@@ -72,6 +74,9 @@ impl Redis {
         F: FnOnce(RedisStoreConfig) -> Fut,
         Fut: std::future::Future<Output = Result<RedisStore, tollgate_redis::RedisStoreError>>,
     {
+        if let Some(prefix) = shared_prefix {
+            check_prefix(prefix)?;
+        }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -116,6 +121,21 @@ impl Redis {
             .map(|l| l.decision)
             .ok_or_else(|| "the store answered no limit".to_owned())
     }
+}
+
+/// Checks a shared prefix as given (`--redis-prefix`) with the store's own
+/// rule for key prefixes ([`KeyLayout::new`]: not empty, no `{` or `}`),
+/// before connecting: the store checks only the session prefixes built from
+/// it (`<prefix>:<n>`), whose message would show a prefix the user never
+/// wrote.
+fn check_prefix(prefix: &str) -> Result<(), String> {
+    KeyLayout::new(prefix).map(drop).map_err(|error| {
+        let reason = match error {
+            RedisStoreError::Config(reason) => reason,
+            other => other.to_string(),
+        };
+        format!("invalid --redis-prefix: {reason}")
+    })
 }
 
 /// A random number from the standard library's randomly seeded hasher (no

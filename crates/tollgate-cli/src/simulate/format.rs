@@ -4,7 +4,7 @@
 use super::combined;
 use super::csv::CsvSplitter;
 use super::jsonl::{self, TimeValue};
-use super::time::{shorten, TimeCache};
+use super::time::TimeCache;
 
 /// A log format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -70,9 +70,17 @@ impl LineParser {
     /// the format's defaults).
     ///
     /// # Errors
-    /// A message when a combined-log field name is unknown, or both name
-    /// the same field.
+    /// A message when a field name is empty (in every format, before any
+    /// line is read: no field is named ""), a combined-log field name is
+    /// unknown, or both name the same field.
     pub fn new(format: Format, client: Option<&str>, time: Option<&str>) -> Result<Self, String> {
+        for (flag, given, what) in [("--client", client, "client id"), ("--time", time, "time")] {
+            if given == Some("") {
+                return Err(format!(
+                    "{flag} is empty: name the field holding the {what}, or leave {flag} out for the format's default"
+                ));
+            }
+        }
         let kind = match format {
             Format::Combined => Kind::Combined {
                 client: combined::field_index(client.unwrap_or("remote_addr"))?,
@@ -191,7 +199,7 @@ fn json_time(value: TimeValue<'_>, times: &mut TimeCache) -> Result<u64, String>
             } else {
                 Err(format!(
                     "time {} is out of range for epoch seconds",
-                    shorten(&seconds.to_string())
+                    jsonl::show_float(seconds)
                 ))
             }
         }
@@ -250,6 +258,107 @@ mod tests {
         let error = parser(Format::Csv).parse(b"ip,time").unwrap_err();
         assert!(matches!(error, LineError::Fatal(m) if m.contains("no column \"client\"")));
         assert!(LineParser::new(Format::Json, Some("t"), Some("t")).is_err());
+    }
+
+    #[test]
+    fn a_json_value_of_the_wrong_type_is_named_by_its_field() {
+        let mut json = parser(Format::Json);
+        for (line, says) in [
+            (
+                &br#"{"client":7.5,"time":1}"#[..],
+                "field \"client\": expected a client id (a string or a whole number), got floating point 7.5",
+            ),
+            (
+                br#"{"time":1,"client":true}"#,
+                "field \"client\": expected a client id (a string or a whole number), got boolean true",
+            ),
+            (
+                br#"{"client":"a","time":null}"#,
+                "field \"time\": expected a time (a number or a string), got null",
+            ),
+            (
+                br#"{"client":["a"],"time":{"s":1}}"#,
+                "field \"client\": expected a client id (a string or a whole number), got an array",
+            ),
+            (
+                br#"{"client":"a","time":{"s":[1,{"t":2}]}}"#,
+                "field \"time\": expected a time (a number or a string), got an object",
+            ),
+        ] {
+            let error = json.parse(line).unwrap_err();
+            assert_eq!(
+                error,
+                LineError::Malformed(says.to_owned()),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        // Renamed fields are named as given.
+        let mut named = LineParser::new(Format::Json, Some("who"), Some("at")).unwrap();
+        assert_eq!(
+            named.parse(br#"{"who":"a","at":false}"#).unwrap_err(),
+            LineError::Malformed(
+                "field \"at\": expected a time (a number or a string), got boolean false".into()
+            )
+        );
+        // Only a line that is no JSON object says so.
+        for line in [&br#"[1,2]"#[..], br#""client""#, br#"{"client":7.5"#] {
+            let error = json.parse(line).unwrap_err();
+            assert!(
+                matches!(&error, LineError::Malformed(m) if m.starts_with("not a JSON object: ")),
+                "{}: {error:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    #[test]
+    fn a_json_time_out_of_range_is_shown_as_the_number_it_is() {
+        let mut json = parser(Format::Json);
+        for (line, says) in [
+            (
+                &br#"{"client":"a","time":1e300}"#[..],
+                "time 1e300 is out of range for epoch seconds",
+            ),
+            (
+                br#"{"client":"a","time":-1.5e300}"#,
+                "time -1.5e300 is out of range for epoch seconds",
+            ),
+            (
+                br#"{"client":"a","time":-2.5}"#,
+                "time -2.5 is out of range for epoch seconds",
+            ),
+            (
+                br#"{"client":"a","time":100000000000000000000}"#,
+                "time 100000000000000000000 is out of range for epoch seconds",
+            ),
+        ] {
+            assert_eq!(
+                json.parse(line).unwrap_err(),
+                LineError::Malformed(says.to_owned()),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_field_name_is_refused_up_front_in_every_format() {
+        for format in [Format::Combined, Format::Json, Format::Csv] {
+            for (client, time, flag, what) in [
+                (Some(""), None, "--client", "client id"),
+                (None, Some(""), "--time", "time"),
+            ] {
+                let error = LineParser::new(format, client, time).err();
+                assert_eq!(
+                    error,
+                    Some(format!(
+                        "{flag} is empty: name the field holding the {what}, or leave {flag} out for the format's default"
+                    )),
+                    "{format:?}"
+                );
+            }
+        }
     }
 
     proptest! {

@@ -33,8 +33,10 @@ pub struct Found<'de> {
 /// Reads the keys `client` and `time` from one line holding a JSON object.
 ///
 /// # Errors
-/// A message for invalid JSON, a value that is not an object, or a client
-/// or time of the wrong type.
+/// A message for invalid JSON or a value that is not an object (`not a
+/// JSON object: ...`), or for a client or time of the wrong type, naming
+/// the field: `field "client": expected a client id (a string or a whole
+/// number), got floating point 7.5`.
 pub fn extract<'de>(line: &'de [u8], client: &str, time: &str) -> Result<Found<'de>, String> {
     let mut reader = serde_json::Deserializer::from_slice(line);
     let found = reader
@@ -43,7 +45,58 @@ pub fn extract<'de>(line: &'de [u8], client: &str, time: &str) -> Result<Found<'
     reader
         .end()
         .map_err(|e| format!("text after the JSON object: {e}"))?;
-    Ok(found)
+    found.map_err(|wrong| {
+        let (field, expected, got) = match wrong {
+            WrongType::Client(got) => (client, "a client id (a string or a whole number)", got),
+            WrongType::Time(got) => (time, "a time (a number or a string)", got),
+        };
+        format!("field {field:?}: expected {expected}, got {got}")
+    })
+}
+
+/// A wanted field whose value has a type it cannot have, and what the
+/// value is instead: the line is a JSON object all the same, so this is
+/// not a JSON error (serde's would say "not a JSON object" and a column,
+/// not which field).
+enum WrongType {
+    Client(Unwanted),
+    Time(Unwanted),
+}
+
+/// A JSON value that a wanted field may not hold (a number with a
+/// fraction only the time may), for a message: its type, and its value
+/// when short (numbers and booleans).
+enum Unwanted {
+    Float(f64),
+    Bool(bool),
+    Null,
+    Array,
+    Object,
+}
+
+impl fmt::Display for Unwanted {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Unwanted::Float(v) => write!(f, "floating point {}", show_float(*v)),
+            Unwanted::Bool(v) => write!(f, "boolean {v}"),
+            Unwanted::Null => f.write_str("null"),
+            Unwanted::Array => f.write_str("an array"),
+            Unwanted::Object => f.write_str("an object"),
+        }
+    }
+}
+
+/// A JSON number read as a float, for a message: as Rust writes it when
+/// that is short (`7.5`, `1764669600.123`), else in scientific notation
+/// (`1e300`, not a 301-digit expansion, and never cut short into another
+/// number). Either is the shortest text that reads back as the same value.
+pub fn show_float(value: f64) -> String {
+    let plain = value.to_string();
+    if plain.len() <= 24 {
+        plain
+    } else {
+        format!("{value:e}")
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -85,85 +138,121 @@ impl<'de> Visitor<'de> for Wanted<'_> {
 struct Object<'f>(Wanted<'f>);
 
 impl<'de> Visitor<'de> for Object<'_> {
-    type Value = Found<'de>;
+    /// The two values, or the first wanted field of the wrong type (the
+    /// rest of the object is still read, so that a line that is not JSON
+    /// is told apart).
+    type Value = Result<Found<'de>, WrongType>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Found<'de>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut found = Found::default();
+        let mut wrong = None;
         while let Some(key) = map.next_key_seed(self.0)? {
-            match key {
-                Key::Client => found.client = Some(map.next_value::<ClientValue<'de>>()?.0),
-                Key::Time => found.time = Some(map.next_value::<TimeSeed<'de>>()?.0),
+            let wrong_here = match key {
                 Key::Other => {
                     map.next_value::<IgnoredAny>()?;
+                    None
                 }
-            }
+                Key::Client => match map.next_value::<Scalar<'de>>()?.client() {
+                    Ok(client) => {
+                        found.client = Some(client);
+                        None
+                    }
+                    Err(got) => Some(WrongType::Client(got)),
+                },
+                Key::Time => match map.next_value::<Scalar<'de>>()?.time() {
+                    Ok(time) => {
+                        found.time = Some(time);
+                        None
+                    }
+                    Err(got) => Some(WrongType::Time(got)),
+                },
+            };
+            wrong = wrong.or(wrong_here);
         }
-        Ok(found)
+        Ok(wrong.map_or(Ok(found), Err))
     }
 }
 
-struct ClientValue<'de>(Cow<'de, str>);
+/// The value of a wanted field, of any JSON type: a string or a number
+/// as read, anything else only described (an array or object is read to
+/// its end and skipped). Each field then takes the types it can hold
+/// ([`Scalar::client`], [`Scalar::time`]), so that a wrong type is named
+/// with its field rather than failing the line as JSON.
+enum Scalar<'de> {
+    Text(Cow<'de, str>),
+    Whole(u64),
+    Negative(i64),
+    Float(f64),
+    Other(Unwanted),
+}
 
-impl<'de> de::Deserialize<'de> for ClientValue<'de> {
+impl<'de> Scalar<'de> {
+    /// A client id: a string, or a whole number written as text.
+    fn client(self) -> Result<Cow<'de, str>, Unwanted> {
+        match self {
+            Scalar::Text(text) => Ok(text),
+            Scalar::Whole(v) => Ok(Cow::Owned(v.to_string())),
+            Scalar::Negative(v) => Ok(Cow::Owned(v.to_string())),
+            Scalar::Float(v) => Err(Unwanted::Float(v)),
+            Scalar::Other(other) => Err(other),
+        }
+    }
+
+    /// A time: any number, or a string.
+    fn time(self) -> Result<TimeValue<'de>, Unwanted> {
+        match self {
+            Scalar::Text(text) => Ok(TimeValue::Text(text)),
+            Scalar::Whole(v) => Ok(TimeValue::Millis(v)),
+            Scalar::Negative(_) => Ok(TimeValue::Negative),
+            Scalar::Float(v) => Ok(TimeValue::Seconds(v)),
+            Scalar::Other(other) => Err(other),
+        }
+    }
+}
+
+impl<'de> de::Deserialize<'de> for Scalar<'de> {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ClientVisitor)
+        d.deserialize_any(ScalarVisitor)
     }
 }
 
-struct ClientVisitor;
+struct ScalarVisitor;
 
-impl<'de> Visitor<'de> for ClientVisitor {
-    type Value = ClientValue<'de>;
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar<'de>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a client id (a string or a whole number)")
+        f.write_str("any JSON value")
     }
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(ClientValue(Cow::Borrowed(v)))
+        Ok(Scalar::Text(Cow::Borrowed(v)))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(ClientValue(Cow::Owned(v.to_owned())))
+        Ok(Scalar::Text(Cow::Owned(v.to_owned())))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(ClientValue(Cow::Owned(v.to_string())))
+        Ok(Scalar::Whole(v))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(ClientValue(Cow::Owned(v.to_string())))
-    }
-}
-
-struct TimeSeed<'de>(TimeValue<'de>);
-
-impl<'de> de::Deserialize<'de> for TimeSeed<'de> {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(TimeVisitor)
-    }
-}
-
-struct TimeVisitor;
-
-impl<'de> Visitor<'de> for TimeVisitor {
-    type Value = TimeSeed<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a time (a number or a string)")
-    }
-    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(TimeSeed(TimeValue::Text(Cow::Borrowed(v))))
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(TimeSeed(TimeValue::Text(Cow::Owned(v.to_owned()))))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(TimeSeed(TimeValue::Millis(v)))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(TimeSeed(
-            u64::try_from(v).map_or(TimeValue::Negative, TimeValue::Millis),
-        ))
+        Ok(u64::try_from(v).map_or(Scalar::Negative(v), Scalar::Whole))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(TimeSeed(TimeValue::Seconds(v)))
+        Ok(Scalar::Float(v))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Scalar::Other(Unwanted::Bool(v)))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Scalar::Other(Unwanted::Null))
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other(Unwanted::Array))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other(Unwanted::Object))
     }
 }
 

@@ -30,12 +30,9 @@ pub(super) fn check_store_bounds(
                 limit.window.get_ref().0,
             );
             if let Err(error) = tollgate_redis::bounds::check_limit(policy, count, window) {
-                // Point at the limit when the same window with a limit of 1
-                // would pass, else at the window.
-                let span = if tollgate_redis::bounds::check_limit(policy, 1, window).is_ok() {
-                    limit.limit.span()
-                } else {
-                    limit.window.span()
+                let span = match tollgate_redis::at_fault(policy, window) {
+                    tollgate_redis::AtFault::Limit => limit.limit.span(),
+                    tollgate_redis::AtFault::Window => limit.window.span(),
                 };
                 return Err(at(
                     span,
