@@ -38,7 +38,7 @@ use http::{HeaderName, Request};
 use tokio::net::TcpListener;
 use tollgate_connections::{Limits, Slots};
 use tollgate_tower::{
-    ApiKey, HeaderKey, KeyExtractor, PeerIp, RateLimit, RateLimitConfig, RateLimitLayer,
+    ApiKey, HeaderKey, KeyExtractor, NoKey, PeerIp, RateLimit, RateLimitConfig, RateLimitLayer,
 };
 use tower::Layer;
 
@@ -81,6 +81,16 @@ impl KeySource {
             KeySource::ApiKey => ApiKey.extract(request),
         }
     }
+
+    /// Why `request` has no key, for the 400 (the header looked for, or
+    /// why its value cannot be used).
+    fn no_key<B>(&self, request: &Request<B>) -> NoKey {
+        match self {
+            KeySource::Peer { .. } => NoKey::Absent(None),
+            KeySource::Header(name) => HeaderKey::new(name.clone()).why_missing(request),
+            KeySource::ApiKey => ApiKey.why_missing(request),
+        }
+    }
 }
 
 /// The peer's address is read from the request's extensions (axum's
@@ -89,6 +99,10 @@ impl KeySource {
 impl<B> KeyExtractor<B> for KeySource {
     fn extract(&self, request: &Request<B>) -> Option<String> {
         self.key(request, tollgate_tower::key::peer_addr(request))
+    }
+
+    fn why_missing(&self, request: &Request<B>) -> NoKey {
+        self.no_key(request)
     }
 }
 
@@ -104,6 +118,10 @@ struct ConnectionKey {
 impl<B> KeyExtractor<B> for ConnectionKey {
     fn extract(&self, request: &Request<B>) -> Option<String> {
         self.source.key(request, Some(self.peer))
+    }
+
+    fn why_missing(&self, request: &Request<B>) -> NoKey {
+        self.source.no_key(request)
     }
 }
 

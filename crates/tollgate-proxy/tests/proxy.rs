@@ -193,12 +193,29 @@ async fn the_upstream_sees_exactly_the_allowed_requests() {
     );
     assert_eq!(count.load(Ordering::SeqCst), 12);
 
-    // No key: 400, and the upstream never sees it.
+    // No key: 400 naming the header, and the upstream never sees it.
     let anonymous = http::Request::get(format!("http://{}/", proxy.addr))
         .body(Full::default())
         .unwrap();
-    assert_eq!(send(&client, anonymous).await.0, StatusCode::BAD_REQUEST);
+    let (status, _, body) = send(&client, anonymous).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body,
+        "missing x-client-id header: it carries the client id\n"
+    );
+    // A key given twice names no client: 400, neither is charged.
+    clock.advance(1_000);
+    let twice = http::Request::get(format!("http://{}/", proxy.addr))
+        .header("x-client-id", "alice")
+        .header("x-client-id", "dave")
+        .body(Full::default())
+        .unwrap();
+    let (status, _, body) = send(&client, twice).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("given more than once"), "{body}");
     assert_eq!(count.load(Ordering::SeqCst), 12);
+    let (_, headers, _) = send(&client, get(proxy.addr, "alice")).await;
+    assert_eq!(headers["ratelimit"], r#""proxy-1s";r=2;t=1"#);
 
     proxy.stop().await;
     up.stop().await;
