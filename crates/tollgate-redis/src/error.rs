@@ -210,6 +210,11 @@ impl RedisStoreError {
 }
 
 fn is_transient_redis(e: &redis::RedisError) -> bool {
+    // A reconnection refused for its credentials (the password changed
+    // under a running store) comes without a code: no retry fixes it.
+    if e.kind() == redis::ErrorKind::AuthenticationFailed {
+        return false;
+    }
     match e.code() {
         Some(code) => TRANSIENT_CODES.contains(&code),
         // Not an error reply: the connection failed, was refused or dropped,

@@ -317,3 +317,55 @@ fn slot_of(port: u16, key: &str) -> u32 {
         .parse()
         .expect("a slot")
 }
+
+/// Redis's password changed under a running store: every reconnection is
+/// refused, which no retry fixes (the README's table: authentication
+/// errors are permanent), whatever form the refusal takes.
+#[test]
+fn a_password_changed_after_start_up_is_a_permanent_error() {
+    // Started open (the harness waits for PING), then given a password.
+    let Some(server) = RedisServer::spawn("a_password_changed_after_start_up") else {
+        return;
+    };
+    assert_eq!(
+        server.cli(&["CONFIG", "SET", "requirepass", "old"]).trim(),
+        "OK"
+    );
+    let port = server.port();
+    runtime().block_on(async {
+        let url = format!("redis://:old@127.0.0.1:{port}");
+        let store = RedisStore::connect(&url, config()).await.expect("connect");
+        store.decide(&plan(), "c", 0, 1).await.expect("decided");
+        let auth = ["-a", "old", "--no-auth-warning"];
+        let said = |args: &[&str]| redis_cli(port, &[&auth[..], args].concat());
+        assert_eq!(said(&["CONFIG", "SET", "requirepass", "new"]).trim(), "OK");
+        // The store's connection was authenticated before: drop it.
+        let new_auth = [
+            "-a",
+            "new",
+            "--no-auth-warning",
+            "CLIENT",
+            "KILL",
+            "TYPE",
+            "normal",
+        ];
+        redis_cli(port, &new_auth);
+        // The first calls may meet the dropped connection (transient); the
+        // reconnection's refusal follows.
+        let mut errors = Vec::new();
+        for _ in 0..50 {
+            let error = store.decide(&plan(), "c", 0, 1).await.expect_err("refused");
+            let transient = error.is_transient();
+            errors.push(error.to_string());
+            if !transient {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let last = errors.last().expect("an error");
+        assert!(
+            errors.len() < 50 && last.to_lowercase().contains("auth"),
+            "no permanent authentication error in {errors:#?}"
+        );
+    });
+}
