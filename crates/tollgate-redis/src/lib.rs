@@ -72,9 +72,12 @@
 //! `fail-open` those calls were answered allowed, as counted; under the other
 //! policies they were refused yet counted: the error is towards admitting
 //! less, never more. Exact would need the late answers: a call given up on
-//! whose reply says it consumed, refunded by a script that undoes it (not
-//! done). Errors of the estimate only make the deadline earlier (by up to the
-//! measuring round trip, plus 1 ms of slack), never later, unless Redis's
+//! whose reply says it consumed, refunded by a script that restores the
+//! client's state only if it is still the one that call wrote (after other
+//! calls, a blind undo could give back tokens the bucket's cap would have
+//! wasted, which over-admits); not done. Errors of the estimate only make
+//! the deadline earlier (by up to the measuring round trip, plus 1 ms of
+//! slack), never later, unless Redis's
 //! clock steps back or runs slow, which the next measurement (within 1 to 2 s,
 //! while every master answers) follows. A call refused as late consumes
 //! nothing.
