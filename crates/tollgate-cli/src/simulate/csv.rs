@@ -67,17 +67,28 @@ impl CsvSplitter {
     /// The column of the line last split (a header) whose name is `name`.
     ///
     /// # Errors
-    /// A message naming the columns there are.
+    /// A message naming the columns there are, when none is `name` or more
+    /// than one is (which of them holds the field would be a guess).
     pub fn column(&self, name: &str) -> Result<usize, String> {
-        let names: Vec<&str> = (0..self.fields)
-            .map(|i| self.field(i).unwrap_or(""))
+        let names: Vec<String> = (0..self.fields)
+            .map(|i| {
+                let start = if i == 0 { 0 } else { self.ends[i - 1] };
+                String::from_utf8_lossy(&self.output[start..self.ends[i]]).into_owned()
+            })
             .collect();
-        names.iter().position(|n| *n == name).ok_or_else(|| {
-            format!(
+        let mut columns = (0..names.len()).filter(|&i| names[i] == name);
+        match (columns.next(), columns.next()) {
+            (Some(column), None) => Ok(column),
+            (Some(first), Some(second)) => Err(format!(
+                "the CSV header names column {name:?} more than once (columns {} and {})",
+                first + 1,
+                second + 1
+            )),
+            (None, _) => Err(format!(
                 "the CSV header has no column {name:?} (its columns: {})",
                 names.join(", ")
-            )
-        })
+            )),
+        }
     }
 }
 
@@ -98,5 +109,25 @@ mod tests {
         assert!(csv.split(br#"1000,"open"#).is_err());
         assert_eq!(csv.split(b"5,b"), Ok(2));
         assert_eq!(csv.field(0), Ok("5"));
+    }
+
+    #[test]
+    fn a_header_column_named_twice_or_not_utf8_is_named() {
+        let mut csv = CsvSplitter::default();
+        assert_eq!(csv.split(b"client,time,client"), Ok(3));
+        assert_eq!(
+            csv.column("client"),
+            Err(
+                "the CSV header names column \"client\" more than once (columns 1 and 3)"
+                    .to_owned()
+            )
+        );
+        assert_eq!(csv.column("time"), Ok(1));
+        assert_eq!(csv.split(b"cli\xffent,time"), Ok(2));
+        let error = csv.column("client").unwrap_err();
+        assert!(
+            error.contains("its columns: cli\u{fffd}ent, time"),
+            "{error}"
+        );
     }
 }
