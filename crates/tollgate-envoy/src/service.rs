@@ -23,6 +23,7 @@
 //! trip wide, and only requests with several limited descriptors meet it.
 
 use std::hash::BuildHasher;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -77,25 +78,51 @@ struct Grouped {
 
 impl Grouped {
     /// The index of the group of `plan` and `key`, made or grown by `cost`.
-    fn add(&mut self, plan: &Arc<Plan>, key: String, cost: u32) -> usize {
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` when the key is longer than a client id may be
+    /// ([`tollgate::MAX_CLIENT_BYTES`]: each is kept with its state) or the
+    /// group's cost would pass `max_cost`. A sum is never capped: a capped
+    /// sum would ask a limit of `u32::MAX` for less than the request costs.
+    fn add(
+        &mut self,
+        plan: &Arc<Plan>,
+        key: String,
+        cost: u32,
+        max_cost: u32,
+    ) -> Result<usize, Status> {
+        if key.len() > tollgate::MAX_CLIENT_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "a descriptor's client key (the domain and its entries) is {} bytes long, \
+                 over the limit of {}",
+                key.len(),
+                tollgate::MAX_CLIENT_BYTES
+            )));
+        }
         let same = self
             .groups
             .iter()
             .position(|g| g.key == key && g.plan.name() == plan.name());
-        match same {
-            Some(i) => {
-                self.groups[i].cost = self.groups[i].cost.saturating_add(cost);
-                i
-            }
-            None => {
-                self.groups.push(Group {
-                    plan: plan.clone(),
-                    key,
-                    cost,
-                });
-                self.groups.len() - 1
-            }
+        let (at, total) = match same {
+            Some(i) => (i, u64::from(self.groups[i].cost) + u64::from(cost)),
+            None => (self.groups.len(), u64::from(cost)),
+        };
+        if total > u64::from(max_cost) {
+            return Err(Status::invalid_argument(format!(
+                "the descriptors of client {key:?} ask for a cost of {total} in all, \
+                 over the maximum of {max_cost}"
+            )));
         }
+        match same {
+            // total <= max_cost, a u32: the cast keeps it whole.
+            Some(i) => self.groups[i].cost = total as u32,
+            None => self.groups.push(Group {
+                plan: plan.clone(),
+                key,
+                cost,
+            }),
+        }
+        Ok(at)
     }
 }
 
@@ -123,7 +150,9 @@ impl RlsService {
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` for an empty domain, no descriptors or more than
-    /// [`MAX_DESCRIPTORS`], or a `hits_addend` over `u32::MAX`; `UNAVAILABLE`
+    /// [`MAX_DESCRIPTORS`], a `hits_addend` over `u32::MAX`, a client key over
+    /// [`tollgate::MAX_CLIENT_BYTES`], or one client's cost over the
+    /// configured `max_cost` ([`crate::ServiceConfig::max_cost`]); `UNAVAILABLE`
     /// when the store hands back an error (a guarded store's failure policy
     /// answers the failures it can: see `tollgate_guard::GuardedStore`).
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
@@ -137,6 +166,7 @@ impl RlsService {
     /// client key are counted together, their costs added.
     fn group(&self, request: &RateLimitRequest, request_cost: u32) -> Result<Grouped, Status> {
         let rules = self.config.rules.load();
+        let max_cost = self.config.max_cost.load(Ordering::Relaxed);
         let mut grouped = Grouped {
             groups: Vec::new(),
             slots: Vec::with_capacity(request.descriptors.len()),
@@ -158,8 +188,15 @@ impl RlsService {
                 true => None,
                 false => rules.find(&request.domain, entries()),
             };
-            let slot = rule
-                .map(|rule| grouped.add(&rule.plan, client_key(&request.domain, entries()), cost));
+            let slot = match rule {
+                Some(rule) => Some(grouped.add(
+                    &rule.plan,
+                    client_key(&request.domain, entries()),
+                    cost,
+                    max_cost,
+                )?),
+                None => None,
+            };
             grouped.slots.push(slot);
         }
         Ok(grouped)

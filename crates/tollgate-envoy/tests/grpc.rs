@@ -539,3 +539,78 @@ async fn grpc_health_reports_serving() {
     drop(health);
     server.stop().await;
 }
+
+/// One client's cost, its descriptors together, and its key's length are
+/// bounded: past them the request is `INVALID_ARGUMENT` and consumes
+/// nothing. A sum is never capped: capped at `u32::MAX`, two descriptors
+/// of `u32::MAX` and 1 asked a limit of `u32::MAX` for less than they cost.
+#[tokio::test]
+async fn costs_over_the_maximum_and_keys_over_the_limit_are_refused_and_consume_nothing() {
+    let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &plans()).unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let store: Arc<dyn Store> = Arc::new(MemoryBackend::new());
+    let config = ServiceConfig::new(rules, store, clock).max_cost(10);
+    let max_cost = config.max_cost_handle();
+    let service = tollgate_envoy::RlsService::new(config);
+    let hits = |value: u64, entries: &[(&str, &str)]| RateLimitDescriptor {
+        hits_addend: Some(UInt64Value { value }),
+        ..descriptor(entries)
+    };
+    let refused = |request: RateLimitRequest| {
+        let service = &service;
+        async move { service.decide(&request).await.unwrap_err() }
+    };
+
+    // Over max_cost, alone or summed with the client's other descriptor.
+    let error = refused(request(vec![hits(11, &[("api_key", "k")])])).await;
+    assert_eq!(error.code(), tonic::Code::InvalidArgument);
+    assert!(
+        error
+            .message()
+            .contains("a cost of 11 in all, over the maximum of 10"),
+        "{}",
+        error.message()
+    );
+    let error = refused(request(vec![
+        hits(6, &[("api_key", "k")]),
+        hits(5, &[("api_key", "k")]),
+    ]))
+    .await;
+    assert!(
+        error.message().contains("a cost of 11 in all"),
+        "{}",
+        error.message()
+    );
+    // The maximum follows the handle (a reload); a sum past u32::MAX is
+    // refused, not capped.
+    max_cost.store(u32::MAX, std::sync::atomic::Ordering::Relaxed);
+    let error = refused(request(vec![
+        hits(u64::from(u32::MAX), &[("api_key", "k")]),
+        hits(1, &[("api_key", "k")]),
+    ]))
+    .await;
+    assert_eq!(error.code(), tonic::Code::InvalidArgument);
+    assert!(
+        error
+            .message()
+            .contains(&format!("a cost of {} in all", u64::from(u32::MAX) + 1)),
+        "{}",
+        error.message()
+    );
+    // A client key over 256 bytes ("edge|api_key=" and the value).
+    let long = "v".repeat(tollgate::MAX_CLIENT_BYTES);
+    let error = refused(request(vec![descriptor(&[("api_key", &long)])])).await;
+    assert_eq!(error.code(), tonic::Code::InvalidArgument);
+    assert!(
+        error.message().contains("over the limit of 256"),
+        "{}",
+        error.message()
+    );
+
+    // None of it consumed: k still has its 5 per second (GCRA) whole.
+    let answer = service
+        .decide(&request(vec![hits(5, &[("api_key", "k")])]))
+        .await
+        .unwrap();
+    assert_eq!(codes(&answer), [Code::Ok]);
+}

@@ -156,6 +156,22 @@ async fn serve_answers_envoy_over_grpc_and_a_reload_changes_the_rule() {
     assert_eq!(limit_name(&response).as_deref(), Some("paid-1d"));
     assert_eq!(response.statuses[0].limit_remaining, 9);
 
+    // max_cost bounds a gRPC client's cost as it bounds an HTTP check's,
+    // and a reload changes it for both.
+    std::fs::write(&path, format!("max_cost = 5\n{}", config_text("paid"))).unwrap();
+    server.reload().unwrap();
+    let mut costly = request("edge", "remote_address", "10.0.0.1");
+    costly.hits_addend = 6;
+    let error = client.should_rate_limit(costly).await.unwrap_err();
+    assert_eq!(error.code(), tonic::Code::InvalidArgument);
+    assert!(
+        error.message().contains("over the maximum of 5"),
+        "{}",
+        error.message()
+    );
+    let response = ask(&mut client, request("edge", "remote_address", "10.0.0.1")).await;
+    assert_eq!(response.statuses[0].limit_remaining, 8, "nothing consumed");
+
     // A rule naming an unknown plan is refused; the running rules stay.
     std::fs::write(&path, config_text("gold")).unwrap();
     assert!(server.reload().is_err());
