@@ -47,9 +47,9 @@ impl KeyError {
     /// Whether the request carries no key at all (no header, only white
     /// space, or an `Authorization` of another scheme with no `X-Api-Key`),
     /// rather than one that cannot be used (given twice, too long, not
-    /// UTF-8). A layer
-    /// that lets keyless requests through must still refuse the latter: a
-    /// client would otherwise skip its limit by sending its key twice.
+    /// UTF-8). A layer that lets keyless requests through must still refuse
+    /// the latter: a client would otherwise skip its limit by sending its key
+    /// twice.
     pub fn is_absent(&self) -> bool {
         matches!(
             self,
