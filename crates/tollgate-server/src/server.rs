@@ -169,7 +169,6 @@ impl Server {
             None => store.clone(),
         };
         let rules = config.envoy.rules.clone();
-        let max_cost = config.max_cost;
         let metrics = Arc::new(Metrics::new());
         let observed = config
             .dashboard_enabled
@@ -177,13 +176,13 @@ impl Server {
         let active = Arc::new(ArcSwap::from_pointee(Self::activate(&metrics, config)));
         // Only errors the failure policy hands back reach the service: they
         // are gRPC UNAVAILABLE.
-        let envoy = tollgate_envoy::ServiceConfig::new(rules, envoy_store, clock.clone())
-            .max_cost(max_cost)
-            .observer(Arc::new(grpc_metrics::GrpcMetrics::new(
+        let envoy = tollgate_envoy::ServiceConfig::new(rules, envoy_store, clock.clone()).observer(
+            Arc::new(grpc_metrics::GrpcMetrics::new(
                 active.clone(),
                 metrics.clone(),
                 observed.clone(),
-            )));
+            )),
+        );
         Self {
             inner: Arc::new(Inner {
                 active,

@@ -99,10 +99,6 @@ impl Server {
             .envoy
             .rules_handle()
             .replace(config.envoy.rules.clone());
-        self.inner
-            .envoy
-            .max_cost_handle()
-            .store(config.max_cost, std::sync::atomic::Ordering::Relaxed);
         let active = Self::activate(&self.inner.metrics, config);
         self.inner.active.store(Arc::new(active));
         if let Some(cache) = &self.inner.rejection_cache {
