@@ -58,11 +58,16 @@ fn parse_any_duration_ms(option: &'static str, text: &str) -> Result<u64, Error>
             )))
         }
     };
-    let number: u64 = number.parse().map_err(|_| {
-        invalid(format!(
-            "{text:?}: expected a whole number and a unit, e.g. \"1s\""
-        ))
-    })?;
+    let number: u64 = match number.parse() {
+        Ok(number) => number,
+        // Only digits, yet no u64: too large, as a config file says.
+        Err(_) if !number.is_empty() => return Err(invalid(format!("{text:?} is too long"))),
+        Err(_) => {
+            return Err(invalid(format!(
+                "{text:?}: expected a whole number and a unit, e.g. \"1s\""
+            )))
+        }
+    };
     number
         .checked_mul(scale)
         .ok_or_else(|| invalid(format!("{text:?} is too long")))
@@ -127,6 +132,16 @@ pub fn parse_key(text: &str, trusted_proxies: usize) -> Result<KeySource, Error>
         option: "--key",
         reason,
     };
+    if trusted_proxies > 0 && text != "peer" {
+        // It would change nothing: a flag given in vain is likely a mistake.
+        return Err(Error::InvalidOption {
+            option: "--trust-forwarded-for",
+            reason: format!(
+                "{trusted_proxies}: X-Forwarded-For is read only to key by the peer's \
+                 address (--key peer), not with --key {text}"
+            ),
+        });
+    }
     match text {
         "peer" => Ok(KeySource::Peer { trusted_proxies }),
         "api-key" => Ok(KeySource::ApiKey),
@@ -175,6 +190,11 @@ mod tests {
             let err = parse_window(bad).unwrap_err().to_string();
             assert!(err.starts_with("invalid --window"), "{bad}: {err}");
         }
+        // Digits past u64 are too long, as past u64 once scaled.
+        for long in ["100000000000000000000d", "300000000000000d"] {
+            let err = parse_window(long).unwrap_err().to_string();
+            assert!(err.ends_with("is too long"), "{long}: {err}");
+        }
     }
 
     #[test]
@@ -215,6 +235,11 @@ mod tests {
         );
         assert!(parse_key("header:bad name", 0).is_err());
         assert!(parse_key("cookie", 0).is_err());
+        let in_vain = parse_key("api-key", 2).unwrap_err().to_string();
+        assert!(
+            in_vain.starts_with("invalid --trust-forwarded-for: 2: X-Forwarded-For is read only"),
+            "{in_vain}"
+        );
     }
 
     #[test]
