@@ -196,6 +196,8 @@ impl Rules {
 
 /// The store's client key for a descriptor: the domain and every entry,
 /// with `\`, `|` and `=` escaped so that different descriptors never share a key.
+/// A key longer than a client id may be ([`tollgate::MAX_CLIENT_BYTES`]:
+/// each is kept with its state) is shortened by [`shorten`].
 pub(crate) fn client_key<'a>(
     domain: &str,
     entries: impl Iterator<Item = (&'a str, &'a str)>,
@@ -208,7 +210,36 @@ pub(crate) fn client_key<'a>(
         key.push('=');
         escape_into(&mut key, v);
     }
+    if key.len() > tollgate::MAX_CLIENT_BYTES {
+        key = shorten(&key);
+    }
     key
+}
+
+/// A long key as its start and the SHA-256 of the whole, in
+/// [`tollgate::MAX_CLIENT_BYTES`]: a descriptor value is often the caller's
+/// own (a header, a path), so a key of any length would let one caller
+/// hold any memory, while refusing it would hand the request to Envoy's
+/// failure mode (by default, let through). Two long keys share a shortened
+/// key only if their SHA-256 digests collide; a short key could equal a
+/// shortened one only by spelling out its digest, which takes the long key
+/// itself. Every instance shortens alike, so a fleet still shares a limit.
+fn shorten(key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    const DIGEST_HEX: usize = 64;
+    let keep = tollgate::MAX_CLIENT_BYTES - 1 - DIGEST_HEX;
+    let mut cut = keep;
+    while !key.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut short = String::with_capacity(tollgate::MAX_CLIENT_BYTES);
+    short.push_str(&key[..cut]);
+    short.push('#');
+    for byte in Sha256::digest(key.as_bytes()) {
+        let _ = write!(short, "{byte:02x}");
+    }
+    short
 }
 
 /// Appends `s` with `\`, `|` and `=` escaped, copying the runs between
@@ -322,6 +353,23 @@ mod tests {
     fn client_keys_escape_every_separator_and_keep_other_characters() {
         let key = client_key("é\\d", [("k|", "a==b"), ("ü", "")].into_iter());
         assert_eq!(key, r"é\\d|k\|=a\=\=b|ü=");
+    }
+
+    #[test]
+    fn a_long_key_is_shortened_to_a_client_ids_length_and_stays_its_own() {
+        let long = |tail: &str| {
+            let value = format!("{}{tail}", "é".repeat(200));
+            client_key("edge", [("path", value.as_str())].into_iter())
+        };
+        let (one, same, other) = (long("a"), long("a"), long("b"));
+        assert!(one.len() <= tollgate::MAX_CLIENT_BYTES, "{}", one.len());
+        assert!(one.starts_with("edge|path=é"), "{one}");
+        assert_eq!(one, same, "the same descriptor, the same key");
+        assert_ne!(one, other, "a different tail, a different key");
+        // A key that fits is kept whole.
+        let fits = "v".repeat(tollgate::MAX_CLIENT_BYTES - "edge|path=".len());
+        let key = client_key("edge", [("path", fits.as_str())].into_iter());
+        assert_eq!(key, format!("edge|path={fits}"));
     }
 
     #[test]

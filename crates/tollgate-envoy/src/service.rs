@@ -80,10 +80,9 @@ impl Grouped {
     /// The index of the group of `plan` and `key`, made or grown by `cost`.
     ///
     /// # Errors
-    /// `INVALID_ARGUMENT` when the key is longer than a client id may be
-    /// ([`tollgate::MAX_CLIENT_BYTES`]: each is kept with its state) or the
-    /// group's cost would pass `max_cost`. A sum is never capped: a capped
-    /// sum would ask a limit of `u32::MAX` for less than the request costs.
+    /// `INVALID_ARGUMENT` when the group's cost would pass `max_cost`. A sum
+    /// is never capped: a capped sum would ask a limit of `u32::MAX` for less
+    /// than the request costs.
     fn add(
         &mut self,
         plan: &Arc<Plan>,
@@ -91,14 +90,6 @@ impl Grouped {
         cost: u32,
         max_cost: u32,
     ) -> Result<usize, Status> {
-        if key.len() > tollgate::MAX_CLIENT_BYTES {
-            return Err(Status::invalid_argument(format!(
-                "a descriptor's client key (the domain and its entries) is {} bytes long, \
-                 over the limit of {}",
-                key.len(),
-                tollgate::MAX_CLIENT_BYTES
-            )));
-        }
         let same = self
             .groups
             .iter()
@@ -150,9 +141,9 @@ impl RlsService {
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` for an empty domain, no descriptors or more than
-    /// [`MAX_DESCRIPTORS`], a `hits_addend` over `u32::MAX`, a client key over
-    /// [`tollgate::MAX_CLIENT_BYTES`], or one client's cost over the
-    /// configured `max_cost` ([`crate::ServiceConfig::max_cost`]); `UNAVAILABLE`
+    /// [`MAX_DESCRIPTORS`], a `hits_addend` over `u32::MAX`, or one client's
+    /// cost over the configured `max_cost` ([`crate::ServiceConfig::max_cost`],
+    /// `u32::MAX` unless set); `UNAVAILABLE`
     /// when the store hands back an error (a guarded store's failure policy
     /// answers the failures it can: see `tollgate_guard::GuardedStore`).
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {

@@ -540,12 +540,13 @@ async fn grpc_health_reports_serving() {
     server.stop().await;
 }
 
-/// One client's cost, its descriptors together, and its key's length are
-/// bounded: past them the request is `INVALID_ARGUMENT` and consumes
-/// nothing. A sum is never capped: capped at `u32::MAX`, two descriptors
-/// of `u32::MAX` and 1 asked a limit of `u32::MAX` for less than they cost.
+/// One client's cost, its descriptors together, is bounded: past it the
+/// request is `INVALID_ARGUMENT` and consumes nothing. A sum is never
+/// capped: capped at `u32::MAX`, two descriptors of `u32::MAX` and 1 asked
+/// a limit of `u32::MAX` for less than they cost. A long key is limited as
+/// any other.
 #[tokio::test]
-async fn costs_over_the_maximum_and_keys_over_the_limit_are_refused_and_consume_nothing() {
+async fn costs_over_the_maximum_are_refused_and_consume_nothing_and_long_keys_are_limited() {
     let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &plans()).unwrap();
     let clock = Arc::new(ManualClock::new(0));
     let store: Arc<dyn Store> = Arc::new(MemoryBackend::new());
@@ -597,14 +598,30 @@ async fn costs_over_the_maximum_and_keys_over_the_limit_are_refused_and_consume_
         "{}",
         error.message()
     );
-    // A client key over 256 bytes ("edge|api_key=" and the value).
-    let long = "v".repeat(tollgate::MAX_CLIENT_BYTES);
-    let error = refused(request(vec![descriptor(&[("api_key", &long)])])).await;
-    assert_eq!(error.code(), tonic::Code::InvalidArgument);
-    assert!(
-        error.message().contains("over the limit of 256"),
-        "{}",
-        error.message()
+    // A client key over 256 bytes is limited as any other (shortened to
+    // its start and digest), never refused: Envoy would let a refused
+    // request through.
+    let ask_long = |tail: &'static str| {
+        let service = &service;
+        let key = format!("{}{tail}", "v".repeat(4 * tollgate::MAX_CLIENT_BYTES));
+        async move {
+            let answer = service
+                .decide(&request(vec![hits(3, &[("api_key", &key)])]))
+                .await
+                .unwrap();
+            codes(&answer)
+        }
+    };
+    assert_eq!(ask_long("a").await, [Code::Ok]);
+    assert_eq!(
+        ask_long("a").await,
+        [Code::OverLimit],
+        "5 per second: 3 + 3"
+    );
+    assert_eq!(
+        ask_long("b").await,
+        [Code::Ok],
+        "another key, its own limit"
     );
 
     // None of it consumed: k still has its 5 per second (GCRA) whole.
