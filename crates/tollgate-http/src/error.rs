@@ -17,10 +17,10 @@ pub enum KeyError {
     /// one), so none is taken rather than charging the first.
     #[error("the {0} header is given more than once: it must name one client")]
     Repeated(HeaderName),
-    /// The header's value is longer than a client id may be
-    /// ([`tollgate::MAX_CLIENT_BYTES`]).
+    /// The client id the header carries (its value, or a bearer token) is
+    /// longer than a client id may be ([`tollgate::MAX_CLIENT_BYTES`]).
     #[error(
-        "the {name} header is {bytes} bytes long, over the limit of {} for a client id",
+        "the client id in the {name} header is {bytes} bytes long, over the limit of {}",
         tollgate::MAX_CLIENT_BYTES
     )]
     TooLong {

@@ -2,7 +2,7 @@
 //! same rules in every front end.
 
 use http::header::AUTHORIZATION;
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::KeyError;
 
@@ -17,26 +17,14 @@ pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 /// [`KeyError::TooLong`] (over [`tollgate::MAX_CLIENT_BYTES`]) or
 /// [`KeyError::NotUtf8`].
 pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyError> {
-    let mut values = headers.get_all(name).iter();
-    let value = values
-        .next()
-        .ok_or_else(|| KeyError::MissingHeader(name.clone()))?;
-    if values.next().is_some() {
-        return Err(KeyError::Repeated(name.clone()));
-    }
+    let value = only_value(headers, name)?.ok_or_else(|| KeyError::MissingHeader(name.clone()))?;
     let text = std::str::from_utf8(value.as_bytes())
         .map_err(|_| KeyError::NotUtf8(name.clone()))?
         .trim();
     if text.is_empty() {
         return Err(KeyError::EmptyHeader(name.clone()));
     }
-    if text.len() > tollgate::MAX_CLIENT_BYTES {
-        return Err(KeyError::TooLong {
-            name: name.clone(),
-            bytes: text.len(),
-        });
-    }
-    Ok(text.to_owned())
+    client_id(name, text)
 }
 
 /// The caller's API key: the token of `Authorization: Bearer TOKEN` (the
@@ -48,21 +36,45 @@ pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyE
 /// [`KeyError::NotBearer`] when `Authorization` is there but not a bearer
 /// token and `X-Api-Key` is missing; [`KeyError::MissingApiKey`] when
 /// neither is there; [`KeyError::Repeated`] when `Authorization` is given
-/// more than once; what [`header_key`] says of a bad `X-Api-Key`.
+/// more than once; [`KeyError::TooLong`] for a bearer token over
+/// [`tollgate::MAX_CLIENT_BYTES`]; what [`header_key`] says of a bad
+/// `X-Api-Key`.
 pub fn api_key(headers: &HeaderMap) -> Result<String, KeyError> {
-    let mut authorizations = headers.get_all(AUTHORIZATION).iter();
-    let authorization = authorizations.next();
-    if authorizations.next().is_some() {
-        return Err(KeyError::Repeated(AUTHORIZATION));
-    }
+    let authorization = only_value(headers, &AUTHORIZATION)?;
     if let Some(token) = authorization.and_then(|v| bearer_token(v.as_bytes())) {
-        return Ok(token.to_owned());
+        return client_id(&AUTHORIZATION, token);
     }
     match header_key(headers, &X_API_KEY) {
         Err(KeyError::MissingHeader(_)) if authorization.is_some() => Err(KeyError::NotBearer),
         Err(KeyError::MissingHeader(_)) => Err(KeyError::MissingApiKey),
         other => other,
     }
+}
+
+/// The one value of the header `name`, if any: given twice, which names
+/// the client is anyone's guess, so it is [`KeyError::Repeated`].
+fn only_value<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+) -> Result<Option<&'a HeaderValue>, KeyError> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    match values.next() {
+        Some(_) => Err(KeyError::Repeated(name.clone())),
+        None => Ok(first),
+    }
+}
+
+/// `text`, read from the header `name`, as a client id: at most
+/// [`tollgate::MAX_CLIENT_BYTES`] long.
+fn client_id(name: &HeaderName, text: &str) -> Result<String, KeyError> {
+    if text.len() > tollgate::MAX_CLIENT_BYTES {
+        return Err(KeyError::TooLong {
+            name: name.clone(),
+            bytes: text.len(),
+        });
+    }
+    Ok(text.to_owned())
 }
 
 /// The token of a `Bearer TOKEN` credential, if that is what `value` is.
@@ -135,6 +147,15 @@ mod tests {
         assert_eq!(
             api_key(&bearer_twice),
             Err(KeyError::Repeated(AUTHORIZATION))
+        );
+        // A bearer token is a client id like any other: capped alike.
+        let long = format!("Bearer {}", "t".repeat(tollgate::MAX_CLIENT_BYTES + 1));
+        assert_eq!(
+            api_key(&headers(&[("authorization", long.as_bytes())])),
+            Err(KeyError::TooLong {
+                name: AUTHORIZATION,
+                bytes: tollgate::MAX_CLIENT_BYTES + 1
+            })
         );
         assert!(KeyError::Repeated(name)
             .to_string()
