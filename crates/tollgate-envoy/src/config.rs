@@ -4,7 +4,6 @@
 //! `UNAVAILABLE`, for Envoy's `failure_mode_deny` to decide.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use arc_swap::{ArcSwap, Guard};
@@ -54,8 +53,8 @@ pub struct ServiceConfig {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) observer: Option<Arc<dyn DecisionObserver>>,
     /// The largest cost one client of one request may ask for, all its
-    /// descriptors together (live: see [`ServiceConfig::max_cost_handle`]).
-    pub(crate) max_cost: Arc<AtomicU32>,
+    /// descriptors together.
+    pub(crate) max_cost: u32,
 }
 
 impl fmt::Debug for ServiceConfig {
@@ -76,7 +75,7 @@ impl ServiceConfig {
             store,
             clock,
             observer: None,
-            max_cost: Arc::new(AtomicU32::new(u32::MAX)),
+            max_cost: u32::MAX,
         }
     }
 
@@ -84,15 +83,9 @@ impl ServiceConfig {
     /// client for more than `max_cost` in all (default `u32::MAX`), as the
     /// HTTP API refuses a cost over its `max_cost`.
     #[must_use]
-    pub fn max_cost(self, max_cost: u32) -> Self {
-        self.max_cost.store(max_cost, Ordering::Relaxed);
+    pub fn max_cost(mut self, max_cost: u32) -> Self {
+        self.max_cost = max_cost;
         self
-    }
-
-    /// A handle to change [`ServiceConfig::max_cost`] while the service runs
-    /// (e.g. on a config reload).
-    pub fn max_cost_handle(&self) -> Arc<AtomicU32> {
-        self.max_cost.clone()
     }
 
     /// A handle to replace the rules while the service runs (e.g. on SIGHUP).

@@ -23,7 +23,6 @@
 //! trip wide, and only requests with several limited descriptors meet it.
 
 use std::hash::BuildHasher;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -157,7 +156,7 @@ impl RlsService {
     /// client key are counted together, their costs added.
     fn group(&self, request: &RateLimitRequest, request_cost: u32) -> Result<Grouped, Status> {
         let rules = self.config.rules.load();
-        let max_cost = self.config.max_cost.load(Ordering::Relaxed);
+        let max_cost = self.config.max_cost;
         let mut grouped = Grouped {
             groups: Vec::new(),
             slots: Vec::with_capacity(request.descriptors.len()),

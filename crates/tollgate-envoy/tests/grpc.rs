@@ -550,9 +550,13 @@ async fn costs_over_the_maximum_are_refused_and_consume_nothing_and_long_keys_ar
     let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &plans()).unwrap();
     let clock = Arc::new(ManualClock::new(0));
     let store: Arc<dyn Store> = Arc::new(MemoryBackend::new());
-    let config = ServiceConfig::new(rules, store, clock).max_cost(10);
-    let max_cost = config.max_cost_handle();
-    let service = tollgate_envoy::RlsService::new(config);
+    let unbounded = tollgate_envoy::RlsService::new(ServiceConfig::new(
+        rules.clone(),
+        store.clone(),
+        clock.clone(),
+    ));
+    let service =
+        tollgate_envoy::RlsService::new(ServiceConfig::new(rules, store, clock).max_cost(10));
     let hits = |value: u64, entries: &[(&str, &str)]| RateLimitDescriptor {
         hits_addend: Some(UInt64Value { value }),
         ..descriptor(entries)
@@ -582,14 +586,15 @@ async fn costs_over_the_maximum_are_refused_and_consume_nothing_and_long_keys_ar
         "{}",
         error.message()
     );
-    // The maximum follows the handle (a reload); a sum past u32::MAX is
-    // refused, not capped.
-    max_cost.store(u32::MAX, std::sync::atomic::Ordering::Relaxed);
-    let error = refused(request(vec![
-        hits(u64::from(u32::MAX), &[("api_key", "k")]),
-        hits(1, &[("api_key", "k")]),
-    ]))
-    .await;
+    // Without a maximum (u32::MAX, the default), on the same store, a sum
+    // past u32::MAX is refused, not capped.
+    let error = unbounded
+        .decide(&request(vec![
+            hits(u64::from(u32::MAX), &[("api_key", "k")]),
+            hits(1, &[("api_key", "k")]),
+        ]))
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), tonic::Code::InvalidArgument);
     assert!(
         error
