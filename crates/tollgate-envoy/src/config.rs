@@ -53,7 +53,7 @@ pub struct ServiceConfig {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) observer: Option<Arc<dyn DecisionObserver>>,
     /// The largest cost one client of one request may ask for, all its
-    /// descriptors together.
+    /// descriptors together; past it the request is `OVER_LIMIT`.
     pub(crate) max_cost: u32,
 }
 
@@ -79,9 +79,16 @@ impl ServiceConfig {
         }
     }
 
-    /// Refuses (`INVALID_ARGUMENT`) a request whose descriptors ask one
-    /// client for more than `max_cost` in all (default `u32::MAX`), as the
-    /// HTTP API refuses a cost over its `max_cost`.
+    /// Refuses a request whose descriptors ask one client for more than
+    /// `max_cost` in all (default `u32::MAX`, past which no limit could
+    /// grant it): the counterpart of the HTTP API's `max_cost`, for library
+    /// users (Envoy's `hits_addend` often counts bytes, so `tollgate serve`
+    /// keeps the default).
+    ///
+    /// The refusal is `OVER_LIMIT` for ever (no `Retry-After`), and the
+    /// request consumes nothing from any of its clients: not an error
+    /// status, which Envoy hands to its failure mode, by default letting the
+    /// request through.
     #[must_use]
     pub fn max_cost(mut self, max_cost: u32) -> Self {
         self.max_cost = max_cost;

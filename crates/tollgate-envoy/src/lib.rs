@@ -9,7 +9,11 @@
 //! - [`Rules`] map the request's `domain` and descriptor entries to a plan
 //!   and a client key (see [`rules`] for the format);
 //! - `hits_addend` (request level, or descriptor level when set) is the
-//!   cost; 0 counts as 1;
+//!   cost; 0 counts as 1; the descriptors of one client add up, never
+//!   capped, and past [`ServiceConfig::max_cost`] (default `u32::MAX`, past
+//!   which no limit could grant it) the request is `OVER_LIMIT` for ever
+//!   (no `Retry-After`) and consumes nothing: not an error status, which
+//!   Envoy's failure mode would by default let through;
 //! - every descriptor gets a `DescriptorStatus` (code, `current_limit` named
 //!   `PLAN-LIMIT` in the closest unit, `limit_remaining`,
 //!   `duration_until_reset`); descriptors no rule matches are `OK`;
@@ -18,6 +22,11 @@
 //!   `RateLimit` and (when rejected) `Retry-After` headers;
 //! - a rejected request consumes nothing from any of its descriptors (see
 //!   [`service`] for how, and the one race between processes);
+//! - a request that is not one well-formed gRPC call of one message (a
+//!   method other than `POST`, a content type other than `application/grpc`
+//!   or `application/grpc+proto`, a second message in a unary call) is
+//!   refused before it is decided, as grpc-go refuses it (HTTP 405, HTTP
+//!   415, gRPC `UNIMPLEMENTED`), and charges nothing;
 //! - a store failure is answered by the store's failure policy when the
 //!   store is a `tollgate_guard::GuardedStore` (fail-open, fail-closed,
 //!   local fallback, with the numbers of that answer); an error the store
@@ -62,6 +71,7 @@ pub mod rules;
 mod server;
 pub mod service;
 mod status;
+mod well_formed;
 
 pub use config::{RulesHandle, ServiceConfig};
 pub use error::Error;

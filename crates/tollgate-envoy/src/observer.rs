@@ -13,7 +13,9 @@ use tollgate::{Plan, PlanDecision, StoreError};
 /// requests with several clients (see [`crate::service`]) are not
 /// decisions and are not reported; nor is a client that had room but was
 /// left untouched because another client of the same request was over its
-/// limit (nothing was decided or consumed for it).
+/// limit (nothing was decided or consumed for it); nor a request refused
+/// for a cost over [`crate::ServiceConfig::max_cost`], which the service
+/// answers without asking the store for that cost.
 pub trait DecisionObserver: Send + Sync {
     /// The store (or its own failure policy, see
     /// [`PlanDecision::decided_by`]) decided a request of `cost` (at least
@@ -21,7 +23,8 @@ pub trait DecisionObserver: Send + Sync {
     fn decided(&self, plan: &Plan, cost: u32, decision: &PlanDecision);
 
     /// The store failed (returned an error, looks included); the service
-    /// answers gRPC `UNAVAILABLE`.
+    /// answers gRPC `UNAVAILABLE`, except to a request refused for its cost
+    /// (still `OVER_LIMIT`, without the numbers the look would have given).
     fn store_failed(&self, plan: &Plan, error: &StoreError) {
         let _ = (plan, error);
     }

@@ -21,21 +21,29 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::service::Routes;
 use tonic::transport::Server;
+use tower::Layer;
 
 use crate::config::ServiceConfig;
 use crate::service::RlsService;
+use crate::well_formed::WellFormedLayer;
 use crate::Error;
 
 /// The gRPC routes: `envoy.service.ratelimit.v3.RateLimitService` and
 /// `grpc.health.v1.Health` (reporting `SERVING` for the server, `""`, and
 /// for the rate limit service by name). Mount them in a tonic server, or
 /// turn them into an axum router with `Routes::into_axum_router`.
+///
+/// Each service sees only well-formed gRPC calls of one request message: a
+/// request with another method or content type, or with a second message,
+/// is refused before it is decided (so it charges nothing), as grpc-go
+/// refuses it: HTTP 405, HTTP 415, gRPC `UNIMPLEMENTED`.
 pub async fn router(config: ServiceConfig) -> Routes {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_serving::<RateLimitServiceServer<RlsService>>()
         .await;
-    Routes::new(RateLimitServiceServer::new(RlsService::new(config))).add_service(health)
+    let service = RateLimitServiceServer::new(RlsService::new(config));
+    Routes::new(WellFormedLayer.layer(service)).add_service(WellFormedLayer.layer(health))
 }
 
 /// The default number of workers: one per core.

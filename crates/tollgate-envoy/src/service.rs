@@ -21,6 +21,20 @@
 //! clients consumed before the one that rejects are not refunded (the
 //! request is still answered `OVER_LIMIT`). That window is one Redis round
 //! trip wide, and only requests with several limited descriptors meet it.
+//!
+//! # A cost no limit may grant is `OVER_LIMIT`
+//!
+//! A client's cost is its descriptors' `hits_addend` added up, never capped.
+//! Past [`ServiceConfig::max_cost`](crate::ServiceConfig::max_cost)
+//! (`u32::MAX` unless set, and every limit is at most `u32::MAX`) the
+//! request is refused whatever the clients' state: `OVER_LIMIT`, for ever
+//! (no `Retry-After`), consuming nothing from any client of the request.
+//! Not an error status: Envoy hands errors to its failure mode, by default
+//! letting the request through, and a caller who can set `hits_addend`
+//! (Envoy can take it from a request header) would skip its limit. The
+//! store is not asked for the cost, only looked at (cost 0) for the numbers
+//! of the answer: each client over the bound is answered as the store
+//! answers a cost over every limit, the others as they stay.
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -31,7 +45,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::R
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use foldhash::fast::RandomState;
 use tokio::sync::{Mutex, MutexGuard};
-use tollgate::{Plan, PlanDecision};
+use tollgate::{DecidedBy, Plan, PlanDecision};
 use tonic::{Request, Response, Status};
 
 use crate::config::ServiceConfig;
@@ -65,7 +79,10 @@ impl std::fmt::Debug for RlsService {
 struct Group {
     plan: Arc<Plan>,
     key: String,
-    cost: u32,
+    /// The descriptors' costs added up: never capped to `u32::MAX` (a limit
+    /// of `u32::MAX` would then be asked for less than the request costs);
+    /// saturated at `u64::MAX`, far past any limit.
+    cost: u64,
 }
 
 /// A request's descriptors grouped by client.
@@ -77,42 +94,25 @@ struct Grouped {
 
 impl Grouped {
     /// The index of the group of `plan` and `key`, made or grown by `cost`.
-    ///
-    /// # Errors
-    /// `INVALID_ARGUMENT` when the group's cost would pass `max_cost`. A sum
-    /// is never capped: a capped sum would ask a limit of `u32::MAX` for less
-    /// than the request costs.
-    fn add(
-        &mut self,
-        plan: &Arc<Plan>,
-        key: String,
-        cost: u32,
-        max_cost: u32,
-    ) -> Result<usize, Status> {
+    fn add(&mut self, plan: &Arc<Plan>, key: String, cost: u64) -> usize {
         let same = self
             .groups
             .iter()
             .position(|g| g.key == key && g.plan.name() == plan.name());
-        let (at, total) = match same {
-            Some(i) => (i, u64::from(self.groups[i].cost) + u64::from(cost)),
-            None => (self.groups.len(), u64::from(cost)),
-        };
-        if total > u64::from(max_cost) {
-            return Err(Status::invalid_argument(format!(
-                "the descriptors of client {key:?} ask for a cost of {total} in all, \
-                 over the maximum of {max_cost}"
-            )));
-        }
         match same {
-            // total <= max_cost, a u32: the cast keeps it whole.
-            Some(i) => self.groups[i].cost = total as u32,
-            None => self.groups.push(Group {
-                plan: plan.clone(),
-                key,
-                cost,
-            }),
+            Some(i) => {
+                self.groups[i].cost = self.groups[i].cost.saturating_add(cost);
+                i
+            }
+            None => {
+                self.groups.push(Group {
+                    plan: plan.clone(),
+                    key,
+                    cost,
+                });
+                self.groups.len() - 1
+            }
         }
-        Ok(at)
     }
 }
 
@@ -138,32 +138,34 @@ impl RlsService {
     /// Decides one `ShouldRateLimit` request: validate it, group its
     /// descriptors by client, decide the groups, answer per descriptor.
     ///
+    /// A client's cost over [`crate::ServiceConfig::max_cost`] (`u32::MAX`
+    /// unless set) is no error: the request is answered `OVER_LIMIT` and
+    /// consumes nothing (see the module docs).
+    ///
     /// # Errors
     /// `INVALID_ARGUMENT` for an empty domain, no descriptors or more than
-    /// [`MAX_DESCRIPTORS`], a `hits_addend` over `u32::MAX`, or one client's
-    /// cost over the configured `max_cost` ([`crate::ServiceConfig::max_cost`],
-    /// `u32::MAX` unless set); `UNAVAILABLE`
-    /// when the store hands back an error (a guarded store's failure policy
+    /// [`MAX_DESCRIPTORS`] (none of which Envoy sends); `UNAVAILABLE` when
+    /// the store hands back an error (a guarded store's failure policy
     /// answers the failures it can: see `tollgate_guard::GuardedStore`).
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
-        let request_cost = validate(request)?;
-        let grouped = self.group(request, request_cost)?;
+        validate(request)?;
+        let grouped = self.group(request);
         let verdicts = self.decide_timed(&grouped.groups).await?;
         Ok(respond(&grouped, &verdicts))
     }
 
     /// The groups of a request's descriptors: those naming the same plan and
     /// client key are counted together, their costs added.
-    fn group(&self, request: &RateLimitRequest, request_cost: u32) -> Result<Grouped, Status> {
+    fn group(&self, request: &RateLimitRequest) -> Grouped {
         let rules = self.config.rules.load();
-        let max_cost = self.config.max_cost;
+        let request_cost = cost(u64::from(request.hits_addend));
         let mut grouped = Grouped {
             groups: Vec::new(),
             slots: Vec::with_capacity(request.descriptors.len()),
         };
         for descriptor in &request.descriptors {
             let cost = match &descriptor.hits_addend {
-                Some(addend) => cost(addend.value)?,
+                Some(addend) => cost(addend.value),
                 None => request_cost,
             };
             let entries = || {
@@ -178,18 +180,11 @@ impl RlsService {
                 true => None,
                 false => rules.find(&request.domain, entries()),
             };
-            let slot = match rule {
-                Some(rule) => Some(grouped.add(
-                    &rule.plan,
-                    client_key(&request.domain, entries()),
-                    cost,
-                    max_cost,
-                )?),
-                None => None,
-            };
+            let slot = rule
+                .map(|rule| grouped.add(&rule.plan, client_key(&request.domain, entries()), cost));
             grouped.slots.push(slot);
         }
-        Ok(grouped)
+        grouped
     }
 
     /// [`Self::decide_groups`], timed for the observer when there is one and
@@ -208,24 +203,52 @@ impl RlsService {
         verdicts
     }
 
-    /// Decides every group under the locks of their stripes.
+    /// Decides every group under the locks of their stripes, or refuses
+    /// them all when one asks for more than `max_cost`.
     async fn decide_groups(&self, groups: &[Group]) -> Result<Vec<Verdict>, Status> {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
-        if let [group] = groups {
+        let Some(costs) = store_costs(groups, self.config.max_cost) else {
+            return Ok(self.refuse(groups).await);
+        };
+        if let ([group], [cost]) = (groups, costs.as_slice()) {
             // One client (the common case): one lock, nothing to sort.
             let guard = self.locks[self.stripe(group)].lock().await;
             let now = self.config.clock.now_ms();
-            let verdict = self.check(group, now, group.cost).await?;
+            let verdict = self.check(group, now, *cost).await?;
             drop(guard);
             return Ok(vec![verdict]);
         }
         let guards = self.lock(groups).await;
         let now = self.config.clock.now_ms();
-        let verdicts = self.decide_together(groups, now).await?;
+        let verdicts = self.decide_together(groups, &costs, now).await?;
         drop(guards);
         Ok(verdicts)
+    }
+
+    /// A request one of whose clients asks for more than `max_cost`:
+    /// refused for ever, and nothing consumed. Each client is looked at
+    /// (cost 0: one store call that consumes nothing, so no lock) for the
+    /// numbers of the answer; a look that fails leaves its client without
+    /// numbers rather than turn a certain refusal into an error (which
+    /// Envoy would let through).
+    async fn refuse(&self, groups: &[Group]) -> Vec<Verdict> {
+        let max_cost = u64::from(self.config.max_cost);
+        let now = self.config.clock.now_ms();
+        let mut verdicts = Vec::with_capacity(groups.len());
+        for group in groups {
+            let look = match self.check(group, now, 0).await {
+                Ok(Verdict::Decided(d) | Verdict::Untouched(d)) => Some(d),
+                Err(_) => None,
+            };
+            verdicts.push(if group.cost > max_cost {
+                Verdict::Decided(never(look))
+            } else {
+                Verdict::Untouched(look.unwrap_or_else(|| PlanDecision::from_limits(Vec::new())))
+            });
+        }
+        verdicts
     }
 
     /// The lock stripe of a group's client.
@@ -252,25 +275,30 @@ impl RlsService {
     /// Several groups, all or nothing (see the module docs): step 1 asks
     /// whether every group has room for its cost, step 2 consumes from all,
     /// or reports why not.
-    async fn decide_together(&self, groups: &[Group], now: u64) -> Result<Vec<Verdict>, Status> {
+    async fn decide_together(
+        &self,
+        groups: &[Group],
+        costs: &[u32],
+        now: u64,
+    ) -> Result<Vec<Verdict>, Status> {
         let mut peeks = Vec::with_capacity(groups.len());
         for group in groups {
             peeks.push(self.check(group, now, 0).await?);
         }
-        let rooms: Vec<bool> = groups
+        let rooms: Vec<bool> = costs
             .iter()
             .zip(&peeks)
-            .map(|(g, v)| has_room(g, v))
+            .map(|(cost, v)| has_room(*cost, v))
             .collect();
         let all_fit = rooms.iter().all(|room| *room);
         let mut verdicts = Vec::with_capacity(groups.len());
-        for ((group, peek), room) in groups.iter().zip(peeks).zip(rooms) {
+        for (((group, cost), peek), room) in groups.iter().zip(costs).zip(peeks).zip(rooms) {
             let verdict = match peek {
-                Verdict::Decided(_) if all_fit => self.check(group, now, group.cost).await?,
+                Verdict::Decided(_) if all_fit => self.check(group, now, *cost).await?,
                 Verdict::Decided(d) if room => Verdict::Untouched(d),
                 // Rejects by itself: the real check consumes nothing and
                 // gives the exact wait.
-                Verdict::Decided(_) => self.check(group, now, group.cost).await?,
+                Verdict::Decided(_) => self.check(group, now, *cost).await?,
                 other => other,
             };
             verdicts.push(verdict);
@@ -301,9 +329,12 @@ impl RlsService {
     }
 }
 
-/// Checks what a request must hold before anything is decided, and reads
-/// its cost.
-fn validate(request: &RateLimitRequest) -> Result<u32, Status> {
+/// Checks what a request must hold before anything is decided. Envoy never
+/// sends a request that fails these (its domain is required configuration,
+/// it does not call without descriptors, and its descriptors come one per
+/// configured rate limit), so refusing them with an error lets no caller
+/// skip a limit.
+fn validate(request: &RateLimitRequest) -> Result<(), Status> {
     if request.domain.is_empty() {
         return Err(Status::invalid_argument(
             "rate limit domain must not be empty",
@@ -320,19 +351,50 @@ fn validate(request: &RateLimitRequest) -> Result<u32, Status> {
             request.descriptors.len()
         )));
     }
-    cost(u64::from(request.hits_addend))
+    Ok(())
+}
+
+/// Every group's cost as the store takes it, or `None` when one is over
+/// `max_cost` (at most `u32::MAX`, so the rest fit a `u32`).
+fn store_costs(groups: &[Group], max_cost: u32) -> Option<Vec<u32>> {
+    groups
+        .iter()
+        .map(|g| u32::try_from(g.cost).ok().filter(|cost| *cost <= max_cost))
+        .collect()
+}
+
+/// The answer for a client whose cost is over `max_cost`, from a look at it
+/// (`None`: the look failed): rejected by every limit with no wait that
+/// helps (`retry_after_ms` `None`), as the store answers a cost over every
+/// limit, the limits' numbers as they stay. `status` and the headers then
+/// write it as any such rejection: `OVER_LIMIT`, no `Retry-After`.
+fn never(look: Option<PlanDecision>) -> PlanDecision {
+    let (mut limits, decided_by) = match look {
+        Some(look) => (look.limits, look.decided_by),
+        None => (Vec::new(), DecidedBy::Store),
+    };
+    for limit in &mut limits {
+        limit.decision.allowed = false;
+        limit.decision.retry_after_ms = None;
+    }
+    PlanDecision {
+        allowed: false,
+        retry_after_ms: None,
+        limits,
+        decided_by,
+    }
 }
 
 /// Whether a group's look (cost 0) leaves room for its cost in every
 /// enforced limit.
-fn has_room(group: &Group, peek: &Verdict) -> bool {
+fn has_room(cost: u32, peek: &Verdict) -> bool {
     match peek {
         Verdict::Decided(d) => {
             d.allowed
                 && d.limits
                     .iter()
                     .filter(|l| !l.shadow)
-                    .all(|l| l.decision.remaining >= group.cost)
+                    .all(|l| l.decision.remaining >= cost)
         }
         Verdict::Untouched(_) => false,
     }
@@ -363,15 +425,10 @@ fn respond(grouped: &Grouped, verdicts: &[Verdict]) -> RateLimitResponse {
     response
 }
 
-/// A `hits_addend` as a cost: 0 means 1 (as Envoy's own service reads it),
-/// and more than `u32::MAX` is refused.
-fn cost(hits: u64) -> Result<u32, Status> {
-    match hits {
-        0 => Ok(1),
-        n => u32::try_from(n).map_err(|_| {
-            Status::invalid_argument(format!("hits_addend {n} is larger than {}", u32::MAX))
-        }),
-    }
+/// A `hits_addend` as a cost: 0 means 1 (as Envoy's own service reads it).
+/// Kept whole: past `max_cost` the request is refused, never truncated.
+fn cost(hits: u64) -> u64 {
+    hits.max(1)
 }
 
 #[tonic::async_trait]

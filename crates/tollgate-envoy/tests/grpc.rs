@@ -380,18 +380,8 @@ async fn hits_addend_is_the_cost_and_repeated_descriptors_add_up() {
         })
         .await;
     assert_eq!(codes(&response), [Code::Ok]);
-
-    // Too large for a cost: refused, not truncated.
-    let mut huge = key("e");
-    huge.hits_addend = Some(UInt64Value {
-        value: u64::from(u32::MAX) + 1,
-    });
-    let error = server
-        .client
-        .should_rate_limit(request(vec![huge]))
-        .await
-        .unwrap_err();
-    assert_eq!(error.code(), tonic::Code::InvalidArgument);
+    // Costs no limit may grant (over u32::MAX, or ServiceConfig::max_cost):
+    // tests/over_cost.rs.
     server.stop().await;
 }
 
@@ -540,99 +530,29 @@ async fn grpc_health_reports_serving() {
     server.stop().await;
 }
 
-/// One client's cost, its descriptors together, is bounded: past it the
-/// request is `INVALID_ARGUMENT` and consumes nothing. A sum is never
-/// capped: capped at `u32::MAX`, two descriptors of `u32::MAX` and 1 asked
-/// a limit of `u32::MAX` for less than they cost. A long key is limited as
-/// any other.
+/// A client key over 256 bytes is limited as any other (shortened to its
+/// start and digest), never refused: Envoy would let a refused request
+/// through.
 #[tokio::test]
-async fn costs_over_the_maximum_are_refused_and_consume_nothing_and_long_keys_are_limited() {
-    let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &plans()).unwrap();
-    let clock = Arc::new(ManualClock::new(0));
-    let store: Arc<dyn Store> = Arc::new(MemoryBackend::new());
-    let unbounded = tollgate_envoy::RlsService::new(ServiceConfig::new(
-        rules.clone(),
-        store.clone(),
-        clock.clone(),
-    ));
-    let service =
-        tollgate_envoy::RlsService::new(ServiceConfig::new(rules, store, clock).max_cost(10));
-    let hits = |value: u64, entries: &[(&str, &str)]| RateLimitDescriptor {
-        hits_addend: Some(UInt64Value { value }),
-        ..descriptor(entries)
-    };
-    let refused = |request: RateLimitRequest| {
-        let service = &service;
-        async move { service.decide(&request).await.unwrap_err() }
-    };
-
-    // Over max_cost, alone or summed with the client's other descriptor.
-    let error = refused(request(vec![hits(11, &[("api_key", "k")])])).await;
-    assert_eq!(error.code(), tonic::Code::InvalidArgument);
-    assert!(
-        error
-            .message()
-            .contains("a cost of 11 in all, over the maximum of 10"),
-        "{}",
-        error.message()
-    );
-    let error = refused(request(vec![
-        hits(6, &[("api_key", "k")]),
-        hits(5, &[("api_key", "k")]),
-    ]))
-    .await;
-    assert!(
-        error.message().contains("a cost of 11 in all"),
-        "{}",
-        error.message()
-    );
-    // Without a maximum (u32::MAX, the default), on the same store, a sum
-    // past u32::MAX is refused, not capped.
-    let error = unbounded
-        .decide(&request(vec![
-            hits(u64::from(u32::MAX), &[("api_key", "k")]),
-            hits(1, &[("api_key", "k")]),
-        ]))
-        .await
-        .unwrap_err();
-    assert_eq!(error.code(), tonic::Code::InvalidArgument);
-    assert!(
-        error
-            .message()
-            .contains(&format!("a cost of {} in all", u64::from(u32::MAX) + 1)),
-        "{}",
-        error.message()
-    );
-    // A client key over 256 bytes is limited as any other (shortened to
-    // its start and digest), never refused: Envoy would let a refused
-    // request through.
-    let ask_long = |tail: &'static str| {
-        let service = &service;
-        let key = format!("{}{tail}", "v".repeat(4 * tollgate::MAX_CLIENT_BYTES));
-        async move {
-            let answer = service
-                .decide(&request(vec![hits(3, &[("api_key", &key)])]))
-                .await
-                .unwrap();
-            codes(&answer)
+async fn long_client_keys_are_limited_not_refused() {
+    let mut server = Server::memory(Arc::new(ManualClock::new(0))).await;
+    let long = |tail: &str| {
+        let value = format!("{}{tail}", "v".repeat(4 * tollgate::MAX_CLIENT_BYTES));
+        RateLimitRequest {
+            hits_addend: 3,
+            ..request(vec![descriptor(&[("api_key", &value)])])
         }
     };
-    assert_eq!(ask_long("a").await, [Code::Ok]);
+    assert_eq!(codes(&server.ask(long("a")).await), [Code::Ok]);
     assert_eq!(
-        ask_long("a").await,
+        codes(&server.ask(long("a")).await),
         [Code::OverLimit],
         "5 per second: 3 + 3"
     );
     assert_eq!(
-        ask_long("b").await,
+        codes(&server.ask(long("b")).await),
         [Code::Ok],
         "another key, its own limit"
     );
-
-    // None of it consumed: k still has its 5 per second (GCRA) whole.
-    let answer = service
-        .decide(&request(vec![hits(5, &[("api_key", "k")])]))
-        .await
-        .unwrap();
-    assert_eq!(codes(&answer), [Code::Ok]);
+    server.stop().await;
 }

@@ -1,0 +1,310 @@
+//! Calls to `ShouldRateLimit` that are not one well-formed unary gRPC call,
+//! sent by a raw HTTP/2 client to the server on 127.0.0.1 port 0: another
+//! content type, a GET, two request messages in one unary call. None of them
+//! may be decided, so none may take anything from a budget; a well-formed
+//! call sent by the same client is decided as usual.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{HeaderMap, Method, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use prost::Message;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan};
+use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
+use tonic::transport::Channel;
+
+const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// Two calls per address per second: the first call leaves 1, so a budget
+/// with 1 left after one well-formed call had nothing taken before it.
+const RULES: &str = r#"
+[[rules]]
+domain = "edge"
+descriptor = [{ key = "remote_address" }]
+plan = "per-ip"
+"#;
+
+struct Server {
+    addr: SocketAddr,
+    client: RateLimitServiceClient<Channel>,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start() -> Self {
+        let plan = Plan::new(
+            "per-ip",
+            vec![Limit::new(
+                "1s",
+                AnyPolicy::from_name("sliding-window", 2, 1_000).unwrap(),
+                false,
+            )],
+        )
+        .unwrap();
+        let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &[plan]).unwrap();
+        let config = ServiceConfig::new(
+            rules,
+            Arc::new(MemoryBackend::new()),
+            Arc::new(ManualClock::new(0)),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            tollgate_envoy::run(listener, config, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        let client = RateLimitServiceClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        Server {
+            addr,
+            client,
+            stop,
+            task,
+        }
+    }
+
+    /// What is left of `address`'s budget after one well-formed call.
+    async fn remaining_after_one_call(&mut self, address: &str) -> u32 {
+        let response = self
+            .client
+            .should_rate_limit(request(address))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(response.overall_code, Code::Ok as i32, "{address}");
+        response.statuses[0].limit_remaining
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        drop(self.client);
+        self.task.await.unwrap();
+    }
+}
+
+fn request(address: &str) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "edge".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "remote_address".into(),
+                value: address.into(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
+/// gRPC's body: each message prefixed by a flag byte (0: not compressed)
+/// and its length (4 bytes, big endian).
+fn framed(messages: &[RateLimitRequest]) -> Bytes {
+    let mut body = Vec::new();
+    for message in messages {
+        let bytes = message.encode_to_vec();
+        body.push(0);
+        body.extend_from_slice(&u32::try_from(bytes.len()).unwrap().to_be_bytes());
+        body.extend_from_slice(&bytes);
+    }
+    body.into()
+}
+
+/// What the server answered one raw request.
+#[derive(Debug)]
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    /// `grpc-status`: from the trailers, or from the headers of a
+    /// trailers-only answer.
+    grpc_status: Option<String>,
+    body: Bytes,
+}
+
+impl Answer {
+    /// The one `RateLimitResponse` of a successful call.
+    fn response(&self) -> RateLimitResponse {
+        let (prefix, message) = self.body.split_at(5);
+        assert_eq!(
+            prefix[1..],
+            u32::try_from(message.len()).unwrap().to_be_bytes()
+        );
+        RateLimitResponse::decode(message).unwrap()
+    }
+}
+
+/// One request on a fresh HTTP/2 connection, as a gRPC client never sends
+/// it when `method`, `content_type` or `body` say so.
+async fn raw(addr: SocketAddr, method: Method, content_type: &str, body: Bytes) -> Answer {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    let connection = tokio::spawn(connection);
+    let request = hyper::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{PATH}"))
+        .header("content-type", content_type)
+        .header("te", "trailers")
+        .body(Full::new(body))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let collected = body.collect().await.unwrap();
+    let trailers = collected.trailers().cloned().unwrap_or_default();
+    let grpc_status = trailers
+        .get("grpc-status")
+        .or_else(|| parts.headers.get("grpc-status"))
+        .map(|v| v.to_str().unwrap().to_owned());
+    drop(sender);
+    connection.await.unwrap().unwrap();
+    Answer {
+        status: parts.status,
+        headers: parts.headers,
+        grpc_status,
+        body: collected.to_bytes(),
+    }
+}
+
+/// The control: the raw client's well-formed calls (`application/grpc`,
+/// and with the `+proto` subtype) are decided and charged, so that the
+/// refusals below are the server's and not the client's.
+#[tokio::test]
+async fn a_well_formed_raw_call_is_decided_and_charged() {
+    let mut server = Server::start().await;
+    for (content_type, address) in [
+        ("application/grpc", "10.0.0.1"),
+        ("application/grpc+proto", "10.0.0.2"),
+    ] {
+        let answer = raw(
+            server.addr,
+            Method::POST,
+            content_type,
+            framed(&[request(address)]),
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        assert_eq!(answer.grpc_status.as_deref(), Some("0"), "{answer:?}");
+        let response = answer.response();
+        assert_eq!(response.overall_code, Code::Ok as i32);
+        assert_eq!(response.statuses[0].limit_remaining, 1);
+        assert_eq!(server.remaining_after_one_call(address).await, 0);
+    }
+    server.stop().await;
+}
+
+/// grpc-go answers a request whose content type is not gRPC's (or, here,
+/// not protobuf's: the messages are read as protobuf) with HTTP 415;
+/// nothing is decided.
+#[tokio::test]
+async fn a_wrong_content_type_is_refused_with_415_and_charges_nothing() {
+    let mut server = Server::start().await;
+    for (content_type, address) in [
+        ("application/json", "10.0.1.1"),
+        ("application/grpc+json", "10.0.1.2"),
+        ("application/grpcx", "10.0.1.3"),
+        ("text/plain", "10.0.1.4"),
+    ] {
+        let answer = raw(
+            server.addr,
+            Method::POST,
+            content_type,
+            framed(&[request(address)]),
+        )
+        .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type}: {answer:?}"
+        );
+        // As grpc-go: INVALID_ARGUMENT in the headers, for gRPC clients.
+        assert_eq!(answer.grpc_status.as_deref(), Some("3"));
+        assert_eq!(
+            server.remaining_after_one_call(address).await,
+            1,
+            "{content_type} was charged"
+        );
+    }
+    server.stop().await;
+}
+
+/// gRPC calls are POSTs; a GET carrying a well-formed call's body is
+/// answered 405 (`allow: POST`) and decides nothing.
+#[tokio::test]
+async fn a_get_is_refused_with_405_and_charges_nothing() {
+    let mut server = Server::start().await;
+    for (method, address) in [(Method::GET, "10.0.2.1"), (Method::PUT, "10.0.2.2")] {
+        let answer = raw(
+            server.addr,
+            method.clone(),
+            "application/grpc",
+            framed(&[request(address)]),
+        )
+        .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method}: {answer:?}"
+        );
+        assert_eq!(
+            answer.headers.get("allow").map(|v| v.as_bytes()),
+            Some(&b"POST"[..])
+        );
+        // As grpc-go: INTERNAL in the headers, for gRPC clients.
+        assert_eq!(answer.grpc_status.as_deref(), Some("13"));
+        assert_eq!(
+            server.remaining_after_one_call(address).await,
+            1,
+            "{method} was charged"
+        );
+    }
+    server.stop().await;
+}
+
+/// A unary call carries exactly one request message; the gRPC spec answers
+/// a second with `UNIMPLEMENTED` (request cardinality violation). Neither
+/// message is decided: not the first, not the second.
+#[tokio::test]
+async fn two_messages_in_one_unary_call_are_unimplemented_and_charge_nothing() {
+    let mut server = Server::start().await;
+    let answer = raw(
+        server.addr,
+        Method::POST,
+        "application/grpc",
+        framed(&[request("10.0.3.1"), request("10.0.3.2")]),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    // 12: UNIMPLEMENTED.
+    assert_eq!(answer.grpc_status.as_deref(), Some("12"), "{answer:?}");
+    for address in ["10.0.3.1", "10.0.3.2"] {
+        assert_eq!(
+            server.remaining_after_one_call(address).await,
+            1,
+            "{address} was charged"
+        );
+    }
+    // The same with the second message cut short (part of its prefix).
+    let mut body = framed(&[request("10.0.3.3")]).to_vec();
+    body.extend_from_slice(&[0, 0, 0]);
+    let answer = raw(server.addr, Method::POST, "application/grpc", body.into()).await;
+    assert_eq!(answer.grpc_status.as_deref(), Some("12"), "{answer:?}");
+    assert_eq!(server.remaining_after_one_call("10.0.3.3").await, 1);
+    server.stop().await;
+}
