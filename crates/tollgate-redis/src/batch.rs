@@ -32,7 +32,9 @@
 //! A caller that gives up (its timeout, or its future dropped) leaves its
 //! decision in the queue; a decision whose caller is gone by the time a
 //! batch is taken is never sent (it writes nothing), and one already sent
-//! either starts before its deadline or writes nothing, as before.
+//! either starts before its deadline or writes nothing, as before; one that
+//! started in time and consumed, but whose caller was gone when its answer
+//! came, is taken back ([`crate::refund`]).
 //!
 //! The queue is for one Redis node: on a cluster, one queue per master
 //! ([`crate::masters`]). A batch declares one key, which routes it to its
@@ -165,7 +167,7 @@ impl Batcher {
         if batch.len() <= 1 {
             if let Some(waiting) = batch.pop() {
                 let reply = self.scripts.one(&waiting.call).await;
-                let _ = waiting.answer.send(reply);
+                self.scripts.answer(&waiting.call, waiting.answer, reply);
             }
             return;
         }
@@ -176,7 +178,7 @@ impl Batcher {
                 for (waiting, reply) in batch.into_iter().zip(replies) {
                     match reply {
                         Batched::Answered(reply) => {
-                            let _ = waiting.answer.send(reply);
+                            self.scripts.answer(&waiting.call, waiting.answer, reply);
                         }
                         Batched::Elsewhere => elsewhere.push(waiting),
                     }
@@ -207,7 +209,7 @@ impl Batcher {
             let scripts = self.scripts.clone();
             tokio::spawn(async move {
                 let reply = scripts.one(&waiting.call).await;
-                let _ = waiting.answer.send(reply);
+                scripts.answer(&waiting.call, waiting.answer, reply);
             });
         }
     }

@@ -7,8 +7,11 @@ use std::sync::Arc;
 
 use redis::{RedisWrite, Script, ToRedisArgs, Value};
 
+use tokio::sync::oneshot;
+
 use crate::connection::{Connection, Evalsha};
 use crate::deadline::RedisClock;
+use crate::refund::{Refund, Refunds};
 use crate::RedisStoreError;
 
 /// One script call's KEYS and ARGV: a decision's, of [`crate::scripts::PLAN`]
@@ -29,6 +32,8 @@ pub(crate) enum Arg {
     Number(u64),
     /// A word known at compile time (`redis`, a policy's code, a flag).
     Text(&'static str),
+    /// A number that may be negative (a refund's undo numbers).
+    Signed(i64),
 }
 
 impl ToRedisArgs for Arg {
@@ -36,6 +41,7 @@ impl ToRedisArgs for Arg {
         match self {
             Arg::Number(n) => n.write_redis_args(out),
             Arg::Text(text) => text.write_redis_args(out),
+            Arg::Signed(n) => n.write_redis_args(out),
         }
     }
 }
@@ -78,6 +84,17 @@ pub struct CallCounts {
     pub calls: u64,
     /// Of those calls, the ones that carried more than one decision.
     pub batches: u64,
+    /// Decisions that consumed, but whose caller had given up (timed out,
+    /// or gone) before the answer came, taken back in full
+    /// ([`crate::refund`]).
+    pub refunded: u64,
+    /// Such decisions that could not be taken back because the client's
+    /// state had changed since (another call used it): their consumption
+    /// stays, an error towards admitting less.
+    pub refunds_stale: u64,
+    /// Such decisions whose refund Redis refused or never answered: their
+    /// consumption stays.
+    pub refunds_failed: u64,
 }
 
 #[derive(Debug, Default)]
@@ -87,14 +104,16 @@ struct Counters {
     batches: AtomicU64,
 }
 
-/// The connection and the two decision scripts, shared by every clone of a
-/// store and by its batcher.
+/// The connection, the two decision scripts and the refund script, shared
+/// by every clone of a store and by its batcher.
 pub(crate) struct Scripts {
     pub(crate) connection: Connection,
     pub(crate) plan: Script,
     batch: Script,
+    refund: Script,
     pub(crate) clock: Arc<RedisClock>,
     counters: Counters,
+    pub(crate) refunds: Refunds,
 }
 
 impl Scripts {
@@ -103,18 +122,62 @@ impl Scripts {
             connection,
             plan: Script::new(crate::scripts::PLAN),
             batch: Script::new(crate::scripts::BATCH),
+            refund: Script::new(crate::scripts::REFUND),
             clock,
             counters: Counters::default(),
+            refunds: Refunds::default(),
         }
     }
 
     /// The counts so far.
     pub(crate) fn counts(&self) -> CallCounts {
+        let refunds = &self.refunds.counters;
         CallCounts {
             decisions: self.counters.decisions.load(Ordering::Relaxed),
             calls: self.counters.calls.load(Ordering::Relaxed),
             batches: self.counters.batches.load(Ordering::Relaxed),
+            refunded: refunds.restored.load(Ordering::Relaxed),
+            refunds_stale: refunds.stale.load(Ordering::Relaxed),
+            refunds_failed: refunds.failed.load(Ordering::Relaxed),
         }
+    }
+
+    /// Sends `call` alone from a task of its own, so that its reply is read
+    /// even when the caller gives up first (and then refunded: see
+    /// [`Scripts::answer`]). Must be called inside a Tokio runtime.
+    pub(crate) async fn one_detached(self: &Arc<Self>, call: Call) -> CallReply {
+        let (answer, answered) = oneshot::channel();
+        let scripts = self.clone();
+        tokio::spawn(async move {
+            let reply = scripts.one(&call).await;
+            scripts.answer(&call, answer, reply);
+        });
+        answered.await.unwrap_or(Err(RedisStoreError::BatchLost))
+    }
+
+    /// Hands `reply` to the caller of `call`; when the caller is gone and
+    /// the call consumed, takes the consumption back ([`crate::refund`]).
+    /// Must be called inside a Tokio runtime.
+    pub(crate) fn answer(
+        self: &Arc<Self>,
+        call: &Call,
+        caller: oneshot::Sender<CallReply>,
+        reply: CallReply,
+    ) {
+        if let Err(Ok(reply)) = caller.send(reply) {
+            if let Some(refund) = Refund::of(call, &reply) {
+                self.refunds.push(self, refund);
+            }
+        }
+    }
+
+    /// Sends one refund: per limit, 1 restored, 0 changed since.
+    pub(crate) async fn refund(&self, refund: &Refund) -> Result<Vec<i64>, RedisStoreError> {
+        let invocation = refund.call().invocation(&self.refund);
+        self.connection
+            .invoke(&invocation)
+            .await
+            .map_err(script_error)
     }
 
     /// Sends `call` alone, as the plan script.

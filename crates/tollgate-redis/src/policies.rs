@@ -97,6 +97,14 @@ macro_rules! redis_policies {
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/batch.lua")),
         );
 
+        /// The refund script: `common.lua`, each policy's file registered
+        /// under its code, then `refund.lua`.
+        pub(crate) const REFUND: &str = concat!(
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/common.lua")),
+            $("policies['", $code, "'] = (function()\n", $lua, "end)()\n",)+
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/refund.lua")),
+        );
+
         /// The inspection script: `common.lua`, each policy's file
         /// registered under its code, then `inspect.lua`.
         pub(crate) const INSPECT: &str = concat!(
@@ -177,8 +185,13 @@ mod tests {
         );
         assert_eq!(
             INSPECT,
-            registered + include_str!("scripts/inspect.lua"),
+            registered.clone() + include_str!("scripts/inspect.lua"),
             "the inspection script shares the helpers and the policy files"
+        );
+        assert_eq!(
+            REFUND,
+            registered + include_str!("scripts/refund.lua"),
+            "the refund script shares the helpers and the policy files"
         );
         for driver in [
             include_str!("scripts/plan.lua"),

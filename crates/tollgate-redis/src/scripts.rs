@@ -19,6 +19,8 @@
 //! ARGV[1+4i..4+4i] limit i: policy code (crate::policies), limit, window_ms, shadow (0/1)
 //! reply          { redis_time_us, now_used, allowed, then per limit: allowed,
 //!                  remaining, retry_after_ms (-1: never), reset_after_ms },
+//!                then, when the call consumed (allowed, cost > 0), two undo
+//!                numbers per limit for [`REFUND`];
 //!                or { redis_time_us, -1 } past the deadline (nothing written)
 //! ```
 //!
@@ -70,6 +72,24 @@ pub const INSPECT_DRIVER: &str = include_str!("scripts/inspect.lua");
 /// ```
 pub const INSPECT: &str = policies::INSPECT;
 
+/// The driver of [`REFUND`]: takes back what one abandoned call consumed.
+pub const REFUND_DRIVER: &str = include_str!("scripts/refund.lua");
+
+/// The script that takes back what a call consumed when its caller gave up
+/// before the answer came ([`crate::refund`]): [`COMMON`], each policy's
+/// file as in [`PLAN`], then [`REFUND_DRIVER`]. Compare and restore: each
+/// limit's state is put back only if it is still the one the call stored.
+/// Its KEYS and ARGV:
+///
+/// ```text
+/// KEYS[i]        the state key of limit i that the call consumed from
+/// ARGV[1]        now_used (the call's reply's), ARGV[2] its cost (>= 1)
+/// ARGV[5i-2..5i+2] limit i: policy code, limit, window_ms, then the two
+///                undo numbers of the call's reply for limit i
+/// reply          { r_1, ..., r_n }: 1 restored, 0 changed since (kept)
+/// ```
+pub const REFUND: &str = policies::REFUND;
+
 /// The whole script run for a decision sent alone: [`COMMON`], each
 /// policy's file registered under its code (one line each, from
 /// [`crate::policies::POLICIES`]), [`DECIDE`], then [`PLAN_DRIVER`].
@@ -108,6 +128,7 @@ mod tests {
         assert!(PLAN.ends_with(&format!("{DECIDE}{PLAN_DRIVER}")));
         assert!(BATCH.starts_with(COMMON) && BATCH.ends_with(&format!("{DECIDE}{BATCH_DRIVER}")));
         assert!(INSPECT.starts_with(COMMON) && INSPECT.ends_with(INSPECT_DRIVER));
+        assert!(REFUND.starts_with(COMMON) && REFUND.ends_with(REFUND_DRIVER));
         for write in [
             "'SET'",
             "'DEL'",

@@ -212,7 +212,7 @@ impl RedisStore {
         let call = self.call(plan, client, now_ms, cost, deadline_us)?;
         let reply = match &self.queues {
             Some(queues) => queues.decide(call).await?,
-            None => self.scripts.one(&call).await?,
+            None => self.scripts.one_detached(call).await?,
         };
         let (&redis_us, reply) = reply
             .split_first()
@@ -344,6 +344,12 @@ fn descriptor_of(
 /// `now_used, allowed`, then four numbers per limit.
 fn read_reply(plan: &Plan, reply: &[i64]) -> Result<PlanDecision, RedisStoreError> {
     let limits = plan.limits();
+    // Two undo numbers per limit follow when the call consumed (for a
+    // refund, should its caller have given up).
+    let reply = match reply.get(1) {
+        Some(1) if reply.len() == 2 + 6 * limits.len() => &reply[..2 + 4 * limits.len()],
+        _ => reply,
+    };
     if reply.len() != 2 + 4 * limits.len() {
         return Err(RedisStoreError::Reply(format!(
             "{} numbers for {} limits",

@@ -15,9 +15,11 @@ use std::thread::sleep;
 use std::time::Duration;
 
 mod cluster;
+mod relay;
 mod tls;
 
 pub use cluster::{client_tag, ClusterOptions, RedisCluster};
+pub use relay::Relay;
 pub use tls::TestCerts;
 
 /// Whether the environment demands a real Redis (`TOLLGATE_REQUIRE_REDIS=1`).

@@ -405,6 +405,9 @@ impl Server {
             StoreCalls {
                 decisions: counts.decisions,
                 calls: counts.calls,
+                refunded: counts.refunded,
+                refunds_stale: counts.refunds_stale,
+                refunds_failed: counts.refunds_failed,
             }
         });
         if let Some(memory) = &self.inner.memory {

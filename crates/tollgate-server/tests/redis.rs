@@ -6,7 +6,7 @@ mod common;
 
 use common::TestServer;
 use reqwest::StatusCode;
-use tollgate_redis::testing::{free_port, RedisServer};
+use tollgate_redis::testing::{free_port, RedisServer, Relay};
 use tollgate_server::{Config, StoreHandle};
 use tollgate_testkit::metric;
 
@@ -181,4 +181,46 @@ async fn metrics_count_the_decisions_sent_to_redis_and_the_calls_that_carried_th
     let calls = metric(&after, "tollgate_store_calls_total") - calls_before;
     assert_eq!(sent, 40, "{after}");
     assert!((1..=40).contains(&calls), "{calls} calls for 40 decisions");
+}
+
+/// A decision Redis ran in time but whose reply was held on its way back
+/// (a relay in front of Redis) is answered by the failure policy after the
+/// timeout; once the reply comes, the server takes back what it consumed,
+/// and `/metrics` says so: the client's whole budget is left.
+#[tokio::test]
+async fn a_decision_answered_by_the_failure_policy_is_refunded_when_its_late_reply_comes() {
+    let Some(redis) = RedisServer::spawn(
+        "a_decision_answered_by_the_failure_policy_is_refunded_when_its_late_reply_comes",
+    ) else {
+        return;
+    };
+    let relay = Relay::start(redis.port());
+    let t = start(&config_text(&relay.url(), "fail-closed")).await;
+    let warm = t.check("warm-up", 1).await;
+    assert_eq!(warm.json()["decided_by"], "store", "{}", warm.body);
+
+    relay.hold_replies();
+    let held = t.check("held", 3).await;
+    assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
+    relay.release_replies();
+
+    let series = "tollgate_store_refunds_total{outcome=\"restored\"}";
+    let mut restored = 0;
+    for _ in 0..100 {
+        restored = metric(&t.get("/metrics").await.body, series);
+        if restored == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(restored, 1, "{series}");
+    let answer = t.check("held", 5).await;
+    assert_eq!(answer.json()["decided_by"], "store", "{}", answer.body);
+    assert_eq!(
+        answer.json()["allowed"],
+        true,
+        "the whole budget: {}",
+        answer.body
+    );
+    t.stop().await;
 }

@@ -10,8 +10,12 @@
 -- nothing, exactly when a separate call starting then would be.
 --
 -- Returns { redis_time_us, now_used, allowed, then per limit: allowed,
--- remaining, retry_after_ms (-1: never), reset_after_ms }, or, past the
--- deadline, { redis_time_us, -1 } having written nothing.
+-- remaining, retry_after_ms (-1: never), reset_after_ms }, followed, when
+-- the call consumed (allowed, cost > 0), by two numbers per limit: what
+-- refund.lua needs to take the consumption back should the caller have
+-- given up (the policy's write() returns them; 0, 0 for a limit that did
+-- not consume); or, past the deadline, { redis_time_us, -1 } having written
+-- nothing.
 --
 -- Phases: (0) past the deadline, answer late and stop; (1) parse and
 -- bound-check every argument, (2) read and check every stored state and
@@ -72,12 +76,16 @@ local function write_limits(seen_key, seen, limits, now, allowed, cost, margin)
   for i = 1, #limits do
     local l = limits[i]
     local consume = allowed and cost > 0 and l.decision.allowed
+    l.undo1, l.undo2 = 0, 0
     if consume or (l.policy.anchors and not l.state) then
       local used = 0
       if consume then
         used = cost
       end
-      l.policy.write(l.key, l.state, now, used, l.limit, l.window, margin)
+      local undo1, undo2 = l.policy.write(l.key, l.state, now, used, l.limit, l.window, margin)
+      if consume then
+        l.undo1, l.undo2 = undo1, undo2
+      end
       wrote = true
     end
     -- The last-seen key outlives every state key: each expires within
@@ -109,7 +117,7 @@ local function write_limits(seen_key, seen, limits, now, allowed, cost, margin)
 end
 
 -- The reply of one call (see the top of this file).
-local function call_reply(redis_us, now, allowed, limits)
+local function call_reply(redis_us, now, allowed, cost, limits)
   local reply = { redis_us, now, allowed and 1 or 0 }
   for i = 1, #limits do
     local d = limits[i].decision
@@ -117,6 +125,12 @@ local function call_reply(redis_us, now, allowed, limits)
     reply[#reply + 1] = d.remaining
     reply[#reply + 1] = d.retry
     reply[#reply + 1] = d.reset
+  end
+  if allowed and cost > 0 then
+    for i = 1, #limits do
+      reply[#reply + 1] = limits[i].undo1
+      reply[#reply + 1] = limits[i].undo2
+    end
   end
   return reply
 end
@@ -144,5 +158,5 @@ local function decide_call(keys, argv)
   local allowed = decide_limits(limits, now, cost)
   write_limits(keys[1], seen, limits, now, allowed, cost, margin)
   keep_args = true
-  return call_reply(redis_us, now, allowed, limits)
+  return call_reply(redis_us, now, allowed, cost, limits)
 end

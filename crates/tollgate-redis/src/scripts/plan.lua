@@ -18,7 +18,9 @@
 --              window_ms, shadow ("0"/"1")
 --
 -- Returns { redis_time_us, now_used, allowed, then per limit: allowed,
--- remaining, retry_after_ms (-1: never), reset_after_ms }, where
+-- remaining, retry_after_ms (-1: never), reset_after_ms }, then, when the
+-- call consumed (allowed, cost > 0), two numbers per limit for refund.lua
+-- (decide.lua), where
 -- redis_time_us is Redis's TIME when the script started; or, when the script
 -- started after its deadline, { redis_time_us, -1 } having written nothing.
 -- Anything wrong raises "TOLLGATE ..." before the first write (see

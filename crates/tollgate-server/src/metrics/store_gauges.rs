@@ -46,6 +46,12 @@ pub struct StoreCalls {
     pub decisions: u64,
     /// Script calls that carried them.
     pub calls: u64,
+    /// Decisions that consumed after their caller gave up, taken back.
+    pub refunded: u64,
+    /// Such decisions whose refund found the client used since: kept.
+    pub refunds_stale: u64,
+    /// Such decisions whose refund failed: kept.
+    pub refunds_failed: u64,
 }
 
 /// Store errors by kind, as the guarded stores counted them.
@@ -161,6 +167,19 @@ impl Gauges {
                 counter.inc_by(count);
                 registry.register(name, help, counter);
             }
+            let refunds = Family::<[(&'static str, &'static str); 1], Counter>::default();
+            for (outcome, count) in [
+                ("restored", calls.refunded),
+                ("stale", calls.refunds_stale),
+                ("failed", calls.refunds_failed),
+            ] {
+                refunds.get_or_create(&[("outcome", outcome)]).inc_by(count);
+            }
+            registry.register(
+                "store_refunds",
+                "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came: restored (taken back), stale (the client was used since, so kept: admits less, never more) or failed (kept)",
+                refunds,
+            );
         }
     }
 }

@@ -23,8 +23,11 @@
 -- The table holds: check_args(limit, window), bound_ok(now, limit,
 -- window), load(key, now, limit, window) -> state or nil,
 -- decide(state, now, cost, limit, window) -> decision,
--- write(key, state, now, cost, limit, window, margin) -> ttl, anchors
--- (whether a first call that used nothing still stores a state), and
+-- write(key, state, now, cost, limit, window, margin) -> undo1, undo2 (two
+-- integers from which undo finds what this write stored and restores what
+-- it replaced), undo(key, now, cost, limit, window, undo1, undo2) -> true
+-- when it took a consumption back (refund.lua), anchors (whether a first
+-- call that used nothing still stores a state), and
 -- raw(state) -> the loaded state as a list of integers for inspect.lua
 -- (empty for no state), which the Redis store decodes into the core
 -- policy's state (src/inspect.rs).
@@ -78,6 +81,7 @@ return function()
     return decision(false, remaining, retry, wait_until(ceil_div(base, limit), now))
   end
 
+  -- Returns the TAT it replaced (-1: none) and 0, for undo.
   function gcra.write(key, state, now, cost, limit, window, margin)
     local tat = base_of(state, now * limit) + cost * window
     local ttl = wait_until(ceil_div(tat, limit), now) + margin
@@ -85,7 +89,36 @@ return function()
       ttl = 1
     end
     redis.call('SET', key, fmt(tat), 'PX', fmt(ttl))
-    return ttl
+    if state then
+      return state.tat, 0
+    end
+    return -1, 0
+  end
+
+  -- Takes back `cost` used at `now` over the TAT `prior` (-1: none), if the
+  -- stored TAT is still the one that write stored: every later use raises
+  -- it, so an equal TAT means nothing was used since. The expiry stays (it
+  -- is at least the one `prior` had, and a TAT that has passed answers as
+  -- none). No TAT stored: it expired after it had passed, so the use no
+  -- longer counts, and there is nothing to take back (true).
+  function gcra.undo(key, now, cost, limit, window, prior, _)
+    local state = nil
+    if prior >= 0 then
+      state = { tat = prior }
+    end
+    local stored = redis.call('GET', key)
+    if not stored then
+      return true
+    end
+    if stored ~= fmt(base_of(state, now * limit) + cost * window) then
+      return false
+    end
+    if state then
+      redis.call('SET', key, fmt(prior), 'KEEPTTL')
+    else
+      redis.call('DEL', key)
+    end
+    return true
   end
 
   gcra.anchors = false

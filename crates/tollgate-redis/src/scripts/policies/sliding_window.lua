@@ -35,8 +35,11 @@
 -- The table holds: check_args(limit, window), bound_ok(now, limit,
 -- window), load(key, now, limit, window) -> state or nil,
 -- decide(state, now, cost, limit, window) -> decision,
--- write(key, state, now, cost, limit, window, margin) -> ttl, anchors
--- (whether a first call that used nothing still stores a state), and
+-- write(key, state, now, cost, limit, window, margin) -> undo1, undo2 (two
+-- integers from which undo finds what this write stored and restores what
+-- it replaced), undo(key, now, cost, limit, window, undo1, undo2) -> true
+-- when it took a consumption back (refund.lua), anchors (whether a first
+-- call that used nothing still stores a state), and
 -- raw(state) -> the loaded state as a list of integers for inspect.lua
 -- (empty for no state), which the Redis store decodes into the core
 -- policy's state (src/inspect.rs).
@@ -218,10 +221,11 @@ return function()
   end
 
   -- Logs `cost` units at `now` (after dropping elements that left the window);
-  -- returns the expiry: window + margin from this write, or, when the units
+  -- sets the expiry: window + margin from this write, or, when the units
   -- only join the newest element (same time), from the write that logged it,
   -- left as it was: the newest element's time, which the expiry is for, has
   -- not changed (one PEXPIRE less for requests that share a millisecond).
+  -- Returns the count and end of the newest element it leaves, for undo.
   function sliding.write(key, state, now, cost, limit, window, margin)
     local last_end = 0
     local merge = false
@@ -237,23 +241,52 @@ return function()
         merge = state.newest_time == now
       end
     end
+    local count, stop = 0, last_end
     if cost > 0 then
-      local stop = last_end + cost
+      stop = last_end + cost
       if stop >= TWO_32 then
         stop = stop - TWO_32
       end
+      count = cost
       if merge then
-        local count = state.newest_count + cost
+        count = state.newest_count + cost
         redis.call('LSET', key, '-1', string.format('%d:%d:%d', now, count, stop))
       else
         redis.call('RPUSH', key, string.format('%d:%d:%d', now, cost, stop))
       end
     end
-    local ttl = window + margin
     if not (merge and cost > 0) then
-      redis.call('PEXPIRE', key, fmt(ttl))
+      redis.call('PEXPIRE', key, fmt(window + margin))
     end
-    return ttl
+    return count, stop
+  end
+
+  -- Takes back `cost` units logged at `now` by the write that left the
+  -- newest element `now:count:stop`, if it still is: every later use either
+  -- adds an element or adds to this one (changing its count), and a log
+  -- emptied and begun again starts at a later time. Units that began the
+  -- element (count = cost) go with it; units added to an element of the
+  -- same time are taken off it. Elements that write trimmed had left the
+  -- window at `now`, and no call of the client is decided before `now`
+  -- again (its last-seen time is `now` or later), so they stay gone. The
+  -- expiry stays: at least the one the log had. No log stored: the units
+  -- left the window (the log expired, or a later write found nothing live
+  -- and began a new log whose own refund emptied it), so they no longer
+  -- count, and there is nothing to take back (true).
+  function sliding.undo(key, now, cost, limit, window, count, stop)
+    local newest = redis.call('LINDEX', key, '-1')
+    if not newest then
+      return true
+    end
+    if newest ~= string.format('%d:%d:%d', now, count, stop) then
+      return false
+    end
+    if count == cost then
+      redis.call('RPOP', key)
+    else
+      redis.call('LSET', key, '-1', string.format('%d:%d:%d', now, count - cost, wrapped_diff(stop, cost)))
+    end
+    return true
   end
 
   -- Only allowed requests change the log; a first call that used nothing

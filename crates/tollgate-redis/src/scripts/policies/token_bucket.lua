@@ -28,8 +28,11 @@
 -- The table holds: check_args(limit, window), bound_ok(now, limit,
 -- window), load(key, now, limit, window) -> state or nil,
 -- decide(state, now, cost, limit, window) -> decision,
--- write(key, state, now, cost, limit, window, margin) -> ttl, anchors
--- (whether a first call that used nothing still stores a state), and
+-- write(key, state, now, cost, limit, window, margin) -> undo1, undo2 (two
+-- integers from which undo finds what this write stored and restores what
+-- it replaced), undo(key, now, cost, limit, window, undo1, undo2) -> true
+-- when it took a consumption back (refund.lua), anchors (whether a first
+-- call that used nothing still stores a state), and
 -- raw(state) -> the loaded state as a list of integers for inspect.lua
 -- (empty for no state), which the Redis store decodes into the core
 -- policy's state (src/inspect.rs).
@@ -108,17 +111,53 @@ return function()
     return decision(false, tokens, retry, wait_until(b.anchor + b.full_at * interval, now))
   end
 
+  -- The bucket `b` after `cost` tokens used at `now`.
+  local function used(b, now, cost, limit, window)
+    if cost == 0 then
+      return b.full_at
+    end
+    return math.max(b.full_at, drips(b, now, divmod(window, limit))) + cost
+  end
+
   -- Stores the bucket (anchoring a new one), having used `cost` tokens.
+  -- Returns the anchor and full_at it replaced (-1, 0: none), for undo.
   function bucket.write(key, state, now, cost, limit, window, margin)
     local b = fresh(state, now)
-    local full_at = b.full_at
-    if cost > 0 then
-      local interval = divmod(window, limit)
-      full_at = math.max(full_at, drips(b, now, interval)) + cost
-    end
+    local full_at = used(b, now, cost, limit, window)
     local ttl = window + margin
     redis.call('SET', key, string.format('%d:%d', b.anchor, full_at), 'PX', fmt(ttl))
-    return ttl
+    if state then
+      return state.anchor, state.full_at
+    end
+    return -1, 0
+  end
+
+  -- Takes back `cost` used at `now` over the bucket (`anchor`, `full_at`)
+  -- (anchor -1: none), if the stored bucket is still the one that write
+  -- stored: every later use raises full_at. The bucket goes back to what it
+  -- was, or, when there was none, to the bucket anchored at `now` with
+  -- every token (what a request refused at `now` leaves). The expiry stays:
+  -- at least the one the bucket had. No bucket stored, or one anchored
+  -- after `now`: the key expired, the bucket full by then, so the use no
+  -- longer counts, and there is nothing to take back (true).
+  function bucket.undo(key, now, cost, limit, window, anchor, full_at)
+    local b = { anchor = now, full_at = 0 }
+    if anchor >= 0 then
+      b = { anchor = anchor, full_at = full_at }
+    end
+    local stored = redis.call('GET', key)
+    if not stored then
+      return true
+    end
+    local stored_anchor = string.match(stored, '^(%d+):')
+    if stored_anchor and stored_anchor + 0 > b.anchor then
+      return true
+    end
+    if stored ~= string.format('%d:%d', b.anchor, used(b, now, cost, limit, window)) then
+      return false
+    end
+    redis.call('SET', key, string.format('%d:%d', b.anchor, b.full_at), 'KEEPTTL')
+    return true
   end
 
   -- The first call anchors the drips, even one that used nothing.

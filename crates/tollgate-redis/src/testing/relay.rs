@@ -1,0 +1,150 @@
+//! A loopback TCP relay in front of a real `redis-server` that can hold
+//! Redis's replies on their way back: the network fault in which Redis runs
+//! a call in time but its answer reaches the caller only after the caller
+//! gave up.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often a relay thread looks up from a blocked read or a held reply
+/// to see whether the relay is being dropped.
+const POLL: Duration = Duration::from_millis(50);
+
+#[derive(Default)]
+struct Shared {
+    held: Mutex<bool>,
+    released: Condvar,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Waits while replies are held (or until the relay is dropped).
+    fn wait_released(&self) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        while *held && !self.stopping() {
+            held = self
+                .released
+                .wait_timeout(held, POLL)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    fn set_held(&self, value: bool) {
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner) = value;
+        self.released.notify_all();
+    }
+}
+
+/// Relays every connection made to its loopback port to a Redis on
+/// 127.0.0.1:`upstream`: requests pass at once; replies pass unless held
+/// ([`Relay::hold_replies`]), in which case they wait, in order, until
+/// [`Relay::release_replies`]. Its threads end when it is dropped.
+pub struct Relay {
+    port: u16,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Relay {
+    /// A relay on a free loopback port to the Redis at 127.0.0.1:`upstream`.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound.
+    pub fn start(upstream: u16) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().expect("local address").port();
+        let shared = Arc::new(Shared::default());
+        let accepting = shared.clone();
+        let accept = std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if accepting.stopping() {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                pipe(&client, &server, accepting.clone(), false);
+                pipe(&server, &client, accepting.clone(), true);
+            }
+        });
+        Relay {
+            port,
+            shared,
+            accept: Some(accept),
+        }
+    }
+
+    /// The relay's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// From now on, replies read from Redis wait before they are passed on.
+    pub fn hold_replies(&self) {
+        self.shared.set_held(true);
+    }
+
+    /// Passes on the replies held, in order, and every reply after them.
+    pub fn release_replies(&self) {
+        self.shared.set_held(false);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.shared.set_held(false);
+        // Wakes the accepting thread, which then sees that it must stop.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+    }
+}
+
+/// Copies `from` to `to` in a thread of its own until either side closes
+/// or the relay is dropped; `replies`: the copy waits while replies are held.
+fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, replies: bool) {
+    let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
+        return;
+    };
+    if from.set_read_timeout(Some(POLL)).is_err() {
+        return;
+    }
+    std::thread::spawn(move || {
+        let mut buffer = vec![0u8; 64 * 1024];
+        while !shared.stopping() {
+            let n = match from.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    continue
+                }
+                Err(_) => break,
+            };
+            if replies {
+                shared.wait_released();
+            }
+            if to.write_all(&buffer[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(Shutdown::Both);
+        let _ = from.shutdown(Shutdown::Both);
+    });
+}

@@ -1,0 +1,242 @@
+//! An abandoned call consumes nothing even when Redis ran it in time: the
+//! replies are held on their way back (a loopback relay in front of a real
+//! `redis-server`, [`Relay`]) while checks go through a [`GuardedStore`],
+//! which answers them by its failure policy after its timeout. Once the
+//! replies pass, the store takes back what those calls consumed
+//! (`tollgate_redis::refund`), and every client's state must equal that of
+//! the in-memory limiter given only the calls the store itself answered.
+//!
+//! And never more than that: a refund whose state another call changed
+//! meanwhile keeps the consumption (a blind undo could over-admit).
+
+use std::time::{Duration, Instant};
+
+use tollgate::FailurePolicy;
+use tollgate::{AnyPolicy, DecidedBy, Limit, Plan, PlanLimiter, Store, POLICY_NAMES};
+use tollgate_guard::{BreakerConfig, GuardedStore};
+use tollgate_redis::testing::{RedisServer, Relay};
+use tollgate_redis::{CallCounts, RedisStore, RedisStoreConfig};
+
+const TIMEOUT: Duration = Duration::from_millis(50);
+const DAY_MS: u64 = 86_400_000;
+
+const FAILURE_POLICIES: [FailurePolicy; 3] = [
+    FailurePolicy::FailOpen,
+    FailurePolicy::FailClosed,
+    FailurePolicy::LocalFallback,
+];
+
+fn plan(policy: &str) -> Plan {
+    let policy = AnyPolicy::from_name(policy, 10, DAY_MS).expect("policy");
+    Plan::new("held", vec![Limit::new("per-day", policy, false)]).expect("plan")
+}
+
+/// One thread, so that the four checks sent together form one batch (on
+/// more threads the batch may leave with the first alone, and the others
+/// then wait behind it and are never sent).
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn config(prefix: String, batch_max: usize) -> RedisStoreConfig {
+    RedisStoreConfig {
+        prefix,
+        timeout: TIMEOUT,
+        batch_max,
+        ..RedisStoreConfig::default()
+    }
+}
+
+/// Loads the decision scripts, as a store that has been running for a while
+/// has: a call held on its first use would meet NOSCRIPT, whose held reply
+/// makes the store load and send it again after its deadline, so Redis
+/// would never run it in time.
+async fn load_scripts(server: &RedisServer) {
+    let client = redis::Client::open(server.url()).expect("client");
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connection");
+    for script in [
+        tollgate_redis::scripts::PLAN,
+        tollgate_redis::scripts::BATCH,
+    ] {
+        let _: String = redis::Script::new(script)
+            .prepare_invoke()
+            .load_async(&mut connection)
+            .await
+            .expect("SCRIPT LOAD");
+    }
+}
+
+/// Polls `counts` (at most 5 s) until `done` holds; the last counts.
+async fn counts_until(store: &RedisStore, done: impl Fn(&CallCounts) -> bool) -> CallCounts {
+    let started = Instant::now();
+    loop {
+        let counts = store.call_counts();
+        if done(&counts) || started.elapsed() > Duration::from_secs(5) {
+            return counts;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Each client's state under `plan` equals the reference's: peeks, and a
+/// request, at several times.
+async fn same_state(store: &RedisStore, reference: &PlanLimiter, plan: &Plan, what: &str) {
+    for now in [3_000, DAY_MS / 2, DAY_MS + 1_001, DAY_MS + 5_000] {
+        for client in ["a", "b", "never-seen"] {
+            let got = store.decide(plan, client, now, 0).await.expect("peek");
+            assert_eq!(
+                got,
+                reference.check(plan, client, now, 0),
+                "{what}: {client} at {now}"
+            );
+        }
+        let got = store.decide(plan, "a", now, 1).await.expect("request");
+        assert_eq!(
+            got,
+            reference.check(plan, "a", now, 1),
+            "{what}: a at {now}"
+        );
+    }
+}
+
+/// One policy under one failure policy, batched or not, through held replies.
+async fn held_run(server: &RedisServer, policy: &str, failure: FailurePolicy, batch_max: usize) {
+    let what = format!("{policy} / {failure:?} / batch_max {batch_max}");
+    let prefix = format!("held-{policy}-{failure:?}-{batch_max}").replace([' ', '{', '}'], "");
+    let relay = Relay::start(server.port());
+    let redis = RedisStore::connect(&relay.url(), config(prefix, batch_max))
+        .await
+        .expect("connect");
+    let raw = redis.clone();
+    // Every call of the fault must reach Redis, so no circuit breaker.
+    let guard = GuardedStore::new(redis, TIMEOUT, failure).with_breaker(BreakerConfig {
+        failures: 0,
+        ..BreakerConfig::default()
+    });
+    let plan = plan(policy);
+    let reference = PlanLimiter::new();
+    for (client, now) in [("a", 1_000), ("b", 1_001), ("a", 1_002)] {
+        let got = guard.check(&plan, client, now, 1).await.expect("check");
+        assert_eq!(got.decided_by, DecidedBy::Store, "{what}");
+        assert_eq!(got, reference.check(&plan, client, now, 1), "{what}");
+    }
+
+    relay.hold_replies();
+    let before = raw.call_counts();
+    // Sent together (one batch when batching), then one by one: each is run
+    // by Redis at once and would be allowed, but its reply is held.
+    let answers = tokio::join!(
+        guard.check(&plan, "a", 2_000, 1),
+        guard.check(&plan, "a", 2_000, 3),
+        guard.check(&plan, "b", 2_001, 2),
+        guard.check(&plan, "a", 2_002, 1),
+    );
+    for (client, now, cost) in [("a", 2_010, 1), ("b", 2_011, 1)] {
+        let answer = guard.check(&plan, client, now, cost).await;
+        assert_ne!(
+            answer.expect("check").decided_by,
+            DecidedBy::Store,
+            "{what}"
+        );
+    }
+    for answer in [answers.0, answers.1, answers.2, answers.3] {
+        assert_ne!(
+            answer.expect("check").decided_by,
+            DecidedBy::Store,
+            "{what}"
+        );
+    }
+    let sent = raw.call_counts().decisions - before.decisions;
+    assert!(sent >= 4, "{what}: only {sent} calls reached Redis");
+    relay.release_replies();
+
+    let counts = counts_until(&raw, |c| c.refunded - before.refunded >= sent).await;
+    let what = format!("{what}: {sent} sent, {counts:?}");
+    same_state(&raw, &reference, &plan, &what).await;
+    assert_eq!(
+        counts.refunded - before.refunded,
+        sent,
+        "{what}: {counts:?}"
+    );
+    assert_eq!(counts.refunds_stale, before.refunds_stale, "{what}");
+    assert_eq!(counts.refunds_failed, before.refunds_failed, "{what}");
+}
+
+fn every_policy(batch_max: usize, test: &str) {
+    let Some(server) = RedisServer::spawn(test) else {
+        return;
+    };
+    runtime().block_on(async {
+        load_scripts(&server).await;
+        for policy in POLICY_NAMES {
+            for failure in FAILURE_POLICIES {
+                held_run(&server, policy, failure, batch_max).await;
+            }
+        }
+    });
+}
+
+#[test]
+fn calls_whose_replies_came_too_late_are_refunded_when_batched() {
+    every_policy(
+        64,
+        "calls_whose_replies_came_too_late_are_refunded_when_batched",
+    );
+}
+
+#[test]
+fn calls_whose_replies_came_too_late_are_refunded_when_sent_alone() {
+    every_policy(
+        1,
+        "calls_whose_replies_came_too_late_are_refunded_when_sent_alone",
+    );
+}
+
+/// A refund whose client was used meanwhile by a call the store answered
+/// keeps the consumption: the state is the reference's with the abandoned
+/// call counted, never less.
+#[test]
+fn a_refund_after_another_use_keeps_the_consumption() {
+    let Some(server) = RedisServer::spawn("a_refund_after_another_use_keeps_the_consumption")
+    else {
+        return;
+    };
+    runtime().block_on(async {
+        load_scripts(&server).await;
+        for policy in POLICY_NAMES {
+            let what = policy.to_string();
+            let prefix = format!("stale-{policy}");
+            let relay = Relay::start(server.port());
+            let held = RedisStore::connect(&relay.url(), config(prefix.clone(), 64))
+                .await
+                .expect("connect");
+            let direct = RedisStore::connect(&server.url(), config(prefix, 64))
+                .await
+                .expect("connect");
+            let guard = GuardedStore::new(held.clone(), TIMEOUT, FailurePolicy::FailClosed);
+            let plan = plan(policy);
+            let reference = PlanLimiter::new();
+
+            relay.hold_replies();
+            let abandoned = guard.check(&plan, "a", 1_000, 4).await.expect("check");
+            assert!(!abandoned.allowed, "{what}: fail-closed");
+            // The abandoned call ran: the reference counts it, then the
+            // other server's request, which the store answered.
+            reference.check(&plan, "a", 1_000, 4);
+            let other = direct.decide(&plan, "a", 1_001, 1).await.expect("decide");
+            assert_eq!(other, reference.check(&plan, "a", 1_001, 1), "{what}");
+            relay.release_replies();
+
+            let counts = counts_until(&held, |c| c.refunds_stale >= 1).await;
+            assert_eq!(counts.refunds_stale, 1, "{what}: {counts:?}");
+            assert_eq!(counts.refunded, 0, "{what}");
+            same_state(&direct, &reference, &plan, &what).await;
+        }
+    });
+}
