@@ -85,6 +85,16 @@
 //!   skew. Servers sharing a store must keep their clocks close, cache or
 //!   not. With `TimeSource::Redis` the waits are measured on Redis's clock
 //!   and compared with this server's, so the same bound applies.
+//! - **Refunds.** One thing other than time gives budget back: the Redis
+//!   store takes back what a call consumed when its caller gave up before
+//!   the reply came (`tollgate_redis::refund`: Redis ran it in time, but
+//!   held the reply). A rejection the store gave while such a consumption
+//!   was still counted (on another instance, or on this one through
+//!   another connection, in the moments between that call running and its
+//!   refund) is remembered like any other, so the cache may go on rejecting
+//!   until `t + w` where the store, refunded, would allow. Only after a
+//!   fault, and only towards admitting less: the store's rejection was
+//!   already made with the consumption counted.
 //! - **Multi-limit plans.** A plan rejected by one of its limits is
 //!   rejected for the longest wait among its rejecting limits; the cached
 //!   answer repeats every limit's numbers as they were at `t`, so a limit

@@ -46,7 +46,7 @@ pub async fn run(
             path.clone(),
             config.limits().plans_handle(),
             running,
-            args.redis.overrides(),
+            args.config_overrides(),
         )),
         _ => None,
     };

@@ -123,3 +123,14 @@ async fn proxy_allows_each_client_its_plan(config_text: &str) {
     let _ = stop_proxy.send(());
     proxy_task.await.unwrap().unwrap();
 }
+
+/// A `serve` config whose HTTP port is the default gRPC port (8081) is one
+/// `serve` refuses (both would bind it), but the proxy opens neither of
+/// `serve`'s ports: it uses the file's plans all the same.
+#[tokio::test]
+async fn the_proxy_uses_a_config_whose_listen_is_the_default_grpc_port() {
+    let text = format!("listen = [\"127.0.0.1:8081\"]\n{CONFIG}");
+    let refused = tollgate_config::Config::parse(&text).expect_err("serve refuses it");
+    assert!(refused.to_string().contains("grpc_listen"), "{refused}");
+    proxy_allows_each_client_its_plan(&text).await;
+}

@@ -376,6 +376,14 @@ fn every_address_serve_listens_on_is_its_own() {
     ] {
         assert!(Config::parse(&format!("{fine}{LIMIT}")).is_ok(), "{fine}");
     }
+    // The default gRPC address, not written: the listen line is blamed, and
+    // the message says where the other address comes from.
+    let (at, _, message) = mistake(&format!("listen = [\"127.0.0.1:8081\"]\n{LIMIT}"));
+    assert_eq!(at, 1, "{message}");
+    assert!(
+        message.contains("whose default it is; set [envoy] grpc_listen"),
+        "{message}"
+    );
     // A flag's address collides too, and no line of the file is blamed.
     let flags = Overrides {
         listen: vec!["127.0.0.1:8081".to_owned()],

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use tollgate::{MemoryBackend, Plan, Policy, Store, SystemClock};
-use tollgate_config::Config;
+use tollgate_config::{Config, Overrides};
 use tollgate_connections::Limits;
 use tollgate_proxy::options::{connection_limits, parse_duration_ms, parse_key, single_limit_plan};
 use tollgate_proxy::{Error, ProxyConfig};
@@ -87,12 +87,23 @@ impl ProxyArgs {
         self.config_and_store().await.map(|(config, _)| config)
     }
 
+    /// The flags that replace keys of the `--config` file: the Redis ones,
+    /// and `grpc_listen` off. The proxy opens neither of `serve`'s ports (it
+    /// listens on its own `--listen`), so a file whose `listen` is on the
+    /// default gRPC port, which `serve` would refuse, is the proxy's to use.
+    pub(super) fn config_overrides(&self) -> Overrides {
+        Overrides {
+            grpc_listen: Some("off".to_owned()),
+            ..self.redis.overrides()
+        }
+    }
+
     /// [`ProxyArgs::config`], with what the `--config` file it was built
     /// from runs with that a reload does not replace (read once, so that
     /// reloads compare against exactly the settings in use).
     pub(super) async fn config_and_store(&self) -> Result<(ProxyConfig, Option<Running>), Error> {
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
-        let overrides = self.redis.overrides();
+        let overrides = self.config_overrides();
         let (limits, store) = match &self.config {
             None => {
                 let plan = single_limit_plan("proxy", &self.policy, self.limit, &self.window)?;

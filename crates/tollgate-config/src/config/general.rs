@@ -59,27 +59,35 @@ pub(super) fn check_distinct_addresses(
         .map(|addr| (addr, "listen"))
         .chain(grpc)
         .collect();
+    // The file's line of the address at `index` of `all`, unless a flag gave it.
+    let written = |index: usize| {
+        let (addr, key) = all[index];
+        let text = match key {
+            "grpc_listen" => file.envoy.grpc_listen.as_ref(),
+            _ => file.listen.as_ref().and_then(|addrs| addrs.get(index)),
+        };
+        text.filter(|text| text.get_ref().parse::<SocketAddr>().ok().as_ref() == Some(addr))
+            .map(Spanned::span)
+    };
     for (i, (a, key_a)) in all.iter().enumerate() {
-        let Some((b, key_b)) = all[..i].iter().find(|(b, _)| same_socket(a, b)) else {
+        let Some(j) = all[..i].iter().position(|(b, _)| same_socket(a, b)) else {
             continue;
         };
-        // The file's line, unless a flag gave this address.
-        let written = match *key_a {
-            "grpc_listen" => file.envoy.grpc_listen.as_ref(),
-            _ => file.listen.as_ref().and_then(|addrs| addrs.get(i)),
-        };
-        let span = written
-            .filter(|text| text.get_ref().parse::<SocketAddr>().ok().as_ref() == Some(*a))
-            .map(Spanned::span);
-        let what = if a == b {
+        let (b, key_b) = all[j];
+        let what = if *a == b {
             format!("{a} is given twice")
         } else {
             format!("{a} overlaps {b}")
         };
+        let default = if *key_a == "grpc_listen" && file.envoy.grpc_listen.is_none() {
+            ", whose default it is; set [envoy] grpc_listen to another address, or \"off\""
+        } else {
+            ""
+        };
         let detail = format!(
-            "{what} ({key_b}, then {key_a}): every address serve listens on must be its own"
+            "{what} ({key_b}, then {key_a}{default}): every address serve listens on must be its own"
         );
-        return Err(match span {
+        return Err(match written(i).or_else(|| written(j)) {
             Some(span) => at(span, detail),
             None => Error::AddressesCollide { detail },
         });
