@@ -42,6 +42,12 @@ use crate::call::{Arg, Call, Scripts};
 /// queue without bound. A refund past it is counted failed.
 pub const MAX_QUEUED: usize = 65_536;
 
+/// How long one refund waits for its answer before the next is sent: 5 s.
+/// redis-rs sets no response timeout, and a connection that hangs must not
+/// stop every later refund. A refund given up on is counted failed, though
+/// Redis may still run it, which is as exact (compare and restore).
+pub const REFUND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Refunds that found their state changed, kept to be tried again: at most
 /// this many (the oldest go first).
 pub const STALE_KEPT: usize = 4_096;
@@ -166,13 +172,19 @@ impl Refunds {
 /// Sends what is queued, newest first, until the queue is empty. Waits one
 /// turn first, so that the other replies of the same read queue theirs.
 async fn send(scripts: Arc<Scripts>) {
+    let mut place = Running {
+        refunds: &scripts.refunds,
+        given_back: false,
+    };
     tokio::task::yield_now().await;
-    let refunds = &scripts.refunds;
     loop {
         let group = {
-            let mut pending = refunds.lock();
+            let mut pending = scripts.refunds.lock();
             if pending.queue.is_empty() {
+                // Under the lock that a refund is queued under: the next
+                // one starts a task.
                 pending.running = false;
+                place.given_back = true;
                 return;
             }
             std::mem::take(&mut pending.queue)
@@ -185,21 +197,41 @@ async fn send(scripts: Arc<Scripts>) {
     }
 }
 
+/// The sending task's place, given back if the task ends early (a panic,
+/// or the runtime shutting down) so that the next refund starts a task.
+struct Running<'a> {
+    refunds: &'a Refunds,
+    given_back: bool,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if !self.given_back {
+            self.refunds.lock().running = false;
+        }
+    }
+}
+
 /// Sends one refund; true when it restored every limit. One that found a
 /// state changed is kept to be tried again.
 async fn send_one(scripts: &Arc<Scripts>, (number, refund): &Numbered) -> bool {
     let counters = &scripts.refunds.counters;
-    match scripts.refund(refund).await {
-        Ok(restored) if restored.iter().all(|&r| r == 1) => {
+    // An error, or no answer in time: failed.
+    let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.refund(refund))
+        .await
+        .ok()
+        .and_then(Result::ok);
+    match answer {
+        Some(restored) if restored.iter().all(|&r| r == 1) => {
             counters.restored.fetch_add(1, Ordering::Relaxed);
             true
         }
-        Ok(restored) => {
+        Some(restored) => {
             counters.stale.fetch_add(1, Ordering::Relaxed);
             keep_stale(scripts, (*number, partly(refund, &restored)));
             false
         }
-        Err(_) => {
+        None => {
             counters.failed.fetch_add(1, Ordering::Relaxed);
             false
         }
