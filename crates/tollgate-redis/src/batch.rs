@@ -63,6 +63,27 @@ struct Waiting {
 struct Queue {
     waiting: VecDeque<Waiting>,
     in_flight: usize,
+    /// The length at which the queue next drops the decisions whose callers
+    /// gave up ([`Queue::push`]).
+    prune_at: usize,
+}
+
+/// The queue drops the decisions whose callers gave up once it is this
+/// long, and again each time it doubles after that.
+const PRUNE_FROM: usize = 4_096;
+
+impl Queue {
+    /// Queues `waiting`. While a call is held in flight (a Redis that stalls
+    /// holds its reply for up to [`crate::RESPONSE_TIMEOUT`]), callers give up
+    /// and their decisions would pile up until the next batch is taken: so
+    /// a long queue first drops those no one waits for.
+    fn push(&mut self, waiting: Waiting) {
+        if self.waiting.len() >= self.prune_at.max(PRUNE_FROM) {
+            self.waiting.retain(|w| !w.answer.is_closed());
+            self.prune_at = 2 * self.waiting.len();
+        }
+        self.waiting.push_back(waiting);
+    }
 }
 
 /// The queue of decisions for one Redis node, and the calls carrying them.
@@ -107,7 +128,7 @@ impl Batcher {
         let (answer, answered) = oneshot::channel();
         let starts_a_call = {
             let mut queue = self.lock();
-            queue.waiting.push_back(Waiting { call, answer });
+            queue.push(Waiting { call, answer });
             let starts = queue.in_flight < self.in_flight_max;
             if starts {
                 queue.in_flight += 1;
@@ -227,5 +248,55 @@ impl Drop for InFlight<'_> {
         if !self.given_back {
             self.batcher.lock().in_flight -= 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting() -> (Waiting, oneshot::Receiver<CallReply>) {
+        let (answer, answered) = oneshot::channel();
+        let call = Call {
+            keys: Vec::new(),
+            args: Vec::new(),
+        };
+        (Waiting { call, answer }, answered)
+    }
+
+    #[test]
+    fn a_long_queue_drops_the_decisions_no_one_waits_for() {
+        let mut queue = Queue::default();
+        let mut listening = Vec::new();
+        for i in 0..PRUNE_FROM {
+            let (entry, answered) = waiting();
+            queue.push(entry);
+            // One caller in four still waits; the others gave up.
+            if i % 4 == 0 {
+                listening.push(answered);
+            }
+        }
+        assert_eq!(
+            queue.waiting.len(),
+            PRUNE_FROM,
+            "short queues are left alone"
+        );
+        let (entry, answered) = waiting();
+        queue.push(entry);
+        listening.push(answered);
+        assert_eq!(queue.waiting.len(), PRUNE_FROM / 4 + 1);
+        // However many give up, the queue stays bounded, and keeps every
+        // decision whose caller waits.
+        for _ in 0..10 * PRUNE_FROM {
+            let (entry, _) = waiting();
+            queue.push(entry);
+            assert!(queue.waiting.len() <= PRUNE_FROM);
+        }
+        let waited_for = queue
+            .waiting
+            .iter()
+            .filter(|w| !w.answer.is_closed())
+            .count();
+        assert_eq!(waited_for, listening.len());
     }
 }

@@ -14,16 +14,28 @@ use redis::{
 use crate::lazy_cluster::LazyCluster;
 use crate::{RedisStoreError, RedisTarget};
 
+/// How long a call on one node waits for its reply before redis-rs drops
+/// it: 30 s. A reply that comes later is thrown away, and with it the
+/// refund of a call whose caller gave up ([`crate::refund`]): redis-rs's
+/// default of 500 ms lost every reply a Redis held longer (a SIGSTOP of
+/// seconds, a blocking command), so their calls stayed counted. Not
+/// unbounded: a reply that never comes must not hold the batch in flight,
+/// and the decisions queued behind it, for ever. (A cluster connection has
+/// no response timeout: `masters.rs`.)
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// One connection attempt per reconnect, no retries: the next call after a
 /// failed attempt starts a new one. With retries, every call made while the
 /// manager waits between attempts would wait with it, up to the caller's
 /// timeout: when Redis dies, all the calls in flight would each wait out
 /// the timeout before the circuit breaker could open, where a refused
-/// connection fails them in well under a millisecond.
+/// connection fails them in well under a millisecond. Replies are waited
+/// for up to [`RESPONSE_TIMEOUT`].
 fn manager_config() -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_number_of_retries(0)
         .set_connection_timeout(Some(Duration::from_millis(500)))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
 }
 
 /// A connection to one Redis node (reconnecting by itself) or to a cluster.

@@ -73,7 +73,9 @@
 //! bucket's cap would have wasted, which over-admits). Refunds of one client
 //! unwind newest first. What still stays counted, always towards admitting
 //! less: a call whose client was used by an answered call before its refund
-//! ran, and a reply that never comes (the connection dropped on the way back);
+//! ran, and a reply that never comes (the connection dropped on the way back,
+//! or, on one node, a reply later than 30 s, `RESPONSE_TIMEOUT`: redis-rs's
+//! default of 500 ms dropped the replies of a Redis stopped for seconds);
 //! [`CallCounts`] counts refunds by outcome (`tests/held_replies.rs`,
 //! `tests/refund_model.rs`). Errors of the estimate only make
 //! the deadline earlier (by up to the measuring round trip, plus 1 ms of
@@ -157,6 +159,7 @@ pub use config::{
     RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX, DEFAULT_TIMEOUT,
     MAX_BATCH, MAX_BATCHES_IN_FLIGHT,
 };
+pub use connection::RESPONSE_TIMEOUT;
 pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
 pub use store::RedisStore;
 pub use target::RedisTarget;

@@ -28,7 +28,8 @@
 //! towards admitting less. [`crate::CallCounts`] counts each outcome.
 //!
 //! What stays out of reach: a reply that never comes (the connection
-//! dropped on the way back, or the runtime shut down first); a refund that
+//! dropped on the way back, the runtime shut down first, or on one node a
+//! reply later than [`crate::RESPONSE_TIMEOUT`], 30 s); a refund that
 //! Redis refuses (out of memory); and refunds past [`MAX_QUEUED`] waiting.
 //! Each leaves the consumption in place, counted.
 
@@ -43,8 +44,9 @@ use crate::call::{Arg, Call, Scripts};
 pub const MAX_QUEUED: usize = 65_536;
 
 /// How long one refund waits for its answer before the next is sent: 5 s.
-/// redis-rs sets no response timeout, and a connection that hangs must not
-/// stop every later refund. A refund given up on is counted failed, though
+/// A cluster connection has no response timeout (and one node's is
+/// [`crate::RESPONSE_TIMEOUT`]), and a connection that hangs must not stop
+/// every later refund for that long. A refund given up on is counted failed, though
 /// Redis may still run it, which is as exact (compare and restore).
 pub const REFUND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 

@@ -240,3 +240,34 @@ fn a_refund_after_another_use_keeps_the_consumption() {
         }
     });
 }
+
+/// A reply held for longer than half a second (a SIGSTOP of seconds, a
+/// blocking command) still comes back, and its call is refunded: the
+/// connection waits for replies up to `RESPONSE_TIMEOUT`, where redis-rs's
+/// default (500 ms) dropped them, leaving their calls counted.
+#[test]
+fn a_reply_held_for_a_second_is_refunded_too() {
+    let Some(server) = RedisServer::spawn("a_reply_held_for_a_second_is_refunded_too") else {
+        return;
+    };
+    runtime().block_on(async {
+        load_scripts(&server).await;
+        let relay = Relay::start(server.port());
+        let store = RedisStore::connect(&relay.url(), config("long-hold".into(), 64))
+            .await
+            .expect("connect");
+        let guard = GuardedStore::new(store.clone(), TIMEOUT, FailurePolicy::FailClosed);
+        let plan = plan("gcra");
+        relay.hold_replies();
+        let held_since = Instant::now();
+        let answer = guard.check(&plan, "a", 1_000, 4).await.expect("check");
+        assert_ne!(answer.decided_by, DecidedBy::Store);
+        // The fault's length: the relay holds the reply this long.
+        tokio::time::sleep(Duration::from_millis(1_200).saturating_sub(held_since.elapsed())).await;
+        relay.release_replies();
+        let counts = counts_until(&store, |c| c.refunded >= 1).await;
+        assert_eq!(counts.refunded, 1, "{counts:?}");
+        let peek = store.decide(&plan, "a", 1_001, 0).await.expect("peek");
+        assert_eq!(peek.limits[0].decision.remaining, 10, "nothing consumed");
+    });
+}
