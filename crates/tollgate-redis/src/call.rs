@@ -149,6 +149,10 @@ impl Scripts {
         let (answer, answered) = oneshot::channel();
         let scripts = self.clone();
         tokio::spawn(async move {
+            // A caller gone before the call left: nothing to send.
+            if answer.is_closed() {
+                return;
+            }
             let reply = scripts.one(&call).await;
             scripts.answer(&call, answer, reply);
         });
