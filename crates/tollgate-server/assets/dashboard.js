@@ -93,6 +93,12 @@ function drawStore(store) {
     rows.push(["timeouts", store.calls.timeouts]);
     rows.push(["errors", store.calls.transient_errors + store.calls.permanent_errors]);
   }
+  // Calls Redis ran and counted whose reply came after the caller gave up:
+  // taken back, or kept (the client was used since, or the refund failed).
+  if (store.refunds) {
+    rows.push(["late replies taken back", store.refunds.restored]);
+    rows.push(["late replies kept", store.refunds.stale + store.refunds.failed]);
+  }
   const kv = el("div", { class: "kv" });
   for (const [k, v] of rows) kv.append(el("div", {}, k), el("div", {}, v));
   // On a cluster, each master's circuit: who is answered by the failure policy, and why.

@@ -43,7 +43,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use error::Error;
-pub use server::{Decided, Observed, PartCircuit, ReloadReport, Server, StoreHealth};
+pub use server::{Decided, Observed, PartCircuit, ReloadReport, Server, StoreHealth, StoreRefunds};
 use stop::StopSignal;
 /// The config crate, re-exported: [`Server::new`] takes its [`Config`] and
 /// [`StoreHandle`].

@@ -20,7 +20,7 @@ mod grpc_metrics;
 mod observe;
 mod reload;
 
-pub use observe::{Observed, PartCircuit, StoreHealth};
+pub use observe::{Observed, PartCircuit, StoreHealth, StoreRefunds};
 pub use reload::ReloadReport;
 
 /// The config in force, with the counters of each of its plans.

@@ -234,6 +234,11 @@ async fn stats_count_each_second_per_plan() {
     assert_eq!(body["store"]["status"], "ok");
     assert_eq!(body["store"]["tracked_clients"], 3);
     assert_eq!(
+        body["store"]["refunds"],
+        serde_json::Value::Null,
+        "Redis only"
+    );
+    assert_eq!(
         body["store"]["circuits"],
         serde_json::json!([]),
         "no masters"

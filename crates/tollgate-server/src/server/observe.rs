@@ -86,6 +86,21 @@ pub struct StoreHealth {
     /// circuit is open (its clients answered by the failure policy without
     /// a call); empty for one node or memory.
     pub circuits: Vec<PartCircuit>,
+    /// Since start (Redis only): calls Redis ran and counted whose reply came
+    /// after their caller had given up, by what became of their refund.
+    pub refunds: Option<StoreRefunds>,
+}
+
+/// What became of the refunds of calls whose reply came too late
+/// (`tollgate_redis::refund`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct StoreRefunds {
+    /// Taken back: the client's state is as if the call had been refused.
+    pub restored: u64,
+    /// Kept: the client was used since (towards admitting less).
+    pub stale: u64,
+    /// Kept: the refund failed or got no answer.
+    pub failed: u64,
 }
 
 /// One master's circuit breaker, as the dashboard shows it.
@@ -176,6 +191,14 @@ impl Server {
                 .as_ref()
                 .map(|m| m.limiter().store().len()),
             calls,
+            refunds: self.inner.redis.as_ref().map(|redis| {
+                let c = redis.call_counts();
+                StoreRefunds {
+                    restored: c.refunded,
+                    stale: c.refunds_stale,
+                    failed: c.refunds_failed,
+                }
+            }),
             circuits: self.inner.guarded.as_ref().map_or_else(Vec::new, |g| {
                 g.part_circuits()
                     .into_iter()

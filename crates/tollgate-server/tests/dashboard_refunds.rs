@@ -1,0 +1,102 @@
+//! The dashboard of `serve` on Redis after a reply came too late, in a real
+//! headless Chromium: a relay in front of the test's own `redis-server`
+//! holds Redis's replies, a check is answered by the failure policy, the
+//! replies pass, the store takes the call back, and the store panel says
+//! so ("late replies taken back: 1"), as `/v1/stats` does. The screenshot
+//! is kept in target/test-artefacts/.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::TestServer;
+use tollgate_redis::testing::{RedisServer, Relay};
+use tollgate_server::{Config, StoreHandle};
+use tollgate_testkit::browser::Browser;
+
+fn config_text(url: &str) -> String {
+    format!(
+        r#"
+default_plan = "shared"
+
+[store]
+url = "{url}"
+failure_policy = "fail-closed"
+timeout = "200ms"
+
+[[plans.shared]]
+name = "1d"
+policy = "gcra"
+limit = 5
+window = "1d"
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_panel_shows_a_late_reply_taken_back_in_a_real_browser() {
+    let Some(redis) = RedisServer::spawn("dashboard_refunds") else {
+        return;
+    };
+    let Some(browser) = Browser::start("dashboard_refunds", 1400, 1000).await else {
+        return;
+    };
+    let relay = Relay::start(redis.port());
+    let text = config_text(&relay.url());
+    let config = Config::parse(&text).expect("the config is valid");
+    let store = StoreHandle::for_config(&config).expect("a Redis store");
+    let t = TestServer::start_with(&text, config, store).await;
+    let warm = t.check("warm-up", 1).await;
+    assert_eq!(warm.json()["decided_by"], "store", "{}", warm.body);
+
+    relay.hold_replies();
+    let held = t.check("held", 2).await;
+    assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
+    relay.release_replies();
+
+    // The refund, seen in /v1/stats (bounded: 2 s).
+    let mut refunds = serde_json::Value::Null;
+    for _ in 0..100 {
+        refunds = t.get("/v1/stats").await.json()["store"]["refunds"].clone();
+        if refunds["restored"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        refunds,
+        serde_json::json!({"restored": 1, "stale": 0, "failed": 0})
+    );
+
+    browser
+        .client()
+        .goto(&format!("{}/", t.base))
+        .await
+        .expect("the page opens");
+    let row = |name: &str, value: u64| {
+        format!(
+            "[...document.querySelectorAll('#store .kv > div')].some((cell) => \
+               cell.textContent === '{name}' && cell.nextElementSibling \
+               && cell.nextElementSibling.textContent === '{value}')"
+        )
+    };
+    let shown = browser
+        .wait_until(
+            &format!(
+                "return {} && {};",
+                row("late replies taken back", 1),
+                row("late replies kept", 0)
+            ),
+            Duration::from_secs(15),
+        )
+        .await;
+    assert!(shown, "the store panel shows the late reply taken back");
+
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/test-artefacts/dashboard-refunds.png");
+    let png = browser.screenshot(&[path.as_path()]).await;
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    browser.finish().await;
+    t.stop().await;
+}
