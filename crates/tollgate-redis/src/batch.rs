@@ -48,15 +48,13 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::oneshot;
-
+use crate::answer::{self, Answer};
 use crate::call::{Batched, Call, CallReply, Scripts};
-use crate::RedisStoreError;
 
 /// A decision waiting for a call to carry it, and where its answer goes.
 struct Waiting {
     call: Call,
-    answer: oneshot::Sender<CallReply>,
+    answer: Answer,
 }
 
 #[derive(Default)]
@@ -125,7 +123,7 @@ impl Batcher {
     /// runtime (a batch is sent by a task of its own, so that no caller
     /// giving up can stop it).
     pub(crate) async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
-        let (answer, answered) = oneshot::channel();
+        let (answer, answered) = answer::channel(&self.scripts);
         let starts_a_call = {
             let mut queue = self.lock();
             queue.push(Waiting { call, answer });
@@ -138,7 +136,7 @@ impl Batcher {
         if starts_a_call {
             tokio::spawn(self.clone().carry());
         }
-        answered.await.unwrap_or(Err(RedisStoreError::BatchLost))
+        answered.reply().await
     }
 
     /// Up to `batch_max` waiting decisions whose callers still wait.
@@ -188,7 +186,7 @@ impl Batcher {
         if batch.len() <= 1 {
             if let Some(waiting) = batch.pop() {
                 let reply = self.scripts.one(&waiting.call).await;
-                self.scripts.answer(&waiting.call, waiting.answer, reply);
+                waiting.answer.send(&self.scripts, waiting.call, reply);
             }
             return;
         }
@@ -199,7 +197,7 @@ impl Batcher {
                 for (waiting, reply) in batch.into_iter().zip(replies) {
                     match reply {
                         Batched::Answered(reply) => {
-                            self.scripts.answer(&waiting.call, waiting.answer, reply);
+                            waiting.answer.send(&self.scripts, waiting.call, reply);
                         }
                         Batched::Elsewhere => elsewhere.push(waiting),
                     }
@@ -208,7 +206,9 @@ impl Batcher {
             }
             Err(e) => {
                 for waiting in batch {
-                    let _ = waiting.answer.send(Err(e.clone()));
+                    waiting
+                        .answer
+                        .send(&self.scripts, waiting.call, Err(e.clone()));
                 }
             }
         }
@@ -230,7 +230,7 @@ impl Batcher {
             let scripts = self.scripts.clone();
             tokio::spawn(async move {
                 let reply = scripts.one(&waiting.call).await;
-                scripts.answer(&waiting.call, waiting.answer, reply);
+                waiting.answer.send(&scripts, waiting.call, reply);
             });
         }
     }
@@ -255,8 +255,8 @@ impl Drop for InFlight<'_> {
 mod tests {
     use super::*;
 
-    fn waiting() -> (Waiting, oneshot::Receiver<CallReply>) {
-        let (answer, answered) = oneshot::channel();
+    fn waiting() -> (Waiting, impl Drop) {
+        let (answer, answered) = answer::unread();
         let call = Call {
             keys: Vec::new(),
             args: Vec::new(),

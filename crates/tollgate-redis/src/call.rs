@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use redis::{RedisWrite, Script, ToRedisArgs, Value};
 
-use tokio::sync::oneshot;
-
+use crate::answer;
 use crate::connection::{Connection, Evalsha};
 use crate::deadline::RedisClock;
 use crate::refund::{Refund, Refunds};
@@ -144,9 +143,9 @@ impl Scripts {
 
     /// Sends `call` alone from a task of its own, so that its reply is read
     /// even when the caller gives up first (and then refunded: see
-    /// [`Scripts::answer`]). Must be called inside a Tokio runtime.
+    /// [`crate::answer`]). Must be called inside a Tokio runtime.
     pub(crate) async fn one_detached(self: &Arc<Self>, call: Call) -> CallReply {
-        let (answer, answered) = oneshot::channel();
+        let (answer, answered) = answer::channel(self);
         let scripts = self.clone();
         tokio::spawn(async move {
             // A caller gone before the call left: nothing to send.
@@ -154,25 +153,9 @@ impl Scripts {
                 return;
             }
             let reply = scripts.one(&call).await;
-            scripts.answer(&call, answer, reply);
+            answer.send(&scripts, call, reply);
         });
-        answered.await.unwrap_or(Err(RedisStoreError::BatchLost))
-    }
-
-    /// Hands `reply` to the caller of `call`; when the caller is gone and
-    /// the call consumed, takes the consumption back ([`crate::refund`]).
-    /// Must be called inside a Tokio runtime.
-    pub(crate) fn answer(
-        self: &Arc<Self>,
-        call: &Call,
-        caller: oneshot::Sender<CallReply>,
-        reply: CallReply,
-    ) {
-        if let Err(Ok(reply)) = caller.send(reply) {
-            if let Some(refund) = Refund::of(call, &reply) {
-                self.refunds.push(self, refund);
-            }
-        }
+        answered.reply().await
     }
 
     /// Sends one refund: per limit, 1 restored, 0 changed since.

@@ -132,6 +132,7 @@
 //! # }
 //! ```
 
+mod answer;
 pub mod batch;
 pub mod bounds;
 mod call;

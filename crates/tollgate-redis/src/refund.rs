@@ -11,9 +11,11 @@
 //!
 //! Every decision's reply comes back to a task that outlives its caller (a
 //! batch's, [`crate::batch`], or one of its own when the store does not
-//! batch). When the caller is gone and the reply says the call consumed,
-//! the task queues a refund, which one task of the store sends as
-//! [`crate::scripts::REFUND`]: each limit's state is put back only if it is
+//! batch), and goes to the caller through a channel (`answer.rs`). When the
+//! caller is gone (before the reply is handed over, or after, but before it
+//! read it) and the reply says the call consumed, a refund is queued, which
+//! one task of the store sends as [`crate::scripts::REFUND`]: each limit's
+//! state is put back only if it is
 //! still the one the call stored (compare and restore; the script's header
 //! says why a blind undo would over-admit).
 //!
@@ -151,13 +153,18 @@ impl Refunds {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Counts a refund that could not be sent.
+    pub(crate) fn count_failed(&self) {
+        self.counters.failed.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Queues `refund`, and starts the task that sends refunds unless it
     /// runs. Must be called inside a Tokio runtime.
     pub(crate) fn push(&self, scripts: &Arc<Scripts>, refund: Refund) {
         let start = {
             let mut pending = self.lock();
             if pending.queue.len() >= MAX_QUEUED {
-                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                self.count_failed();
                 return;
             }
             let number = pending.next;
