@@ -46,7 +46,22 @@ async fn bad_check_bodies_are_named_and_change_nothing() {
     refused(&t, "\"victim\"", bad, "must be a JSON object").await;
     refused(&t, "{\"cost\": 1}", bad, "missing field \"client\"").await;
     refused(&t, "{\"client\": \"\"}", bad, "client id is empty").await;
-    refused(&t, "{\"client\": null}", bad, "missing field \"client\"").await;
+    // A null is not a value, nor a field left out.
+    refused(&t, "{\"client\": null}", bad, "\"client\" is null").await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"cost\": null}",
+        bad,
+        "\"cost\" is null: give a whole number from 1 to",
+    )
+    .await;
+    refused(
+        &t,
+        "{\"client\": \"victim\", \"plan\": null}",
+        bad,
+        "\"plan\" is null",
+    )
+    .await;
     refused(&t, "{\"client\": 42}", bad, "invalid type").await;
     let long = format!("{{\"client\": \"{}\"}}", "v".repeat(257));
     refused(&t, long, bad, "257 bytes long, over the limit of 256").await;
@@ -157,7 +172,7 @@ async fn bad_check_bodies_are_named_and_change_nothing() {
     );
     let metrics = t.get("/metrics").await.body;
     assert!(
-        metrics.contains("tollgate_bad_requests_total{status=\"400\"} 23\n"),
+        metrics.contains("tollgate_bad_requests_total{status=\"400\"} 25\n"),
         "{metrics}"
     );
     assert!(

@@ -26,11 +26,34 @@ pub struct CheckRequest<'a> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCheck<'a> {
-    #[serde(borrow)]
-    client: Option<Text<'a>>,
-    cost: Option<u64>,
-    #[serde(borrow)]
-    plan: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    client: Field<Text<'a>>,
+    #[serde(default)]
+    cost: Field<u64>,
+    #[serde(borrow, default)]
+    plan: Field<Text<'a>>,
+}
+
+/// A field of the body: left out, given as `null`, or given. serde reads
+/// `null` into an `Option` as if the field were left out, so that
+/// `"cost": null` would cost 1: a `null` is refused instead, saying so.
+#[derive(Default)]
+enum Field<T> {
+    #[default]
+    Absent,
+    Null,
+    Given(T),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Field<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Option::<T>::deserialize(deserializer).map(|value| value.map_or(Field::Null, Field::Given))
+    }
+}
+
+/// A `null` field's refusal: what to give instead.
+fn null(field: &str, instead: &str) -> Rejection {
+    Rejection::bad_request(format!("\"{field}\" is null: {instead}"))
 }
 
 /// A string of the body, borrowed from it unless it has escapes. serde
@@ -59,13 +82,31 @@ pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Reje
     }
     let raw: RawCheck<'_> = serde_json::from_slice(body)
         .map_err(|e| Rejection::bad_request(format!("malformed JSON body: {e}")))?;
-    let client = raw
-        .client
-        .map(|text| text.0)
-        .ok_or_else(|| Rejection::bad_request("missing field \"client\": say who is asking"))?;
+    let client = match raw.client {
+        Field::Given(text) => text.0,
+        Field::Absent => {
+            return Err(Rejection::bad_request(
+                "missing field \"client\": say who is asking",
+            ))
+        }
+        Field::Null => return Err(null("client", "say who is asking")),
+    };
     check_client(&client)?;
-    let cost = check_cost(raw.cost.unwrap_or(1), max_cost)?;
-    let plan = raw.plan.map(|text| text.0);
+    let cost = match raw.cost {
+        Field::Given(cost) => check_cost(cost, max_cost)?,
+        Field::Absent => check_cost(1, max_cost)?,
+        Field::Null => {
+            return Err(null(
+                "cost",
+                &format!("give a whole number from 1 to {max_cost}, or leave the field out (1)"),
+            ))
+        }
+    };
+    let plan = match raw.plan {
+        Field::Given(text) => Some(text.0),
+        Field::Absent => None,
+        Field::Null => return Err(null("plan", "give a plan name or leave the field out")),
+    };
     if let Some(plan) = &plan {
         if plan.is_empty() {
             return Err(Rejection::bad_request(
