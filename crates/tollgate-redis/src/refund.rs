@@ -15,9 +15,9 @@
 //! caller is gone (before the reply is handed over, or after, but before it
 //! read it) and the reply says the call consumed, a refund is queued, which
 //! one task of the store sends as [`crate::scripts::REFUND`]: each limit's
-//! state is put back only if it is
-//! still the one the call stored (compare and restore; the script's header
-//! says why a blind undo would over-admit).
+//! state is put back only if it is still the one the call stored (compare
+//! and restore; the script's header says why a blind undo would
+//! over-admit).
 //!
 //! Order matters: a refund finds its state unchanged only once the refunds
 //! of the client's later abandoned calls are done. So refunds that arrive
@@ -48,8 +48,9 @@ pub const MAX_QUEUED: usize = 65_536;
 /// How long one refund waits for its answer before the next is sent: 5 s.
 /// A cluster connection has no response timeout (and one node's is
 /// [`crate::RESPONSE_TIMEOUT`]), and a connection that hangs must not stop
-/// every later refund for that long. A refund given up on is counted failed, though
-/// Redis may still run it, which is as exact (compare and restore).
+/// every later refund for that long. A refund given up on is counted
+/// failed, though Redis may still run it, which is as exact (compare and
+/// restore).
 pub const REFUND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Refunds that found their state changed, kept to be tried again: at most
