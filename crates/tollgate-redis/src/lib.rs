@@ -59,30 +59,30 @@
 //! What a caller may still see: a call whose script ran before its deadline
 //! but whose answer reached the caller after it gave up. How late such an
 //! answer comes is not bounded by the round trip: Redis writes replies at the
-//! end of a pass of its event loop, so a command of another client that blocks
-//! in the same pass (`DEBUG SLEEP`, a long script under
+//! end of a pass of its event loop, so a command of another client that
+//! blocks in the same pass (`DEBUG SLEEP`, a long script under
 //! `busy-reply-threshold`), a stop of the process (SIGSTOP, a paused VM)
 //! between the run and the write, or a slow network on the way back holds the
 //! reply that long. Measured before refunds, in fault drills against `serve`
 //! (2,000 to 30,000 decisions/s, timeout 100 ms): 0 to 17 units counted per
 //! drill for calls answered by the failure policy. So such a call is refunded
-//! ([`refund`]): every reply comes back to a task that outlives its caller, and
-//! when the caller is gone and the reply says the call consumed, a script puts
-//! each limit's state back, if it is still the one that call stored (compare
-//! and restore: after other calls, a blind undo could give back tokens the
-//! bucket's cap would have wasted, which over-admits). Refunds of one client
-//! unwind newest first. What still stays counted, always towards admitting
-//! less: a call whose client was used by an answered call before its refund
-//! ran, and a reply that never comes (the connection dropped on the way back,
-//! or, on one node, a reply later than 30 s, `RESPONSE_TIMEOUT`: redis-rs's
-//! default of 500 ms dropped the replies of a Redis stopped for seconds);
-//! [`CallCounts`] counts refunds by outcome (`tests/held_replies.rs`,
-//! `tests/refund_model.rs`). Errors of the estimate only make
-//! the deadline earlier (by up to the measuring round trip, plus 1 ms of
-//! slack), never later, unless Redis's
-//! clock steps back or runs slow, which the next measurement (within 1 to 2 s,
-//! while every master answers) follows. A call refused as late consumes
-//! nothing.
+//! ([`refund`]): every reply comes back to a task that outlives its caller,
+//! and when the caller is gone and the reply says the call consumed, a script
+//! puts each limit's state back, if it is still the one that call stored
+//! (compare and restore: after other calls, a blind undo could give back
+//! tokens the bucket's cap would have wasted, which over-admits). Refunds of
+//! one client unwind newest first. What still stays counted, always towards
+//! admitting less: a call whose client was used by an answered call (token
+//! bucket, GCRA; the sliding log takes the units out all the same) before its
+//! refund ran, and a reply that never comes (the connection dropped on the
+//! way back, or, on one node, a reply later than 30 s, `RESPONSE_TIMEOUT`:
+//! redis-rs's default of 500 ms dropped the replies of a Redis stopped for
+//! seconds); [`CallCounts`] counts refunds by outcome
+//! (`tests/held_replies.rs`, `tests/refund_model.rs`). Errors of the estimate
+//! only make the deadline earlier (by up to the measuring round trip, plus 1
+//! ms of slack), never later, unless Redis's clock steps back or runs slow,
+//! which the next measurement (within 1 to 2 s, while every master answers)
+//! follows. A call refused as late consumes nothing.
 //!
 //! ## Expiry
 //!

@@ -27,7 +27,8 @@
 //! tried again after a later refund of the same client restores. A refund
 //! that still finds the state changed leaves the consumption in place: the
 //! client was used by a call the store answered meanwhile, and the error is
-//! towards admitting less. [`crate::CallCounts`] counts each outcome.
+//! towards admitting less. (Never under the sliding log, whose undo takes
+//! the call's units out of the log whatever was logged after them.) [`crate::CallCounts`] counts each outcome.
 //!
 //! What stays out of reach: a reply that never comes (the connection
 //! dropped on the way back, the runtime shut down first, or on one node a

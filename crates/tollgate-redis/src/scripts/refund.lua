@@ -11,9 +11,12 @@
 -- used the limit since, an undo could give back what the policy's cap
 -- would have wasted in the timeline without the call (a token bucket that
 -- refilled to full meanwhile), which over-admits; so that limit keeps the
--- consumption, an error towards admitting less. The store sends the
--- refunds of calls answered together newest first, so that a chain of
--- abandoned calls of one client unwinds (src/refund.rs).
+-- consumption, an error towards admitting less. The sliding log is the
+-- exception: it has no cap, only the record of the units allowed, so its
+-- undo takes the call's units out wherever later ones were logged (see
+-- sliding_window.lua). The store sends the refunds of calls answered
+-- together newest first, so that a chain of abandoned calls of one client
+-- unwinds (src/refund.rs).
 --
 -- What stays: the client's last-seen time (a refused call records it too),
 -- elements of a sliding log that had left the window at the call's time

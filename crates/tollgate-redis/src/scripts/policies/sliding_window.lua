@@ -261,30 +261,67 @@ return function()
     return count, stop
   end
 
-  -- Takes back `cost` units logged at `now` by the write that left the
-  -- newest element `now:count:stop`, if it still is: every later use either
-  -- adds an element or adds to this one (changing its count), and a log
-  -- emptied and begun again starts at a later time. Units that began the
-  -- element (count = cost) go with it; units added to an element of the
-  -- same time are taken off it. Elements that write trimmed had left the
+  -- Takes back `cost` units logged at `now` by a write that left the newest
+  -- element `now:count:stop`. Exact even after later writes: the log is the
+  -- record of the units allowed, with no cap to interact with, so removing
+  -- the call's units leaves exactly the log of the others (the answers
+  -- given meanwhile, with those units still counted, stay as given). Its
+  -- element is the one of time `now` (times are unique and sorted): found
+  -- at once when it is still the newest as written, else by a binary
+  -- search; its count loses `cost` (the element goes when nothing is left
+  -- of it), and the running end of it and of every later element loses
+  -- `cost`. No element of time `now`: the units left the window (trimmed,
+  -- or the log expired or began again), so they no longer count, and there
+  -- is nothing to take back. Elements that write trimmed had left the
   -- window at `now`, and no call of the client is decided before `now`
   -- again (its last-seen time is `now` or later), so they stay gone. The
-  -- expiry stays: at least the one the log had. No log stored: the units
-  -- left the window (the log expired, or a later write found nothing live
-  -- and began a new log whose own refund emptied it), so they no longer
-  -- count, and there is nothing to take back (true).
+  -- expiry stays: at least the one the log had. True unless the element
+  -- holds fewer than `cost` units (not a state this store wrote).
   function sliding.undo(key, now, cost, limit, window, count, stop)
     local newest = redis.call('LINDEX', key, '-1')
     if not newest then
       return true
     end
-    if newest ~= string.format('%d:%d:%d', now, count, stop) then
+    if newest == string.format('%d:%d:%d', now, count, stop) then
+      if count == cost then
+        redis.call('RPOP', key)
+      else
+        redis.call('LSET', key, '-1', string.format('%d:%d:%d', now, count - cost, wrapped_diff(stop, cost)))
+      end
+      return true
+    end
+    -- The first element whose time is `now` or later.
+    local n = redis.call('LLEN', key)
+    local lo, hi = 0, n
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      local time = parse_element(key, redis.call('LINDEX', key, fmt(mid)), mid)
+      if time < now then
+        lo = mid + 1
+      else
+        hi = mid
+      end
+    end
+    if lo >= n then
+      return true
+    end
+    local from = redis.call('LRANGE', key, fmt(lo), '-1')
+    local time, units, last = parse_element(key, from[1], lo)
+    if time ~= now then
+      return true
+    end
+    if units < cost then
       return false
     end
-    if count == cost then
-      redis.call('RPOP', key)
+    for j = 2, #from do
+      local t, c, e = parse_element(key, from[j], lo + j - 1)
+      redis.call('LSET', key, fmt(lo + j - 1), string.format('%d:%d:%d', t, c, wrapped_diff(e, cost)))
+    end
+    if units == cost then
+      redis.call('LSET', key, fmt(lo), 'refunded')
+      redis.call('LREM', key, '1', 'refunded')
     else
-      redis.call('LSET', key, '-1', string.format('%d:%d:%d', now, count - cost, wrapped_diff(stop, cost)))
+      redis.call('LSET', key, fmt(lo), string.format('%d:%d:%d', now, units - cost, wrapped_diff(last, cost)))
     end
     return true
   end
