@@ -93,6 +93,23 @@ pub fn wait_for(tries: u32, mut ready: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// Polls `store`'s call counts (every 5 ms, at most 5 s) until `done`
+/// holds, and returns the last counts read: refunds are sent by a task of
+/// the store, after the reply that caused them.
+pub async fn counts_until(
+    store: &crate::RedisStore,
+    done: impl Fn(&crate::CallCounts) -> bool,
+) -> crate::CallCounts {
+    let started = std::time::Instant::now();
+    loop {
+        let counts = store.call_counts();
+        if done(&counts) || started.elapsed() > Duration::from_secs(5) {
+            return counts;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
 /// A `redis-server` process of this test on 127.0.0.1, killed on drop.

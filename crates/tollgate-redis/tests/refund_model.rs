@@ -17,7 +17,7 @@
 //! every other one (refused, refunded) as a request that asks for nothing
 //! at its time, since a refused request still records its time.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -26,7 +26,7 @@ use tollgate::{
     AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, PlanLimiter, Policy, POLICY_NAMES,
 };
 use tollgate_guard::{BreakerConfig, GuardedStore};
-use tollgate_redis::testing::{RedisServer, Relay};
+use tollgate_redis::testing::{counts_until, RedisServer, Relay};
 use tollgate_redis::{CallCounts, RedisStore, RedisStoreConfig};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
@@ -189,16 +189,11 @@ impl Setup {
             .iter()
             .filter(|o| o.step.abandoned && o.consumed && !o.refunded)
             .count() as u64;
-        let started = Instant::now();
-        let counts = loop {
-            let counts = held.call_counts();
-            let done = counts.refunded - before.refunded == refunded
-                && counts.refunds_stale - before.refunds_stale == stale;
-            if done || started.elapsed() > Duration::from_secs(5) {
-                break counts;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
+        let counts = counts_until(held, |counts| {
+            counts.refunded - before.refunded == refunded
+                && counts.refunds_stale - before.refunds_stale == stale
+        })
+        .await;
         let model = PlanLimiter::new();
         for o in outcomes {
             let cost = if o.consumed && !o.refunded {
