@@ -1,12 +1,12 @@
 //! The rate limit service on 127.0.0.1 port 0, called by a tonic client as
 //! Envoy would call it; time moved by hand.
 
-use std::net::SocketAddr;
+mod common;
+
+use common::Running;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tollgate::testing::FailingStore;
 use tollgate::{
     AnyPolicy, FailurePolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store,
@@ -16,12 +16,10 @@ use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_des
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tollgate_envoy::pb::google::protobuf::UInt64Value;
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 use tollgate_guard::GuardedStore;
-use tonic::transport::Channel;
 
 const RULES: &str = r#"
 [[rules]]
@@ -73,10 +71,7 @@ fn plans() -> Vec<Plan> {
 
 struct Server {
     rules: tollgate_envoy::RulesHandle,
-    client: RateLimitServiceClient<Channel>,
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    running: Running,
 }
 
 impl Server {
@@ -84,25 +79,9 @@ impl Server {
         let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &plans()).unwrap();
         let config = ServiceConfig::new(rules, store, clock);
         let rules = config.rules_handle();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            tollgate_envoy::run(listener, config, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-        let client = RateLimitServiceClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
         Server {
             rules,
-            client,
-            addr,
-            stop: Some(stop),
-            task,
+            running: Running::start(config).await,
         }
     }
 
@@ -111,19 +90,16 @@ impl Server {
     }
 
     async fn ask(&mut self, request: RateLimitRequest) -> RateLimitResponse {
-        self.client
+        self.running
+            .client
             .should_rate_limit(request)
             .await
             .unwrap()
             .into_inner()
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        drop(self.client);
-        self.task.await.unwrap();
+    async fn stop(self) {
+        self.running.stop().await;
     }
 }
 
@@ -303,7 +279,7 @@ async fn concurrent_multi_descriptor_requests_stay_all_or_nothing() {
     };
     let calls: Vec<_> = (0..24)
         .map(|_| {
-            let mut client = server.client.clone();
+            let mut client = server.running.client.clone();
             let request = both();
             tokio::spawn(async move {
                 client
@@ -435,6 +411,7 @@ async fn malformed_requests_are_invalid_arguments() {
         ..request(vec![ip("10.0.0.1")])
     };
     let error = server
+        .running
         .client
         .should_rate_limit(no_domain)
         .await
@@ -442,6 +419,7 @@ async fn malformed_requests_are_invalid_arguments() {
     assert_eq!(error.code(), tonic::Code::InvalidArgument);
     assert!(error.message().contains("domain"), "{}", error.message());
     let error = server
+        .running
         .client
         .should_rate_limit(request(vec![]))
         .await
@@ -451,6 +429,7 @@ async fn malformed_requests_are_invalid_arguments() {
         .map(|i| descriptor(&[("api_key", &i.to_string())]))
         .collect();
     let error = server
+        .running
         .client
         .should_rate_limit(request(too_many))
         .await
@@ -469,6 +448,7 @@ async fn store_failures_are_unavailable_or_the_configured_answer() {
     let clock = Arc::new(ManualClock::new(0));
     let mut server = Server::start(Arc::new(FailingStore::down()), clock.clone()).await;
     let error = server
+        .running
         .client
         .should_rate_limit(request(vec![ip("10.0.0.1")]))
         .await
@@ -506,11 +486,12 @@ async fn grpc_health_reports_serving() {
     use tonic_health::pb::HealthCheckRequest;
 
     let server = Server::memory(Arc::new(ManualClock::new(0))).await;
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", server.running.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
     let mut health = HealthClient::new(channel);
     for service in ["", "envoy.service.ratelimit.v3.RateLimitService"] {
         let response = health

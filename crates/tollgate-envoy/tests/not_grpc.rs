@@ -4,6 +4,9 @@
 //! may be decided, so none may take anything from a budget; a well-formed
 //! call sent by the same client is decided as usual.
 
+mod common;
+
+use common::Running;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -12,16 +15,13 @@ use hyper::body::Bytes;
 use hyper::{HeaderMap, Method, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::net::TcpStream;
 use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan};
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
-use tonic::transport::Channel;
 
 const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
@@ -35,10 +35,7 @@ plan = "per-ip"
 "#;
 
 struct Server {
-    addr: SocketAddr,
-    client: RateLimitServiceClient<Channel>,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
+    running: Running,
 }
 
 impl Server {
@@ -58,30 +55,15 @@ impl Server {
             Arc::new(MemoryBackend::new()),
             Arc::new(ManualClock::new(0)),
         );
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            tollgate_envoy::run(listener, config, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-        let client = RateLimitServiceClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
         Server {
-            addr,
-            client,
-            stop,
-            task,
+            running: Running::start(config).await,
         }
     }
 
     /// What is left of `address`'s budget after one well-formed call.
     async fn remaining_after_one_call(&mut self, address: &str) -> u32 {
         let response = self
+            .running
             .client
             .should_rate_limit(request(address))
             .await
@@ -92,9 +74,7 @@ impl Server {
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(());
-        drop(self.client);
-        self.task.await.unwrap();
+        self.running.stop().await;
     }
 }
 
@@ -193,7 +173,7 @@ async fn a_well_formed_raw_call_is_decided_and_charged() {
         ("application/grpc+proto", "10.0.0.2"),
     ] {
         let answer = raw(
-            server.addr,
+            server.running.addr,
             Method::POST,
             content_type,
             framed(&[request(address)]),
@@ -222,7 +202,7 @@ async fn a_wrong_content_type_is_refused_with_415_and_charges_nothing() {
         ("text/plain", "10.0.1.4"),
     ] {
         let answer = raw(
-            server.addr,
+            server.running.addr,
             Method::POST,
             content_type,
             framed(&[request(address)]),
@@ -251,7 +231,7 @@ async fn a_get_is_refused_with_405_and_charges_nothing() {
     let mut server = Server::start().await;
     for (method, address) in [(Method::GET, "10.0.2.1"), (Method::PUT, "10.0.2.2")] {
         let answer = raw(
-            server.addr,
+            server.running.addr,
             method.clone(),
             "application/grpc",
             framed(&[request(address)]),
@@ -284,7 +264,7 @@ async fn a_get_is_refused_with_405_and_charges_nothing() {
 async fn two_messages_in_one_unary_call_are_unimplemented_and_charge_nothing() {
     let mut server = Server::start().await;
     let answer = raw(
-        server.addr,
+        server.running.addr,
         Method::POST,
         "application/grpc",
         framed(&[request("10.0.3.1"), request("10.0.3.2")]),
@@ -303,7 +283,13 @@ async fn two_messages_in_one_unary_call_are_unimplemented_and_charge_nothing() {
     // The same with the second message cut short (part of its prefix).
     let mut body = framed(&[request("10.0.3.3")]).to_vec();
     body.extend_from_slice(&[0, 0, 0]);
-    let answer = raw(server.addr, Method::POST, "application/grpc", body.into()).await;
+    let answer = raw(
+        server.running.addr,
+        Method::POST,
+        "application/grpc",
+        body.into(),
+    )
+    .await;
     assert_eq!(answer.grpc_status.as_deref(), Some("12"), "{answer:?}");
     assert_eq!(server.remaining_after_one_call("10.0.3.3").await, 1);
     server.stop().await;

@@ -6,20 +6,19 @@
 //! (`failure_mode_deny: false`) lets the request through. Served on
 //! 127.0.0.1 port 0, called as Envoy calls it.
 
+mod common;
+
+use common::Running;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tollgate::testing::FailingStore;
 use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, Store};
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tollgate_envoy::pb::google::protobuf::UInt64Value;
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
-use tonic::transport::Channel;
 
 const RULES: &str = r#"
 [[rules]]
@@ -56,9 +55,7 @@ fn plans() -> Vec<Plan> {
 }
 
 struct Server {
-    client: RateLimitServiceClient<Channel>,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
+    running: Running,
 }
 
 impl Server {
@@ -70,20 +67,9 @@ impl Server {
         let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &plans()).unwrap();
         let config =
             ServiceConfig::new(rules, store, Arc::new(ManualClock::new(0))).max_cost(max_cost);
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            tollgate_envoy::run(listener, config, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-        let client = RateLimitServiceClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
-        Server { client, stop, task }
+        Server {
+            running: Running::start(config).await,
+        }
     }
 
     /// The answer to `descriptors`; an error status fails the test.
@@ -93,7 +79,7 @@ impl Server {
             descriptors,
             hits_addend: 0,
         };
-        match self.client.should_rate_limit(request).await {
+        match self.running.client.should_rate_limit(request).await {
             Ok(response) => response.into_inner(),
             Err(status) => panic!("answered an error status: {status:?}"),
         }
@@ -108,9 +94,7 @@ impl Server {
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(());
-        drop(self.client);
-        self.task.await.unwrap();
+        self.running.stop().await;
     }
 }
 
@@ -252,7 +236,12 @@ async fn a_store_down_does_not_turn_the_refusal_into_an_error() {
         descriptors: vec![key("k", 10)],
         hits_addend: 0,
     };
-    let error = server.client.should_rate_limit(within).await.unwrap_err();
+    let error = server
+        .running
+        .client
+        .should_rate_limit(within)
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), tonic::Code::Unavailable);
     server.stop().await;
 }

@@ -1,0 +1,53 @@
+//! The rate limit service on a loopback port, started in-process by the
+//! tests of this crate, with a client connected to it.
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use tollgate_envoy::ServiceConfig;
+use tonic::transport::Channel;
+
+/// `tollgate_envoy::run` on 127.0.0.1:0, and a client of it.
+pub struct Running {
+    /// Where the server listens (for a raw client; not every test uses it).
+    #[allow(dead_code)]
+    pub addr: SocketAddr,
+    /// A client connected to it.
+    pub client: RateLimitServiceClient<Channel>,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Serves `config` on a free loopback port and connects a client.
+    pub async fn start(config: ServiceConfig) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            tollgate_envoy::run(listener, config, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        let client = RateLimitServiceClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        Running {
+            addr,
+            client,
+            stop,
+            task,
+        }
+    }
+
+    /// Shuts the server down and waits until it has stopped.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        drop(self.client);
+        self.task.await.unwrap();
+    }
+}
