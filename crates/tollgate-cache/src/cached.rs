@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use tollgate::{Inspection, Plan, PlanDecision, Store, StoreFuture};
+use tollgate::{
+    GivenBack, Inspection, Plan, PlanDecision, Receipt, Returnable, Store, StoreFuture,
+};
 
 use crate::RejectionCache;
 
@@ -54,6 +56,31 @@ impl<S: Store> Store for CachedStore<S> {
             self.cache.remember(plan, client, now_ms, cost, &decision);
             Ok(decision)
         })
+    }
+
+    /// A cached rejection consumed nothing and has no receipt; the
+    /// store's answers are remembered as [`Store::check`]'s are.
+    fn check_returnable<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, Returnable> {
+        if let Some(decision) = self.cache.answer(plan, client, now_ms, cost) {
+            return StoreFuture::ready(Ok(decision.into()));
+        }
+        StoreFuture::new(async move {
+            let returnable = (self.inner)
+                .check_returnable(plan, client, now_ms, cost)
+                .await?;
+            (self.cache).remember(plan, client, now_ms, cost, &returnable.decision);
+            Ok(returnable)
+        })
+    }
+
+    fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
+        self.inner.give_back(receipt)
     }
 
     /// Always the store's own reading: the cache knows rejections, not

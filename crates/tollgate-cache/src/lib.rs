@@ -94,7 +94,10 @@
 //!   refund) is remembered like any other, so the cache may go on rejecting
 //!   until `t + w` where the store, refunded, would allow. Only after a
 //!   fault, and only towards admitting less: the store's rejection was
-//!   already made with the consumption counted.
+//!   already made with the consumption counted. The same holds for what a
+//!   request of several clients gives back when one of them refuses it
+//!   ([`tollgate::Store::give_back`], the Envoy service's all or nothing),
+//!   which happens only when another instance raced it.
 //! - **Multi-limit plans.** A plan rejected by one of its limits is
 //!   rejected for the longest wait among its rejecting limits; the cached
 //!   answer repeats every limit's numbers as they were at `t`, so a limit

@@ -71,6 +71,7 @@ pub mod rules;
 mod server;
 pub mod service;
 mod status;
+mod taken;
 mod well_formed;
 
 pub use config::{RulesHandle, ServiceConfig};

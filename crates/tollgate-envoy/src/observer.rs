@@ -13,7 +13,8 @@ use tollgate::{Plan, PlanDecision, StoreError};
 /// requests with several clients (see [`crate::service`]) are not
 /// decisions and are not reported; nor is a client that had room but was
 /// left untouched because another client of the same request was over its
-/// limit (nothing was decided or consumed for it); nor a request refused
+/// limit (nothing was decided or consumed for it), nor one whose use was
+/// given back because another client refused after it; nor a request refused
 /// for a cost over [`crate::ServiceConfig::max_cost`], which the service
 /// answers without asking the store for that cost.
 pub trait DecisionObserver: Send + Sync {

@@ -9,18 +9,27 @@
 //!
 //! 1. With one client (the common case), one store check does it: the
 //!    store decides and consumes atomically, all or nothing.
-//! 2. With several, each is first asked without using anything (cost 0),
-//!    and only if every one has room for its cost is each consumed.
-//!    Otherwise the rejecting ones are checked with their real cost (a
-//!    rejection consumes nothing) for exact `Retry-After` numbers, and the
-//!    others are reported as they stay.
+//! 2. With several, each is first looked at (cost 0, using nothing). Then
+//!    the clients without room for their cost are checked with it: each
+//!    refuses, consuming nothing, with its exact `Retry-After`, and the
+//!    others are reported as they stay. Only when every client had room
+//!    is each consumed.
 //!
-//! The locks make this exact within one process, for the memory store and
-//! for Redis. Several processes sharing one Redis can race between the two
-//! steps: another instance may use the last unit in between, and then the
-//! clients consumed before the one that rejects are not refunded (the
-//! request is still answered `OVER_LIMIT`). That window is one Redis round
-//! trip wide, and only requests with several limited descriptors meet it.
+//! The locks make the look exact within one process. Between the look and
+//! the use, though, the state can change elsewhere: another instance
+//! sharing one Redis uses the last unit, a late call is refunded, Redis's
+//! clock moves on (a Redis store reading the time from Redis), or the
+//! store fails and its failure policy refuses. So every use keeps a receipt
+//! ([`tollgate::Store::check_returnable`]), and when a client refuses
+//! after others consumed, what they consumed is given back
+//! ([`tollgate::Store::give_back`]) before the locks are let go; a
+//! request abandoned half way (Envoy cancelled the call) gives back too.
+//! A give-back is compare and restore: a client whose state another
+//! instance changed meanwhile keeps the use (towards admitting less) under
+//! the token bucket and GCRA, never under the sliding log. The memory
+//! store gives no receipts: within one process the locks leave nothing to
+//! race, unless another front end of the same process (HTTP, tower)
+//! decides the same plan and client key at the same moment.
 //!
 //! # A cost no limit may grant is `OVER_LIMIT`
 //!
@@ -45,12 +54,13 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::R
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use foldhash::fast::RandomState;
 use tokio::sync::{Mutex, MutexGuard};
-use tollgate::{DecidedBy, Plan, PlanDecision};
+use tollgate::{DecidedBy, Plan, PlanDecision, Returnable, StoreError};
 use tonic::{Request, Response, Status};
 
 use crate::config::ServiceConfig;
 use crate::rules::client_key;
 use crate::status::{bare_status, descriptor_status, response_headers};
+use crate::taken::Taken;
 
 const STRIPES: usize = 256;
 
@@ -272,38 +282,81 @@ impl RlsService {
         guards
     }
 
-    /// Several groups, all or nothing (see the module docs): step 1 asks
-    /// whether every group has room for its cost, step 2 consumes from all,
-    /// or reports why not.
+    /// Several groups, all or nothing (see the module docs): step 1 looks
+    /// at every group, step 2 consumes, first from the groups without room
+    /// (each refuses, consuming nothing, with its exact wait) and, if none
+    /// refused, from the rest. When one refuses in step 2 after all (the
+    /// state changed since the look: another instance, or the store failed
+    /// and its failure policy refused), what the others consumed is given
+    /// back.
     async fn decide_together(
         &self,
         groups: &[Group],
         costs: &[u32],
         now: u64,
     ) -> Result<Vec<Verdict>, Status> {
-        let mut peeks = Vec::with_capacity(groups.len());
+        let mut looks = Vec::with_capacity(groups.len());
         for group in groups {
-            peeks.push(self.check(group, now, 0).await?);
+            looks.push(self.store_check(group, now, 0).await?.decision);
         }
-        let rooms: Vec<bool> = costs
-            .iter()
-            .zip(&peeks)
-            .map(|(cost, v)| has_room(*cost, v))
-            .collect();
-        let all_fit = rooms.iter().all(|room| *room);
-        let mut verdicts = Vec::with_capacity(groups.len());
-        for (((group, cost), peek), room) in groups.iter().zip(costs).zip(peeks).zip(rooms) {
-            let verdict = match peek {
-                Verdict::Decided(_) if all_fit => self.check(group, now, *cost).await?,
-                Verdict::Decided(d) if room => Verdict::Untouched(d),
-                // Rejects by itself: the real check consumes nothing and
-                // gives the exact wait.
-                Verdict::Decided(_) => self.check(group, now, *cost).await?,
-                other => other,
+        let (crowded, roomy): (Vec<usize>, Vec<usize>) =
+            (0..groups.len()).partition(|&i| !has_room(costs[i], &looks[i]));
+        let mut taken = Taken::new(self.config.store.clone());
+        let mut decided: Vec<Option<PlanDecision>> = vec![None; groups.len()];
+        let mut refused = false;
+        for i in crowded.into_iter().chain(roomy) {
+            if refused && has_room(costs[i], &looks[i]) {
+                break;
+            }
+            let answer = self.store_check(&groups[i], now, costs[i]).await;
+            let Returnable { decision, receipt } = match answer {
+                Ok(returnable) => returnable,
+                Err(status) => {
+                    taken.give_back().await;
+                    return Err(status);
+                }
             };
-            verdicts.push(verdict);
+            taken.push(receipt);
+            refused |= !decision.allowed;
+            decided[i] = Some(decision);
         }
+        if refused {
+            taken.give_back().await;
+        } else {
+            taken.keep();
+        }
+        let verdicts = decided
+            .into_iter()
+            .zip(looks)
+            .map(|(decision, look)| match decision {
+                Some(d) if !refused || !d.allowed => Verdict::Decided(d),
+                _ => Verdict::Untouched(look),
+            });
+        let verdicts: Vec<Verdict> = verdicts.collect();
+        self.observe(groups, costs, &verdicts);
         Ok(verdicts)
+    }
+
+    /// Tells the observer what the store decided for each group (those
+    /// left untouched, or given back, were not decided).
+    fn observe(&self, groups: &[Group], costs: &[u32], verdicts: &[Verdict]) {
+        let Some(observer) = &self.config.observer else {
+            return;
+        };
+        for ((group, cost), verdict) in groups.iter().zip(costs).zip(verdicts) {
+            if let Verdict::Decided(decision) = verdict {
+                observer.decided(&group.plan, *cost, decision);
+            }
+        }
+    }
+
+    /// One store call that keeps a receipt of what it consumed; reported to
+    /// the observer only if it fails.
+    async fn store_check(&self, group: &Group, now: u64, cost: u32) -> Result<Returnable, Status> {
+        let answer = (self.config.store)
+            .check_returnable(&group.plan, &group.key, now, cost)
+            .await;
+        answer.map_err(|error| self.failed(group, &error))
     }
 
     /// One store call; `cost` 0 is a look, reported to the observer only
@@ -314,18 +367,24 @@ impl RlsService {
             .store
             .check(&group.plan, &group.key, now, cost)
             .await;
-        if let Some(observer) = &self.config.observer {
-            match &answer {
-                Ok(decision) if cost > 0 => observer.decided(&group.plan, cost, decision),
-                Ok(_) => {}
-                Err(error) => observer.store_failed(&group.plan, error),
+        if let (Some(observer), Ok(decision)) = (&self.config.observer, &answer) {
+            if cost > 0 {
+                observer.decided(&group.plan, cost, decision);
             }
         }
-        // The error itself (a Redis message may name a script's hash) goes
-        // to the observer and the guard's log, not to the caller.
         answer
             .map(Verdict::Decided)
-            .map_err(|_| Status::unavailable("rate limit store unavailable"))
+            .map_err(|error| self.failed(group, &error))
+    }
+
+    /// A store error, told to the observer; the caller gets `UNAVAILABLE`.
+    /// The error itself (a Redis message may name a script's hash) goes to
+    /// the observer and the guard's log, not to the caller.
+    fn failed(&self, group: &Group, error: &StoreError) -> Status {
+        if let Some(observer) = &self.config.observer {
+            observer.store_failed(&group.plan, error);
+        }
+        Status::unavailable("rate limit store unavailable")
     }
 }
 
@@ -387,17 +446,11 @@ fn never(look: Option<PlanDecision>) -> PlanDecision {
 
 /// Whether a group's look (cost 0) leaves room for its cost in every
 /// enforced limit.
-fn has_room(cost: u32, peek: &Verdict) -> bool {
-    match peek {
-        Verdict::Decided(d) => {
-            d.allowed
-                && d.limits
-                    .iter()
-                    .filter(|l| !l.shadow)
-                    .all(|l| l.decision.remaining >= cost)
-        }
-        Verdict::Untouched(_) => false,
-    }
+fn has_room(cost: u32, look: &PlanDecision) -> bool {
+    look.allowed
+        && (look.limits.iter())
+            .filter(|l| !l.shadow)
+            .all(|l| l.decision.remaining >= cost)
 }
 
 /// The answer: one status per descriptor (in order), `OVER_LIMIT` overall

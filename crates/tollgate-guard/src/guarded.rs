@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::{
-    Clock, FailurePolicy, Inspection, MemoryBackend, Plan, PlanDecision, Store, StoreError,
-    StoreFuture, SystemClock,
+    Clock, FailurePolicy, GivenBack, Inspection, MemoryBackend, Plan, PlanDecision, Receipt,
+    Returnable, Store, StoreError, StoreFuture, SystemClock,
 };
 
 use crate::answer;
@@ -203,16 +203,24 @@ impl<S: Store> GuardedStore<S> {
 
     /// The inner store's answer within the timeout; a timeout is a
     /// transient error. Failures are counted by kind.
+    /// With `keep`, the inner store's [`Store::check_returnable`].
     async fn timed_check(
         &self,
         plan: &Plan,
         client: &str,
         now_ms: u64,
         cost: u32,
-    ) -> Result<PlanDecision, (ErrorKind, StoreError)> {
-        let call = self.inner.check(plan, client, now_ms, cost);
-        let answer = match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(decision)) => Ok(decision),
+        keep: bool,
+    ) -> Result<Returnable, (ErrorKind, StoreError)> {
+        let answer = if keep {
+            let call = self.inner.check_returnable(plan, client, now_ms, cost);
+            tokio::time::timeout(self.timeout, call).await
+        } else {
+            let call = self.inner.check(plan, client, now_ms, cost);
+            (tokio::time::timeout(self.timeout, call).await).map(|answer| answer.map(Into::into))
+        };
+        let answer = match answer {
+            Ok(Ok(returnable)) => Ok(returnable),
             Ok(Err(error)) => Err((ErrorKind::of(&error), error)),
             Err(_) => Err((
                 ErrorKind::Timeout,
@@ -231,13 +239,17 @@ impl<S: Store> GuardedStore<S> {
         answer
     }
 
+    /// The inner store's answer, or the failure policy's (which has
+    /// nothing to give back); with `keep`, a receipt when the store gives
+    /// one.
     async fn guarded_check(
         &self,
         plan: &Plan,
         client: &str,
         now_ms: u64,
         cost: u32,
-    ) -> Result<PlanDecision, StoreError> {
+        keep: bool,
+    ) -> Result<Returnable, StoreError> {
         let called_ms = self.clock.now_ms();
         let breaker = self
             .breakers
@@ -247,10 +259,12 @@ impl<S: Store> GuardedStore<S> {
             let error = StoreError::transient(
                 "the store failed repeatedly and was not called (circuit open)",
             );
-            return self.answer_failure(plan, client, now_ms, cost, error);
+            return self
+                .answer_failure(plan, client, now_ms, cost, error)
+                .map(Into::into);
         }
         let probe = ProbeGuard::new(&breaker, &*self.clock, admission);
-        let answer = self.timed_check(plan, client, now_ms, cost).await;
+        let answer = self.timed_check(plan, client, now_ms, cost, keep).await;
         let outcome = match &answer {
             Ok(_) | Err((ErrorKind::Permanent, _)) => Outcome::Reached,
             Err(_) => Outcome::Unreached,
@@ -259,12 +273,13 @@ impl<S: Store> GuardedStore<S> {
         breaker.record(admission, outcome, now);
         probe.done();
         let (kind, error) = match answer {
-            Ok(decision) => return Ok(decision),
+            Ok(returnable) => return Ok(returnable),
             Err(failure) => failure,
         };
         self.log
             .log(kind, now, &error.message, self.policy.as_str());
         self.answer_failure(plan, client, now_ms, cost, error)
+            .map(Into::into)
     }
 
     /// The inner store's inspection within the timeout. Never answered by
@@ -337,7 +352,39 @@ impl<S: Store> Store for GuardedStore<S> {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        StoreFuture::new(self.guarded_check(plan, client, now_ms, cost))
+        StoreFuture::new(async move {
+            let returnable = self.guarded_check(plan, client, now_ms, cost, false);
+            returnable.await.map(|returnable| returnable.decision)
+        })
+    }
+
+    /// A receipt only for the store's own answers: a failure policy's
+    /// consumed nothing in the store (local-fallback's use of the local
+    /// limiter stays).
+    fn check_returnable<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, Returnable> {
+        StoreFuture::new(self.guarded_check(plan, client, now_ms, cost, true))
+    }
+
+    /// The inner store's, within the timeout; not seen by the circuit
+    /// breaker, which judges decisions.
+    fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
+        StoreFuture::new(async move {
+            let call = self.inner.give_back(receipt);
+            tokio::time::timeout(self.timeout, call)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(StoreError::transient(format!(
+                        "the store did not give back within {:?}",
+                        self.timeout
+                    )))
+                })
+        })
     }
 
     fn inspect<'a>(

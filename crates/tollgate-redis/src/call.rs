@@ -84,8 +84,9 @@ pub struct CallCounts {
     /// Of those calls, the ones that carried more than one decision.
     pub batches: u64,
     /// Decisions that consumed, but whose caller had given up (timed out,
-    /// or gone) before the answer came, taken back in full
-    /// ([`crate::refund`]).
+    /// or gone) before the answer came, or whose caller gave them back
+    /// ([`tollgate::Store::give_back`]: another client of its request
+    /// refused), taken back in full ([`crate::refund`]).
     pub refunded: u64,
     /// Such decisions that could not be taken back because the client's
     /// state had changed since (another call used it): their consumption

@@ -58,8 +58,9 @@ pub enum RedisStoreError {
         /// How long after the deadline the script started, on Redis's clock.
         late_by: Duration,
     },
-    /// The call carrying the decision in a batch was dropped before it
-    /// answered (its runtime shut down): nothing is known of it.
+    /// The call carrying the decision in a batch, or the task giving a
+    /// call back, was dropped before it answered (its runtime shut down):
+    /// nothing is known of it.
     #[error("the batch carrying the call was dropped before Redis answered")]
     BatchLost,
     /// The script answered something this crate does not understand (a

@@ -30,6 +30,10 @@
 //! towards admitting less. (Never under the sliding log, whose undo takes
 //! the call's units out of the log whatever was logged after them.) [`crate::CallCounts`] counts each outcome.
 //!
+//! A caller can also give a call back itself (`give_back`, behind
+//! [`tollgate::Store::give_back`]): the same refund, sent at once, for a
+//! request of several clients that a later one refused.
+//!
 //! What stays out of reach: a reply that never comes (the connection
 //! dropped on the way back, the runtime shut down first, or on one node a
 //! reply later than [`crate::RESPONSE_TIMEOUT`], 30 s); a refund that
@@ -39,7 +43,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use tollgate::GivenBack;
+
 use crate::call::{Arg, Call, Scripts};
+use crate::RedisStoreError;
 
 /// At most this many refunds wait to be sent: replies that all come late
 /// (a network that delays every reply past the timeout) must not grow the
@@ -223,28 +230,74 @@ impl Drop for Running<'_> {
     }
 }
 
-/// Sends one refund; true when it restored every limit. One that found a
-/// state changed is kept to be tried again.
-async fn send_one(scripts: &Arc<Scripts>, (number, refund): &Numbered) -> bool {
+/// Takes back now what a call answered in time consumed, for a caller
+/// that refused its request because another client of it refused
+/// ([`tollgate::Store::give_back`]). Sent at once rather than queued: the
+/// caller holds the client's lock until this returns, so no later call of
+/// its own comes first. Counted with the refunds; one that finds the
+/// state changed is kept to be tried again, as theirs are.
+///
+/// # Errors
+/// The refund's error, or [`RedisStoreError::Timeout`] past
+/// [`REFUND_TIMEOUT`]; the consumption then stays.
+///
+/// It runs in a task of its own, which finishes (and keeps a refund that
+/// found the state changed) even when the caller stops waiting.
+pub(crate) async fn give_back(
+    scripts: &Arc<Scripts>,
+    refund: Refund,
+) -> Result<GivenBack, RedisStoreError> {
+    let scripts = scripts.clone();
+    tokio::spawn(async move { give_back_now(&scripts, refund).await })
+        .await
+        .unwrap_or(Err(RedisStoreError::BatchLost))
+}
+
+async fn give_back_now(
+    scripts: &Arc<Scripts>,
+    refund: Refund,
+) -> Result<GivenBack, RedisStoreError> {
+    let number = {
+        let mut pending = scripts.refunds.lock();
+        pending.next += 1;
+        pending.next - 1
+    };
+    let numbered = (number, refund);
+    let given_back = attempt(scripts, &numbered).await?;
+    if given_back == GivenBack::Restored {
+        retry_stale_of(scripts, &numbered.1.client).await;
+    }
+    Ok(given_back)
+}
+
+/// Sends one refund; true when it restored every limit.
+async fn send_one(scripts: &Arc<Scripts>, numbered: &Numbered) -> bool {
+    matches!(attempt(scripts, numbered).await, Ok(GivenBack::Restored))
+}
+
+/// Sends one refund and counts how it ended. One that found a state
+/// changed is kept to be tried again.
+async fn attempt(
+    scripts: &Arc<Scripts>,
+    (number, refund): &Numbered,
+) -> Result<GivenBack, RedisStoreError> {
     let counters = &scripts.refunds.counters;
-    // An error, or no answer in time: failed.
     let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.refund(refund))
         .await
-        .ok()
-        .and_then(Result::ok);
+        .unwrap_or(Err(RedisStoreError::Timeout(REFUND_TIMEOUT)));
     match answer {
-        Some(restored) if restored.iter().all(|&r| r == 1) => {
+        Ok(restored) if restored.iter().all(|&r| r == 1) => {
             counters.restored.fetch_add(1, Ordering::Relaxed);
-            true
+            Ok(GivenBack::Restored)
         }
-        Some(restored) => {
+        Ok(restored) => {
             counters.stale.fetch_add(1, Ordering::Relaxed);
             keep_stale(scripts, (*number, partly(refund, &restored)));
-            false
+            Ok(GivenBack::Kept)
         }
-        None => {
+        Err(error) => {
             counters.failed.fetch_add(1, Ordering::Relaxed);
-            false
+            Err(error)
         }
     }
 }

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use redis::Script;
 use tollgate::{
-    Decision, Inspection, LimitDecision, Plan, PlanDecision, Policy, Store, StoreFuture,
+    Decision, GivenBack, Inspection, LimitDecision, Plan, PlanDecision, Policy, Receipt,
+    Returnable, Store, StoreError, StoreFuture,
 };
 
 use crate::bounds;
@@ -16,6 +17,7 @@ use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
 use crate::masters::Queues;
 use crate::measure;
+use crate::refund::{self, Refund};
 use crate::{policies, scripts, RedisStoreConfig, RedisStoreError, RedisTarget, TimeSource};
 
 /// Per-client limit state in Redis, shared by every server using the same
@@ -192,6 +194,22 @@ impl RedisStore {
         now_ms: u64,
         cost: u32,
     ) -> Result<PlanDecision, RedisStoreError> {
+        let (decision, _) = self
+            .decide_keeping(plan, client, now_ms, cost, false)
+            .await?;
+        Ok(decision)
+    }
+
+    /// [`RedisStore::decide`], with, when `keep` and the call consumed, the
+    /// refund that takes it back ([`Store::give_back`]).
+    async fn decide_keeping(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+        keep: bool,
+    ) -> Result<(PlanDecision, Option<Refund>), RedisStoreError> {
         let clock = &self.scripts.clock;
         let started_us = clock.now_us();
         let caller_time = self.config.time_source == TimeSource::Caller;
@@ -210,11 +228,13 @@ impl RedisStore {
         };
         let deadline_us = deadline::deadline_us(started_us, offset_us, self.config.timeout);
         let call = self.call(plan, client, now_ms, cost, deadline_us)?;
-        let reply = match &self.queues {
+        // Only a caller deciding several clients together keeps its call.
+        let kept = keep.then(|| call.clone());
+        let whole = match &self.queues {
             Some(queues) => queues.decide(call).await?,
             None => self.scripts.one_detached(call).await?,
         };
-        let (&redis_us, reply) = reply
+        let (&redis_us, reply) = whole
             .split_first()
             .ok_or_else(|| RedisStoreError::Reply("an empty reply".into()))?;
         let redis_us = u64::try_from(redis_us)
@@ -225,7 +245,8 @@ impl RedisStore {
                 late_by: Duration::from_micros(redis_us.saturating_sub(deadline_us)),
             });
         }
-        read_reply(plan, reply)
+        let decision = read_reply(plan, reply)?;
+        Ok((decision, kept.and_then(|call| Refund::of(&call, &whole))))
     }
 
     /// `client`'s state under every limit of `plan` at `now_ms` (ignored
@@ -412,6 +433,38 @@ impl Store for RedisStore {
             self.decide(plan, client, now_ms, cost)
                 .await
                 .map_err(Into::into)
+        })
+    }
+
+    /// The receipt holds the call's refund: the undo numbers of its
+    /// script's reply ([`crate::refund`]).
+    fn check_returnable<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, Returnable> {
+        StoreFuture::new(async move {
+            let (decision, refund) = self
+                .decide_keeping(plan, client, now_ms, cost, true)
+                .await?;
+            Ok(Returnable {
+                decision,
+                receipt: refund.map(Receipt::new),
+            })
+        })
+    }
+
+    /// Sends the receipt's refund at once, in a task that finishes it even
+    /// when the caller stops waiting ([`crate::refund`]'s rules: compare
+    /// and restore, counted with the refunds).
+    fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
+        StoreFuture::new(async move {
+            let refund = receipt.into_inner::<Refund>().map_err(|_| {
+                StoreError::permanent("a receipt that another store issued was handed to Redis")
+            })?;
+            Ok(refund::give_back(&self.scripts, refund).await?)
         })
     }
 

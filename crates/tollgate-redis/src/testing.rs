@@ -110,6 +110,30 @@ pub async fn counts_until(
     }
 }
 
+/// Loads the decision and refund scripts into the Redis at `url`, as a
+/// store that has been running for a while has: a call held on its first
+/// use (a [`Relay`] holding replies) would meet `NOSCRIPT`, whose held
+/// reply makes the store load and send it again after its deadline, so
+/// Redis would never run it in time.
+pub async fn load_scripts(url: &str) {
+    let client = redis::Client::open(url).expect("client");
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connection");
+    for script in [
+        crate::scripts::PLAN,
+        crate::scripts::BATCH,
+        crate::scripts::REFUND,
+    ] {
+        let _: String = redis::Script::new(script)
+            .prepare_invoke()
+            .load_async(&mut connection)
+            .await
+            .expect("SCRIPT LOAD");
+    }
+}
+
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
 /// A `redis-server` process of this test on 127.0.0.1, killed on drop.

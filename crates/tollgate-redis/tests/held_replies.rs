@@ -18,7 +18,7 @@ use tollgate::{
     AnyPolicy, DecidedBy, Limit, Plan, PlanDecision, PlanLimiter, Store, StoreError, POLICY_NAMES,
 };
 use tollgate_guard::{BreakerConfig, GuardedStore};
-use tollgate_redis::testing::{counts_until, RedisServer, Relay};
+use tollgate_redis::testing::{counts_until, load_scripts, RedisServer, Relay};
 use tollgate_redis::{CallCounts, RedisStore, RedisStoreConfig};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
@@ -51,28 +51,6 @@ fn config(prefix: String, batch_max: usize) -> RedisStoreConfig {
         timeout: TIMEOUT,
         batch_max,
         ..RedisStoreConfig::default()
-    }
-}
-
-/// Loads the decision scripts, as a store that has been running for a while
-/// has: a call held on its first use would meet NOSCRIPT, whose held reply
-/// makes the store load and send it again after its deadline, so Redis
-/// would never run it in time.
-async fn load_scripts(server: &RedisServer) {
-    let client = redis::Client::open(server.url()).expect("client");
-    let mut connection = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connection");
-    for script in [
-        tollgate_redis::scripts::PLAN,
-        tollgate_redis::scripts::BATCH,
-    ] {
-        let _: String = redis::Script::new(script)
-            .prepare_invoke()
-            .load_async(&mut connection)
-            .await
-            .expect("SCRIPT LOAD");
     }
 }
 
@@ -157,7 +135,7 @@ fn every_policy(batch_max: usize, test: &str) {
         return;
     };
     runtime().block_on(async {
-        load_scripts(&server).await;
+        load_scripts(&server.url()).await;
         for policy in POLICY_NAMES {
             for failure in FailurePolicy::ALL {
                 held_run(&server, policy, failure, batch_max).await;
@@ -194,7 +172,7 @@ fn a_refund_after_another_use_is_exact_for_the_log_and_kept_otherwise() {
         return;
     };
     runtime().block_on(async {
-        load_scripts(&server).await;
+        load_scripts(&server.url()).await;
         for policy in POLICY_NAMES {
             let what = policy.to_string();
             let exact = *policy == "sliding-window";
@@ -242,7 +220,7 @@ fn a_reply_held_for_a_second_is_refunded_too() {
         return;
     };
     runtime().block_on(async {
-        load_scripts(&server).await;
+        load_scripts(&server.url()).await;
         let relay = Relay::start(server.port());
         let store = RedisStore::connect(&relay.url(), config("long-hold".into(), 64))
             .await

@@ -93,11 +93,12 @@ function drawStore(store) {
     rows.push(["timeouts", store.calls.timeouts]);
     rows.push(["errors", store.calls.transient_errors + store.calls.permanent_errors]);
   }
-  // Calls Redis ran and counted whose reply came after the caller gave up:
+  // Calls Redis ran and counted whose reply came after the caller gave up,
+  // or that an Envoy request gave back when another of its clients refused:
   // taken back, or kept (the client was used since, or the refund failed).
   if (store.refunds) {
-    rows.push(["late replies taken back", store.refunds.restored]);
-    rows.push(["late replies kept", store.refunds.stale + store.refunds.failed]);
+    rows.push(["uses taken back", store.refunds.restored]);
+    rows.push(["uses not taken back", store.refunds.stale + store.refunds.failed]);
   }
   const kv = el("div", { class: "kv" });
   for (const [k, v] of rows) kv.append(el("div", {}, k), el("div", {}, v));

@@ -2,7 +2,7 @@
 //! headless Chromium: a relay in front of the test's own `redis-server`
 //! holds Redis's replies, a check is answered by the failure policy, the
 //! replies pass, the store takes the call back, and the store panel says
-//! so ("late replies taken back: 1"), as `/v1/stats` does. The screenshot
+//! so ("uses taken back: 1"), as `/v1/stats` does. The screenshot
 //! is kept in target/test-artefacts/.
 
 mod common;
@@ -85,8 +85,8 @@ async fn the_store_panel_shows_a_late_reply_taken_back_in_a_real_browser() {
         .wait_until(
             &format!(
                 "return {} && {};",
-                row("late replies taken back", 1),
-                row("late replies kept", 0)
+                row("uses taken back", 1),
+                row("uses not taken back", 0)
             ),
             Duration::from_secs(15),
         )

@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 
 use crate::inspect::Inspection;
 use crate::plan::{Plan, PlanDecision, PlanLimiter};
+use crate::receipt::{GivenBack, Receipt, Returnable};
 
 /// What [`Store`] methods return: an answer already made, or a boxed future
 /// for a store that has to wait for it.
@@ -102,6 +103,44 @@ pub trait Store: Send + Sync {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision>;
+
+    /// [`Store::check`], with a [`Receipt`] of what it consumed when the
+    /// store can give that back ([`Store::give_back`]): for a request that
+    /// several clients decide together, all or nothing (see
+    /// [`crate::receipt`]).
+    ///
+    /// The default gives no receipt: right for a store whose checks a
+    /// caller serialises itself (the memory store, under the Envoy
+    /// service's locks), where a later client's refusal is known before
+    /// anything is consumed.
+    ///
+    /// # Errors
+    /// As [`Store::check`].
+    fn check_returnable<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, Returnable> {
+        StoreFuture::new(
+            async move { self.check(plan, client, now_ms, cost).await.map(Into::into) },
+        )
+    }
+
+    /// Takes back what the check of `receipt` consumed, as a refund of a
+    /// call whose caller gave up: compare and restore, never more than the
+    /// check took (see [`GivenBack`]).
+    ///
+    /// The default keeps everything: it has issued no receipt to honour.
+    ///
+    /// # Errors
+    /// A [`StoreError`] when the store could not be reached; the
+    /// consumption then stays.
+    fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
+        drop(receipt);
+        StoreFuture::ready(Ok(GivenBack::Kept))
+    }
 
     /// `client`'s state under every limit of `plan` at `now_ms` (or at the
     /// client's latest seen time, when later), using nothing and writing
@@ -208,6 +247,20 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
         (**self).inspect(plan, client, now_ms)
+    }
+
+    fn check_returnable<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, Returnable> {
+        (**self).check_returnable(plan, client, now_ms, cost)
+    }
+
+    fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
+        (**self).give_back(receipt)
     }
 
     fn failure_domain(&self, client: &str) -> Option<Arc<str>> {

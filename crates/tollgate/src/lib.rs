@@ -52,6 +52,7 @@ pub mod inspect;
 mod limiter;
 mod plan;
 pub mod policy;
+pub mod receipt;
 mod same_id;
 mod store;
 #[cfg(feature = "testing")]
@@ -76,4 +77,5 @@ pub use plan::{
     check_plan, DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanLimiter, PlanStates,
 };
 pub use policy::{AnyPolicy, AnyState, Policy, Reclaim, POLICY_NAMES};
+pub use receipt::{GivenBack, Receipt, Returnable};
 pub use store::{Access, Entry, Eviction, LeastRecentlySeen, MemoryStore};

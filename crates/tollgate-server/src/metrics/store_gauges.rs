@@ -46,7 +46,9 @@ pub struct StoreCalls {
     pub decisions: u64,
     /// Script calls that carried them.
     pub calls: u64,
-    /// Decisions that consumed after their caller gave up, taken back.
+    /// Decisions that consumed after their caller gave up, or that their
+    /// caller gave back (another client of the request refused), taken
+    /// back.
     pub refunded: u64,
     /// Such decisions whose refund found the client used since: kept.
     pub refunds_stale: u64,
@@ -177,7 +179,7 @@ impl Gauges {
             }
             registry.register(
                 "store_refunds",
-                "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came: restored (taken back), stale (the client was used since, so kept: admits less, never more) or failed (kept)",
+                "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came, or gave back (an Envoy request another of whose clients refused): restored (taken back), stale (the client was used since, so kept: admits less, never more) or failed (kept)",
                 refunds,
             );
         }

@@ -87,12 +87,14 @@ pub struct StoreHealth {
     /// a call); empty for one node or memory.
     pub circuits: Vec<PartCircuit>,
     /// Since start (Redis only): calls Redis ran and counted whose reply came
-    /// after their caller had given up, by what became of their refund.
+    /// after their caller had given up, or that their caller gave back (an
+    /// Envoy request another of whose clients refused), by what became of
+    /// their refund.
     pub refunds: Option<StoreRefunds>,
 }
 
-/// What became of the refunds of calls whose reply came too late
-/// (`tollgate_redis::refund`).
+/// What became of the refunds of calls whose reply came too late, or that
+/// were given back (`tollgate_redis::refund`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct StoreRefunds {
     /// Taken back: the client's state is as if the call had been refused.

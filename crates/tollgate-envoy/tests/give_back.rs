@@ -1,0 +1,326 @@
+//! A request naming two clients (an address and an API key) is all or
+//! nothing across a fleet too: when the key refuses after the address was
+//! consumed, the address's use is given back, so the refused request
+//! consumes nothing. The service runs on a loopback port over the stack
+//! `serve` builds (a rejection cache, a guard, the Redis store) on a real
+//! `redis-server` spawned here, and the key's refusal comes from a real
+//! fault, injected just before the service uses the key:
+//!
+//! - another instance on the same Redis uses the key's whole budget, after
+//!   the service looked and found room;
+//! - Redis's replies are held (a relay in front of it), so the key's call
+//!   outlives the guard's timeout and fail-closed refuses it;
+//! - the replies are held and Envoy gives up on the call (its future is
+//!   dropped half way).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::Running;
+use tollgate::{
+    AnyPolicy, FailurePolicy, GivenBack, Inspection, Limit, ManualClock, Plan, PlanDecision,
+    Receipt, Returnable, Store, StoreFuture, POLICY_NAMES,
+};
+use tollgate_cache::{CachedStore, RejectionCache};
+use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
+use tollgate_guard::{BreakerConfig, GuardedStore};
+use tollgate_redis::testing::{counts_until, load_scripts, RedisServer, Relay};
+use tollgate_redis::{RedisStore, RedisStoreConfig};
+
+const RULES: &str = r#"
+[[rules]]
+domain = "edge"
+descriptor = [{ key = "remote_address" }]
+plan = "per-ip"
+
+[[rules]]
+domain = "edge"
+descriptor = [{ key = "api_key" }]
+plan = "per-key"
+"#;
+
+/// Each client may make this many requests a day.
+const LIMIT: u32 = 5;
+
+fn plans(policy: &str) -> Vec<Plan> {
+    let plan = |name: &str| {
+        let policy = AnyPolicy::from_name(policy, LIMIT, 86_400_000).expect("policy");
+        Plan::new(name, vec![Limit::new("per-day", policy, false)]).expect("plan")
+    };
+    vec![plan("per-ip"), plan("per-key")]
+}
+
+/// What happens just before the service's first use of the API key.
+enum Fault {
+    /// Another instance on the same Redis uses the key's whole budget.
+    OtherInstance(RedisStore),
+    /// Redis's replies are held from then on.
+    HeldReplies(Arc<Relay>),
+}
+
+/// The stack the service decides with, and the fault, injected once.
+struct Faulty {
+    inner: Arc<dyn Store>,
+    fault: Fault,
+    armed: AtomicBool,
+}
+
+impl Store for Faulty {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        self.inner.check(plan, client, now_ms, cost)
+    }
+
+    fn check_returnable<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, Returnable> {
+        StoreFuture::new(async move {
+            if plan.name() == "per-key" && cost > 0 && self.armed.swap(false, Ordering::SeqCst) {
+                match &self.fault {
+                    Fault::OtherInstance(other) => {
+                        let used = other.decide(plan, client, now_ms, LIMIT).await;
+                        assert!(used.expect("the other instance's use").allowed);
+                    }
+                    Fault::HeldReplies(relay) => relay.hold_replies(),
+                }
+            }
+            self.inner
+                .check_returnable(plan, client, now_ms, cost)
+                .await
+        })
+    }
+
+    fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
+        self.inner.give_back(receipt)
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        self.inner.inspect(plan, client, now_ms)
+    }
+}
+
+/// One service over a Redis store, and that store (for its counts).
+struct Service {
+    running: Running,
+    redis: RedisStore,
+}
+
+/// What a service is built with: the policy, the guard's, and where its
+/// Redis store connects.
+struct Setup<'a> {
+    policy: &'a str,
+    failure: FailurePolicy,
+    timeout: Duration,
+    url: String,
+    prefix: String,
+}
+
+impl Service {
+    async fn start(setup: Setup<'_>, fault: impl FnOnce(&RedisStore) -> Fault) -> Self {
+        let config = RedisStoreConfig {
+            prefix: setup.prefix,
+            timeout: setup.timeout,
+            ..RedisStoreConfig::default()
+        };
+        let redis = RedisStore::connect(&setup.url, config)
+            .await
+            .expect("connect");
+        // Every call of the fault must reach Redis: no circuit breaker.
+        let guarded = GuardedStore::new(redis.clone(), setup.timeout, setup.failure).with_breaker(
+            BreakerConfig {
+                failures: 0,
+                ..BreakerConfig::default()
+            },
+        );
+        let cache = Arc::new(RejectionCache::new(1_000).expect("cache"));
+        let store = Faulty {
+            fault: fault(&redis),
+            inner: Arc::new(CachedStore::new(guarded, cache)),
+            armed: AtomicBool::new(true),
+        };
+        let plans = plans(setup.policy);
+        let rules =
+            Rules::new(RulesConfig::from_toml(RULES).expect("rules"), &plans).expect("rules");
+        let clock = Arc::new(ManualClock::new(1_000));
+        let running = Running::start(ServiceConfig::new(rules, Arc::new(store), clock)).await;
+        Service { running, redis }
+    }
+
+    async fn ask(&mut self, descriptors: Vec<RateLimitDescriptor>) -> RateLimitResponse {
+        let request = request(descriptors);
+        let answer = self.running.client.should_rate_limit(request).await;
+        answer.expect("an answer, not an error status").into_inner()
+    }
+
+    /// What one request of `descriptor` alone leaves: `LIMIT - 1` when
+    /// nothing was used before.
+    async fn remaining_after(&mut self, descriptor: RateLimitDescriptor) -> u32 {
+        let response = self.ask(vec![descriptor]).await;
+        assert_eq!(response.overall_code, Code::Ok as i32);
+        response.statuses[0].limit_remaining
+    }
+
+    /// Waits until Redis has taken back `calls` calls.
+    async fn refunded(&self, calls: u64) -> u64 {
+        counts_until(&self.redis, |c| c.refunded >= calls)
+            .await
+            .refunded
+    }
+}
+
+fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "edge".into(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+fn descriptor(key: &str, value: &str) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: vec![Entry {
+            key: key.into(),
+            value: value.into(),
+        }],
+        ..RateLimitDescriptor::default()
+    }
+}
+
+fn address() -> RateLimitDescriptor {
+    descriptor("remote_address", "10.0.0.1")
+}
+
+fn key() -> RateLimitDescriptor {
+    descriptor("api_key", "k")
+}
+
+fn codes(response: &RateLimitResponse) -> Vec<Code> {
+    let code = |code: i32| Code::try_from(code).expect("a code");
+    response.statuses.iter().map(|s| code(s.code)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_used_up_by_another_instance_after_the_look_gives_the_address_back() {
+    let Some(server) = RedisServer::spawn("envoy_give_back_race") else {
+        return;
+    };
+    for policy in POLICY_NAMES {
+        let setup = Setup {
+            policy,
+            failure: FailurePolicy::FailClosed,
+            timeout: Duration::from_secs(2),
+            url: server.url(),
+            prefix: format!("race-{policy}"),
+        };
+        let other = |redis: &RedisStore| Fault::OtherInstance(redis.clone());
+        let mut service = Service::start(setup, other).await;
+
+        let answer = service.ask(vec![address(), key()]).await;
+        assert_eq!(codes(&answer), [Code::Ok, Code::OverLimit], "{policy}");
+        assert_eq!(answer.overall_code, Code::OverLimit as i32, "{policy}");
+        assert_eq!(service.refunded(1).await, 1, "{policy}");
+        // The address has its whole budget: this request is its first.
+        let left = service.remaining_after(address()).await;
+        assert_eq!(
+            left,
+            LIMIT - 1,
+            "{policy}: the refused request used the address"
+        );
+        service.running.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_refused_by_fail_closed_while_replies_are_held_gives_the_address_back() {
+    let Some(server) = RedisServer::spawn("envoy_give_back_held") else {
+        return;
+    };
+    load_scripts(&server.url()).await;
+    for policy in POLICY_NAMES {
+        let relay = Arc::new(Relay::start(server.port()));
+        let setup = Setup {
+            policy,
+            failure: FailurePolicy::FailClosed,
+            timeout: Duration::from_millis(200),
+            url: relay.url(),
+            prefix: format!("held-{policy}"),
+        };
+        let held = Fault::HeldReplies(relay.clone());
+        let mut service = Service::start(setup, |_| held).await;
+
+        let answer = service.ask(vec![address(), key()]).await;
+        assert_eq!(codes(&answer), [Code::Ok, Code::OverLimit], "{policy}");
+        relay.release_replies();
+        // The key's late reply, and the address given back.
+        assert_eq!(service.refunded(2).await, 2, "{policy}");
+        for client in [address(), key()] {
+            let left = service.remaining_after(client).await;
+            assert_eq!(
+                left,
+                LIMIT - 1,
+                "{policy}: the refused request used a client"
+            );
+        }
+        service.running.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_envoy_gives_up_on_half_way_gives_back_what_it_used() {
+    let Some(server) = RedisServer::spawn("envoy_give_back_cancelled") else {
+        return;
+    };
+    load_scripts(&server.url()).await;
+    for policy in POLICY_NAMES {
+        let relay = Arc::new(Relay::start(server.port()));
+        let setup = Setup {
+            policy,
+            failure: FailurePolicy::FailClosed,
+            timeout: Duration::from_secs(5),
+            url: relay.url(),
+            prefix: format!("cancelled-{policy}"),
+        };
+        let held = Fault::HeldReplies(relay.clone());
+        let mut service = Service::start(setup, |_| held).await;
+
+        let mut client = service.running.client.clone();
+        let call = client.should_rate_limit(request(vec![address(), key()]));
+        let gave_up = tokio::time::timeout(Duration::from_millis(300), call).await;
+        assert!(
+            gave_up.is_err(),
+            "{policy}: answered while Redis's replies were held"
+        );
+        relay.release_replies();
+        assert_eq!(service.refunded(2).await, 2, "{policy}");
+        for client in [address(), key()] {
+            let left = service.remaining_after(client).await;
+            assert_eq!(
+                left,
+                LIMIT - 1,
+                "{policy}: the abandoned request used a client"
+            );
+        }
+        service.running.stop().await;
+    }
+}
