@@ -83,6 +83,10 @@ impl<S: Store> Store for CachedStore<S> {
         self.inner.give_back(receipt)
     }
 
+    fn settle(&self, within: std::time::Duration) -> StoreFuture<'_, ()> {
+        self.inner.settle(within)
+    }
+
     /// Always the store's own reading: the cache knows rejections, not
     /// states, and an inspection changes nothing it could remember.
     fn inspect<'a>(

@@ -19,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
+use tollgate::{Store, SETTLE_WITHIN};
 use tonic::service::Routes;
 use tonic::transport::Server;
 use tower::Layer;
@@ -78,6 +79,7 @@ pub async fn run_workers(
     workers: NonZeroUsize,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
+    let store = config.store.clone();
     let routes = router(config).await;
     let mut inboxes = Vec::with_capacity(workers.get());
     let mut finished = Vec::with_capacity(workers.get());
@@ -85,10 +87,11 @@ pub async fn run_workers(
         let (inbox, connections) = mpsc::unbounded_channel();
         let (done, ended) = oneshot::channel();
         let routes = routes.clone();
+        let store = store.clone();
         std::thread::Builder::new()
             .name(format!("tollgate-grpc-{index}"))
             .spawn(move || {
-                let _ = done.send(serve_worker(routes, connections));
+                let _ = done.send(serve_worker(routes, connections, &*store));
             })?;
         inboxes.push(inbox);
         finished.push(ended);
@@ -144,10 +147,13 @@ async fn accept(
 }
 
 /// One worker: a single-threaded runtime serving the connections it is
-/// handed until their stream ends.
+/// handed until their stream ends, then letting `store` settle
+/// ([`Store::settle`]) before the runtime, with whatever the store still
+/// runs on it, ends.
 fn serve_worker(
     routes: Routes,
     connections: mpsc::UnboundedReceiver<std::net::TcpStream>,
+    store: &dyn Store,
 ) -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -160,6 +166,8 @@ fn serve_worker(
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, std::future::pending())
             .await?;
+        // What is left unsettled stays counted; a guarded store logs it.
+        let _ = store.settle(SETTLE_WITHIN).await;
         Ok(())
     })
 }

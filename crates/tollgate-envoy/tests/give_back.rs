@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
+
 use common::Running;
 use tollgate::{
     AnyPolicy, FailurePolicy, GivenBack, Inspection, Limit, ManualClock, Plan, PlanDecision,
@@ -32,7 +34,7 @@ use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLi
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 use tollgate_guard::{BreakerConfig, GuardedStore};
 use tollgate_redis::testing::{counts_until, load_scripts, RedisServer, Relay};
-use tollgate_redis::{RedisStore, RedisStoreConfig};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 const RULES: &str = r#"
 [[rules]]
@@ -70,6 +72,8 @@ struct Faulty {
     inner: Arc<dyn Store>,
     fault: Fault,
     armed: AtomicBool,
+    /// Told once the fault is injected.
+    injected: Arc<Notify>,
 }
 
 impl Store for Faulty {
@@ -99,6 +103,7 @@ impl Store for Faulty {
                     }
                     Fault::HeldReplies(relay) => relay.hold_replies(),
                 }
+                self.injected.notify_one();
             }
             self.inner
                 .check_returnable(plan, client, now_ms, cost)
@@ -108,6 +113,10 @@ impl Store for Faulty {
 
     fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
         self.inner.give_back(receipt)
+    }
+
+    fn settle(&self, within: Duration) -> StoreFuture<'_, ()> {
+        self.inner.settle(within)
     }
 
     fn inspect<'a>(
@@ -120,10 +129,12 @@ impl Store for Faulty {
     }
 }
 
-/// One service over a Redis store, and that store (for its counts).
+/// One service over a Redis store, that store (for its counts), and word
+/// of the fault.
 struct Service {
     running: Running,
     redis: RedisStore,
+    injected: Arc<Notify>,
 }
 
 /// What a service is built with: the policy, the guard's, and where its
@@ -154,17 +165,23 @@ impl Service {
             },
         );
         let cache = Arc::new(RejectionCache::new(1_000).expect("cache"));
+        let injected = Arc::new(Notify::new());
         let store = Faulty {
             fault: fault(&redis),
             inner: Arc::new(CachedStore::new(guarded, cache)),
             armed: AtomicBool::new(true),
+            injected: injected.clone(),
         };
         let plans = plans(setup.policy);
         let rules =
             Rules::new(RulesConfig::from_toml(RULES).expect("rules"), &plans).expect("rules");
         let clock = Arc::new(ManualClock::new(1_000));
         let running = Running::start(ServiceConfig::new(rules, Arc::new(store), clock)).await;
-        Service { running, redis }
+        Service {
+            running,
+            redis,
+            injected,
+        }
     }
 
     async fn ask(&mut self, descriptors: Vec<RateLimitDescriptor>) -> RateLimitResponse {
@@ -187,6 +204,22 @@ impl Service {
             .await
             .refunded
     }
+}
+
+/// How many calls `redis` owes a reply, once it is `calls` (at most 5 s).
+async fn owed(redis: &RedisStore, calls: usize) -> usize {
+    let mut owed = 0;
+    for _ in 0..1_000 {
+        owed = match redis.settle(Duration::ZERO).await {
+            Err(RedisStoreError::Unsettled { calls, .. }) => calls,
+            _ => 0,
+        };
+        if owed >= calls {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    owed
 }
 
 fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
@@ -306,11 +339,22 @@ async fn a_request_envoy_gives_up_on_half_way_gives_back_what_it_used() {
 
         let mut client = service.running.client.clone();
         let call = client.should_rate_limit(request(vec![address(), key()]));
-        let gave_up = tokio::time::timeout(Duration::from_millis(300), call).await;
-        assert!(
-            gave_up.is_err(),
-            "{policy}: answered while Redis's replies were held"
-        );
+        // Boxed, so that dropping it drops the call (a `pin!` would only
+        // drop the reference).
+        let mut call = Box::pin(call);
+        tokio::select! {
+            answer = &mut call => panic!("{policy}: answered while held: {answer:?}"),
+            () = service.injected.notified() => {}
+        }
+        // Two looks and the address's use, then the key's, which Redis
+        // runs (its reply held): then Envoy gives up on the call.
+        let sent = counts_until(&service.redis, |c| c.decisions >= 4).await;
+        assert_eq!(sent.decisions, 4, "{policy}");
+        drop(call);
+        // Released only once the service has seen Envoy give up (its
+        // give-back is sent, and held, beside the key's call): a reply
+        // let through first would answer the call before the reset came.
+        assert_eq!(owed(&service.redis, 2).await, 2, "{policy}");
         relay.release_replies();
         assert_eq!(service.refunded(2).await, 2, "{policy}");
         for client in [address(), key()] {
@@ -323,4 +367,49 @@ async fn a_request_envoy_gives_up_on_half_way_gives_back_what_it_used() {
         }
         service.running.stop().await;
     }
+}
+
+/// A service shutting down right after a Redis stall still takes back what
+/// its abandoned calls consumed: each worker lets the store settle (the
+/// replies of its calls in flight, and their refunds) before its runtime
+/// ends, which would otherwise drop the task waiting for a held reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_shutting_down_takes_back_what_its_abandoned_calls_used() {
+    let Some(server) = RedisServer::spawn("envoy_settle_on_shutdown") else {
+        return;
+    };
+    load_scripts(&server.url()).await;
+    let relay = Arc::new(Relay::start(server.port()));
+    let setup = |prefix: &str, url: String| Setup {
+        policy: "gcra",
+        failure: FailurePolicy::FailClosed,
+        timeout: Duration::from_millis(200),
+        url,
+        prefix: prefix.into(),
+    };
+    let unused = Fault::HeldReplies(relay.clone());
+    let mut service = Service::start(setup("settle", relay.url()), |_| unused).await;
+    assert_eq!(service.remaining_after(key()).await, LIMIT - 1);
+
+    relay.hold_replies();
+    let answer = service.ask(vec![key()]).await;
+    assert_eq!(codes(&answer), [Code::OverLimit], "fail-closed");
+    let Service { running, redis, .. } = service;
+    let stopping = tokio::spawn(running.stop());
+    // A shutdown that does not wait is over long before this.
+    for _ in 0..50 {
+        if stopping.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    relay.release_replies();
+    stopping.await.expect("stopped");
+    assert_eq!(redis.call_counts().refunded, 1, "the held call taken back");
+
+    let unused = Fault::HeldReplies(relay.clone());
+    let mut again = Service::start(setup("settle", server.url()), |_| unused).await;
+    let left = again.remaining_after(key()).await;
+    assert_eq!(left, LIMIT - 2, "only the first request used the key");
+    again.running.stop().await;
 }

@@ -371,6 +371,17 @@ impl<S: Store> Store for GuardedStore<S> {
         StoreFuture::new(self.guarded_check(plan, client, now_ms, cost, true))
     }
 
+    /// The inner store's, which says in the log what it could not settle.
+    fn settle(&self, within: Duration) -> StoreFuture<'_, ()> {
+        StoreFuture::new(async move {
+            let settled = self.inner.settle(within).await;
+            if let Err(error) = &settled {
+                tracing::warn!(%error, "the store did not settle before shutting down");
+            }
+            settled
+        })
+    }
+
     /// The inner store's, within the timeout; not seen by the circuit
     /// breaker, which judges decisions.
     fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {

@@ -229,6 +229,7 @@ pub(crate) async fn serve_with_slots(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let limits = config.connections;
+    let store = config.limits().store().clone();
     let proxy = service(config);
     let service_for = move |peer| {
         proxy
@@ -236,4 +237,8 @@ pub(crate) async fn serve_with_slots(
             .map_key(|source| ConnectionKey { source, peer })
     };
     tollgate_connections::serve(listener, service_for, limits, slots, shutdown).await;
+    // Before the runtime ends, with what the store still runs on it (a
+    // Redis store's late replies and refunds); what is left unsettled
+    // stays counted, and a guarded store logs it.
+    let _ = store.settle(tollgate::SETTLE_WITHIN).await;
 }

@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 
 use crate::call::{Call, CallReply, Scripts};
 use crate::refund::Refund;
+use crate::settle::Mark;
 use crate::RedisStoreError;
 
 /// What goes to the caller: the call back, for a refund should no one read
@@ -29,7 +30,11 @@ pub(crate) fn channel(scripts: &Arc<Scripts>) -> (Answer, Answered) {
         receiver,
         scripts: scripts.clone(),
     };
-    (Answer { sender }, answered)
+    let answer = Answer {
+        sender,
+        _outstanding: scripts.outstanding.mark(),
+    };
+    (answer, answered)
 }
 
 /// An [`Answer`] whose caller's side is a bare receiver, which reads
@@ -37,13 +42,21 @@ pub(crate) fn channel(scripts: &Arc<Scripts>) -> (Answer, Answered) {
 #[cfg(test)]
 pub(crate) fn unread() -> (Answer, oneshot::Receiver<Delivery>) {
     let (sender, receiver) = oneshot::channel();
-    (Answer { sender }, receiver)
+    let outstanding = Arc::new(crate::settle::Outstanding::default());
+    let answer = Answer {
+        sender,
+        _outstanding: outstanding.mark(),
+    };
+    (answer, receiver)
 }
 
 /// The sending task's side.
 #[derive(Debug)]
 pub(crate) struct Answer {
     sender: oneshot::Sender<Delivery>,
+    /// Counted until the reply is handed over (and its refund queued, if
+    /// the caller is gone): what [`crate::RedisStore::settle`] waits for.
+    _outstanding: Mark,
 }
 
 impl Answer {

@@ -11,6 +11,7 @@ use crate::answer;
 use crate::connection::{Connection, Evalsha};
 use crate::deadline::RedisClock;
 use crate::refund::{Refund, Refunds};
+use crate::settle::Outstanding;
 use crate::RedisStoreError;
 
 /// One script call's KEYS and ARGV: a decision's, of [`crate::scripts::PLAN`]
@@ -114,6 +115,8 @@ pub(crate) struct Scripts {
     pub(crate) clock: Arc<RedisClock>,
     counters: Counters,
     pub(crate) refunds: Refunds,
+    /// Calls and give-backs not answered yet ([`crate::settle`]).
+    pub(crate) outstanding: Arc<Outstanding>,
 }
 
 impl Scripts {
@@ -126,6 +129,7 @@ impl Scripts {
             clock,
             counters: Counters::default(),
             refunds: Refunds::default(),
+            outstanding: Arc::default(),
         }
     }
 

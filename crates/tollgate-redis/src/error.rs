@@ -58,6 +58,15 @@ pub enum RedisStoreError {
         /// How long after the deadline the script started, on Redis's clock.
         late_by: Duration,
     },
+    /// The store did not settle in time ([`crate::RedisStore::settle`]):
+    /// calls still waited for Redis's reply, or refunds to be sent.
+    #[error("{calls} calls still waited for Redis's reply (or refunds to be sent) after {within:?}: what they consumed stays counted")]
+    Unsettled {
+        /// Calls still waiting for their reply then.
+        calls: usize,
+        /// How long the store was given.
+        within: Duration,
+    },
     /// The call carrying the decision in a batch, or the task giving a
     /// call back, was dropped before it answered (its runtime shut down):
     /// nothing is known of it.
@@ -77,6 +86,7 @@ impl RedisStoreError {
         match self {
             RedisStoreError::Timeout(_)
             | RedisStoreError::DeadlinePassed { .. }
+            | RedisStoreError::Unsettled { .. }
             | RedisStoreError::BatchLost => true,
             RedisStoreError::Redis(e) | RedisStoreError::Connect { source: e, .. } => {
                 is_transient_redis(e)

@@ -148,6 +148,7 @@ mod measure;
 pub mod policies;
 pub mod refund;
 pub mod scripts;
+mod settle;
 pub mod slots;
 mod store;
 mod target;

@@ -162,6 +162,13 @@ impl Refunds {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether no refund waits to be sent and none is being sent (those
+    /// kept after finding their state changed wait for nothing).
+    pub(crate) fn is_idle(&self) -> bool {
+        let pending = self.lock();
+        pending.queue.is_empty() && !pending.running
+    }
+
     /// Counts a refund that could not be sent.
     pub(crate) fn count_failed(&self) {
         self.counters.failed.fetch_add(1, Ordering::Relaxed);
@@ -248,9 +255,14 @@ pub(crate) async fn give_back(
     refund: Refund,
 ) -> Result<GivenBack, RedisStoreError> {
     let scripts = scripts.clone();
-    tokio::spawn(async move { give_back_now(&scripts, refund).await })
-        .await
-        .unwrap_or(Err(RedisStoreError::BatchLost))
+    let outstanding = scripts.outstanding.mark();
+    tokio::spawn(async move {
+        let given_back = give_back_now(&scripts, refund).await;
+        drop(outstanding);
+        given_back
+    })
+    .await
+    .unwrap_or(Err(RedisStoreError::BatchLost))
 }
 
 async fn give_back_now(

@@ -249,6 +249,30 @@ impl RedisStore {
         Ok((decision, kept.and_then(|call| Refund::of(&call, &whole))))
     }
 
+    /// Waits, for at most `within`, until every call has had its reply
+    /// handed over and every refund is sent, so that a process about to
+    /// exit still takes back what its abandoned calls consumed (a call
+    /// answered by the failure policy while Redis held its reply; see
+    /// [`crate::refund`]). Checked every 5 ms.
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Unsettled`] when `within` ran out first (Redis
+    /// still stopped, say): what is left stays counted.
+    pub async fn settle(&self, within: Duration) -> Result<(), RedisStoreError> {
+        let started = std::time::Instant::now();
+        loop {
+            let scripts = &self.scripts;
+            let calls = scripts.outstanding.count();
+            if calls == 0 && scripts.refunds.is_idle() {
+                return Ok(());
+            }
+            if started.elapsed() >= within {
+                return Err(RedisStoreError::Unsettled { calls, within });
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// `client`'s state under every limit of `plan` at `now_ms` (ignored
     /// with [`TimeSource::Redis`]; the client's later last-seen time when
     /// there is one), in one round trip of [`scripts::INSPECT`], which reads
@@ -466,6 +490,10 @@ impl Store for RedisStore {
             })?;
             Ok(refund::give_back(&self.scripts, refund).await?)
         })
+    }
+
+    fn settle(&self, within: Duration) -> StoreFuture<'_, ()> {
+        StoreFuture::new(async move { Ok(RedisStore::settle(self, within).await?) })
     }
 
     fn inspect<'a>(

@@ -240,3 +240,37 @@ fn a_reply_held_for_a_second_is_refunded_too() {
         assert_eq!(peek.limits[0].decision.remaining, 10, "nothing consumed");
     });
 }
+
+/// `RedisStore::settle`, which a front end awaits before it exits: not
+/// settled while a reply is held, and once it came, settled only after the
+/// refund it needs was sent (so nothing is left to count).
+#[test]
+fn a_store_settles_once_its_held_replies_came_and_their_refunds_were_sent() {
+    let Some(server) = RedisServer::spawn("a_store_settles_once_its_held_replies_came") else {
+        return;
+    };
+    runtime().block_on(async {
+        load_scripts(&server.url()).await;
+        let relay = Relay::start(server.port());
+        let redis = RedisStore::connect(&relay.url(), config("settle".into(), 1))
+            .await
+            .expect("connect");
+        let guard = GuardedStore::new(redis.clone(), TIMEOUT, FailurePolicy::FailClosed);
+        let plan = plan("gcra");
+        let idle = redis.settle(Duration::from_millis(100)).await;
+        assert!(idle.is_ok(), "idle: {idle:?}");
+
+        relay.hold_replies();
+        let answer = guard.check(&plan, "a", 1_000, 2).await;
+        assert!(not_by_the_store(answer));
+        let held = redis.settle(Duration::from_millis(100)).await;
+        let message = held
+            .expect_err("settled while a reply was held")
+            .to_string();
+        assert!(message.starts_with("1 calls still waited"), "{message}");
+        relay.release_replies();
+        let settled = redis.settle(Duration::from_secs(5)).await;
+        assert!(settled.is_ok(), "never settled: {settled:?}");
+        assert_eq!(redis.call_counts().refunded, 1);
+    });
+}

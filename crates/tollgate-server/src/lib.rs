@@ -52,8 +52,9 @@ pub use tollgate_config::signals::shutdown_signal;
 pub use tollgate_config::{Config, Overrides, StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};
 
 /// Serves `server` on `listener` until `shutdown` completes, then finishes
-/// the requests in flight and returns. Connections are held to the
-/// config's `[connections]` limits (see `tollgate_connections`).
+/// the requests in flight, lets the store settle ([`Server::settle_store`])
+/// and returns. Connections are held to the config's `[connections]`
+/// limits (see `tollgate_connections`).
 ///
 /// # Errors
 /// [`Error::Serve`] if accepting connections fails for good.
@@ -76,6 +77,7 @@ pub async fn run_all(
 ) -> Result<(), Error> {
     // Read once: the connection limits need a restart to change.
     let limits = server.config().connections;
+    let settling = server.clone();
     let service = http::HotRoutes::new(server);
     let (stop, stopped) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
@@ -96,7 +98,7 @@ pub async fn run_all(
     }
     let mut shutdown = std::pin::pin!(shutdown);
     let mut stopping = false;
-    loop {
+    let served = loop {
         tokio::select! {
             () = &mut shutdown, if !stopping => {
                 stopping = true;
@@ -104,13 +106,15 @@ pub async fn run_all(
                 let _ = stop.send(true);
             }
             joined = tasks.join_next() => match joined {
-                None => return Ok(()),
+                None => break Ok(()),
                 Some(Ok(Ok(()))) => {}
-                Some(Ok(Err(e))) => return Err(Error::Serve(e)),
-                Some(Err(e)) => return Err(Error::Serve(std::io::Error::other(e))),
+                Some(Ok(Err(e))) => break Err(Error::Serve(e)),
+                Some(Err(e)) => break Err(Error::Serve(std::io::Error::other(e))),
             },
         }
-    }
+    };
+    settling.settle_store().await;
+    served
 }
 
 /// `tollgate serve`'s flags.
@@ -270,12 +274,16 @@ impl Prepared {
         let grpc = self
             .grpc_listener
             .map(|listener| spawn_grpc(listener, self.server.envoy_service(), stop.clone()));
+        let settling = self.server.clone();
         let result = run_all(self.listeners, self.server, stop.on_shutdown(shutdown)).await;
         // Also when serving failed before any shutdown was asked for.
         stop.stop();
         let _ = watcher.await;
         let _ = sweeper.await;
-        result.and(grpc_outcome(grpc).await)
+        let result = result.and(grpc_outcome(grpc).await);
+        // Again after the gRPC server's last requests (at once when idle).
+        settling.settle_store().await;
+        result
     }
 
     /// The log line saying what is served.

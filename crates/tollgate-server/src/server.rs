@@ -246,6 +246,15 @@ impl Server {
         self.inner.envoy.clone()
     }
 
+    /// Waits, at most [`tollgate::SETTLE_WITHIN`], for the store to settle
+    /// ([`Store::settle`]: on Redis, the replies of the calls still in
+    /// flight and the refunds they need; the guard logs what is left):
+    /// [`crate::run`] does once it has finished the requests in flight,
+    /// before the process exits.
+    pub async fn settle_store(&self) {
+        let _ = self.inner.store.settle(tollgate::SETTLE_WITHIN).await;
+    }
+
     /// The metrics registry.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics

@@ -224,3 +224,73 @@ async fn a_decision_answered_by_the_failure_policy_is_refunded_when_its_late_rep
     );
     t.stop().await;
 }
+
+/// A server that exits right after a Redis stall still takes back what its
+/// abandoned calls consumed: on shutdown it waits (at most
+/// `tollgate_config::store::SETTLE_WITHIN`) for the replies of the calls in
+/// flight and the refunds they need. The server runs in a runtime of its
+/// own, dropped when `run` returns, as a process exit drops it; a reply
+/// still held then would never be read.
+#[tokio::test]
+async fn a_server_shutting_down_waits_for_late_replies_and_takes_them_back() {
+    let Some(redis) = RedisServer::spawn("a_server_shutting_down_waits_for_late_replies") else {
+        return;
+    };
+    let relay = Relay::start(redis.port());
+    let text = config_text(&relay.url(), "fail-closed");
+    let (addr_sender, addr) = std::sync::mpsc::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let process = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        runtime.block_on(async move {
+            let config = Config::parse(&text).expect("test config is valid");
+            let store = StoreHandle::for_config(&config).expect("redis store");
+            let clock = std::sync::Arc::new(tollgate::ManualClock::new(common::START_MS));
+            let server = tollgate_server::Server::new(config, store, clock);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_sender.send(listener.local_addr().unwrap()).unwrap();
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            tollgate_server::run(listener, server, shutdown)
+                .await
+                .unwrap();
+        });
+    });
+    let base = format!("http://{}", addr.recv().expect("the server's address"));
+    let http = reqwest::Client::new();
+    let check = |client: &'static str, cost: u32| {
+        let body = format!(r#"{{"client": "{client}", "cost": {cost}}}"#);
+        let request = http.post(format!("{base}/v1/check")).body(body);
+        async move {
+            let response = request.send().await.expect("an answer");
+            let body = response.text().await.expect("a body");
+            serde_json::from_str::<serde_json::Value>(&body).expect("json")
+        }
+    };
+    assert_eq!(check("warm-up", 1).await["decided_by"], "store");
+    relay.hold_replies();
+    assert_eq!(check("held", 3).await["decided_by"], "fail-closed");
+
+    let _ = stop.send(());
+    // An exit that does not wait is over long before this.
+    for _ in 0..50 {
+        if process.is_finished() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    relay.release_replies();
+    process.join().expect("the server's thread");
+
+    let other = start(&config_text(&redis.url(), "fail-closed")).await;
+    let answer = other.check("held", 5).await;
+    assert_eq!(answer.json()["decided_by"], "store", "{}", answer.body);
+    assert_eq!(
+        answer.json()["allowed"],
+        true,
+        "the whole budget is left: {}",
+        answer.body
+    );
+    other.stop().await;
+}

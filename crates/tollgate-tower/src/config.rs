@@ -175,6 +175,12 @@ impl RateLimitConfig {
         self.plans.current()
     }
 
+    /// The store the layer decides in: a server lets it settle
+    /// ([`Store::settle`]) when it shuts down, before its runtime ends.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
     /// A handle to replace the plans while the layer serves (e.g. on a
     /// config reload); every clone of the layer and its services sees the
     /// replacement.

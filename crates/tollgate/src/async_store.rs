@@ -8,6 +8,7 @@ use std::future::{Future, Ready};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use crate::inspect::Inspection;
 use crate::plan::{Plan, PlanDecision, PlanLimiter};
@@ -53,6 +54,11 @@ impl<T> Future for StoreFuture<'_, T> {
         }
     }
 }
+
+/// How long a front end shutting down waits for its store to settle
+/// ([`Store::settle`]): 5 s, as long as a Redis store waits for a refund's
+/// answer.
+pub const SETTLE_WITHIN: Duration = Duration::from_secs(5);
 
 /// A store could not decide (Redis down, timed out, answered nonsense).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -166,6 +172,25 @@ pub trait Store: Send + Sync {
         )))
     }
 
+    /// Waits, for at most `within`, until the store owes nothing: every call
+    /// it sent has had its answer, and what it must still write because of
+    /// one is written (a Redis store's refunds of calls whose caller gave
+    /// up before the reply came). A front end awaits it when it shuts
+    /// down, before its runtime ends (for [`SETTLE_WITHIN`]), so that what
+    /// an abandoned call consumed is taken back even when the process exits
+    /// right after a stall.
+    ///
+    /// The default owes nothing: a store whose calls end with their
+    /// callers (memory) is always settled.
+    ///
+    /// # Errors
+    /// A [`StoreError`] saying what is still owed when `within` ran out
+    /// (it stays as it is: consumed, towards admitting less).
+    fn settle(&self, within: Duration) -> StoreFuture<'_, ()> {
+        let _ = within;
+        StoreFuture::ready(Ok(()))
+    }
+
     /// The part of the store that holds `client`'s state, named, when the
     /// store is made of parts that fail apart (the masters of a Redis
     /// Cluster): a guard keeps one circuit breaker per part, so that one
@@ -261,6 +286,10 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
         (**self).give_back(receipt)
+    }
+
+    fn settle(&self, within: Duration) -> StoreFuture<'_, ()> {
+        (**self).settle(within)
     }
 
     fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
