@@ -17,7 +17,9 @@
 #        SERVER (the rls_server binary; default this tree's),
 #        WORKERS (the server's threads; default one per core),
 #        SERVER_CPUS / CLIENT_CPUS (taskset lists for the server and rls_load;
-#        default no pinning), e.g. SERVER_CPUS=1 CLIENT_CPUS=0 WORKERS=1
+#        default no pinning), e.g. SERVER_CPUS=1 CLIENT_CPUS=0 WORKERS=1,
+#        RLS_MODE (rls_load's mode for the decisions: rls, one client per
+#        call, the default; rls2, two)
 set -euo pipefail
 rounds=${1:-3}
 seconds=${2:-5}
@@ -79,7 +81,7 @@ fmt='%-6s %9s %7s %7s %7s %9s %7s %7s %7s %6s  %s\n'
 printf "$fmt" round rls/s p50 p99 cpu_us health/s p50 p99 cpu_us ratio loadavg
 rls_rates=() health_rates=() ratios=() rls_p99s=() health_p99s=()
 for round in $(seq "$rounds"); do
-    read -r rls rls_p50 rls_p99 rls_cpu < <(run rls)
+    read -r rls rls_p50 rls_p99 rls_cpu < <(run "${RLS_MODE:-rls}")
     read -r health health_p50 health_p99 health_cpu < <(run health)
     ratio=$(awk -v a="$rls" -v b="$health" 'BEGIN { printf "%.2f", a / b }')
     rls_rates+=("$rls") health_rates+=("$health") ratios+=("$ratio")

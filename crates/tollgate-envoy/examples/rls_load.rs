@@ -11,6 +11,9 @@
 //! - `mode=rls` (the default): each call is a `ShouldRateLimit` with one
 //!   descriptor `remote_address=<one of keys addresses>` in domain `edge`
 //!   (the `per-ip` rule of `examples/rules.toml`).
+//! - `mode=rls2`: each call names two clients, as `examples/envoy.yaml`
+//!   does: the address above and `api_key=<k and the same number>` (the
+//!   `per-key` rule), decided together, all or nothing.
 //! - `mode=health`: each call is a `grpc.health.v1.Health/Check` of the
 //!   server (`service = ""`): the same transport without a decision, the
 //!   ceiling a decision is compared with.
@@ -46,6 +49,8 @@ struct Tally {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Rls,
+    /// Two clients per call.
+    Rls2,
     Health,
 }
 
@@ -99,8 +104,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let calls = number("calls", 0)?;
     let mode = match option("mode", "rls").as_str() {
         "rls" => Mode::Rls,
+        "rls2" => Mode::Rls2,
         "health" => Mode::Health,
-        other => return Err(format!("mode must be rls or health, not {other}").into()),
+        other => return Err(format!("mode must be rls, rls2 or health, not {other}").into()),
     };
 
     let mut channels = Vec::new();
@@ -166,7 +172,8 @@ async fn drive(channel: Channel, mode: Mode, span: Span, task: u64, keys: u64) -
         seed ^= seed >> 7;
         seed ^= seed << 17;
         let outcome = match mode {
-            Mode::Rls => decide(&mut rls, seed % keys).await,
+            Mode::Rls => decide(&mut rls, seed % keys, false).await,
+            Mode::Rls2 => decide(&mut rls, seed % keys, true).await,
             Mode::Health => check(&mut health).await,
         };
         let elapsed = now.elapsed();
@@ -185,22 +192,37 @@ async fn drive(channel: Channel, mode: Mode, span: Span, task: u64, keys: u64) -
     tally
 }
 
-/// One `ShouldRateLimit` for the client address numbered `client_ip`.
-async fn decide(client: &mut RateLimitServiceClient<Channel>, client_ip: u64) -> Outcome {
+/// A descriptor of one entry.
+fn descriptor(key: &str, value: String) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: vec![Entry {
+            key: key.into(),
+            value,
+        }],
+        ..RateLimitDescriptor::default()
+    }
+}
+
+/// One `ShouldRateLimit` for the client address numbered `client_ip`, and
+/// with `with_key` for the API key of the same number too.
+async fn decide(
+    client: &mut RateLimitServiceClient<Channel>,
+    client_ip: u64,
+    with_key: bool,
+) -> Outcome {
+    let address = format!(
+        "10.{}.{}.{}",
+        client_ip >> 16 & 255,
+        client_ip >> 8 & 255,
+        client_ip & 255
+    );
+    let mut descriptors = vec![descriptor("remote_address", address)];
+    if with_key {
+        descriptors.push(descriptor("api_key", format!("k{client_ip}")));
+    }
     let request = RateLimitRequest {
         domain: "edge".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "remote_address".into(),
-                value: format!(
-                    "10.{}.{}.{}",
-                    client_ip >> 16 & 255,
-                    client_ip >> 8 & 255,
-                    client_ip & 255
-                ),
-            }],
-            ..RateLimitDescriptor::default()
-        }],
+        descriptors,
         hits_addend: 0,
     };
     match client.should_rate_limit(request).await {
@@ -241,6 +263,7 @@ fn report(
     };
     let mode = match mode {
         Mode::Rls => "rls",
+        Mode::Rls2 => "rls2",
         Mode::Health => "health",
     };
     println!(

@@ -13,7 +13,10 @@
 //!    the clients without room for their cost are checked with it: each
 //!    refuses, consuming nothing, with its exact `Retry-After`, and the
 //!    others are reported as they stay. Only when every client had room
-//!    is each consumed.
+//!    is each consumed. The looks are asked at once, and so are the uses of
+//!    each step (on Redis, one round trip or one batch each: two round
+//!    trips for a request, whatever its clients; BENCHMARKS.md, "Envoy
+//!    requests of two clients on Redis").
 //!
 //! The locks make the look exact within one process. Between the look and
 //! the use, though, the state can change elsewhere: another instance
@@ -46,14 +49,15 @@
 //! answers a cost over every limit, the others as they stay.
 
 use std::hash::BuildHasher;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use foldhash::fast::RandomState;
-use tokio::sync::{Mutex, MutexGuard};
+use futures_util::future::join_all;
+use tokio::sync::{Mutex as AsyncMutex, MutexGuard};
 use tollgate::{DecidedBy, Plan, PlanDecision, Returnable, StoreError};
 use tonic::{Request, Response, Status};
 
@@ -72,7 +76,7 @@ pub const MAX_DESCRIPTORS: usize = 1024;
 /// tollgate store. Serve it with [`crate::run`] or mount [`crate::router`].
 pub struct RlsService {
     config: ServiceConfig,
-    locks: Box<[Mutex<()>]>,
+    locks: Box<[AsyncMutex<()>]>,
     hasher: RandomState,
 }
 
@@ -140,7 +144,7 @@ impl RlsService {
     pub fn new(config: ServiceConfig) -> Self {
         Self {
             config,
-            locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            locks: (0..STRIPES).map(|_| AsyncMutex::new(())).collect(),
             hasher: RandomState::default(),
         }
     }
@@ -285,7 +289,7 @@ impl RlsService {
     /// Several groups, all or nothing (see the module docs): step 1 looks
     /// at every group, step 2 consumes, first from the groups without room
     /// (each refuses, consuming nothing, with its exact wait) and, if none
-    /// refused, from the rest. When one refuses in step 2 after all (the
+    /// refused, from the rest; the calls of each step at once. When one refuses in step 2 after all (the
     /// state changed since the look: another instance, or the store failed
     /// and its failure policy refused), what the others consumed is given
     /// back.
@@ -295,28 +299,34 @@ impl RlsService {
         costs: &[u32],
         now: u64,
     ) -> Result<Vec<Verdict>, Status> {
-        let mut looks = Vec::with_capacity(groups.len());
-        for group in groups {
-            looks.push(self.store_check(group, now, 0).await?.decision);
-        }
+        let looks = join_all(groups.iter().map(|group| self.store_check(group, now, 0)));
+        let looks = (looks.await.into_iter())
+            .map(|look| look.map(|look| look.decision))
+            .collect::<Result<Vec<_>, _>>()?;
         let (crowded, roomy): (Vec<usize>, Vec<usize>) =
             (0..groups.len()).partition(|&i| !has_room(costs[i], &looks[i]));
-        let mut taken = Taken::new(self.config.store.clone());
-        let mut decided: Vec<Option<PlanDecision>> = vec![None; groups.len()];
-        let mut refused = false;
-        for i in crowded.into_iter().chain(roomy) {
-            if refused && has_room(costs[i], &looks[i]) {
-                break;
+        let taken = Mutex::new(Taken::new(self.config.store.clone()));
+        let mut decided: Vec<Option<PlanDecision>> = (0..groups.len()).map(|_| None).collect();
+        let mut used = self.use_all(groups, costs, &crowded, now, &taken).await;
+        if matches!(&used, Ok(uses) if uses.iter().all(|(_, d)| d.allowed)) {
+            let more = self.use_all(groups, costs, &roomy, now, &taken).await;
+            used = used.and_then(|mut uses| {
+                more.map(|more| {
+                    uses.extend(more);
+                    uses
+                })
+            });
+        }
+        let taken = taken.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let uses = match used {
+            Ok(uses) => uses,
+            Err(status) => {
+                taken.give_back().await;
+                return Err(status);
             }
-            let answer = self.store_check(&groups[i], now, costs[i]).await;
-            let Returnable { decision, receipt } = match answer {
-                Ok(returnable) => returnable,
-                Err(status) => {
-                    taken.give_back().await;
-                    return Err(status);
-                }
-            };
-            taken.push(receipt);
+        };
+        let mut refused = false;
+        for (i, decision) in uses {
             refused |= !decision.allowed;
             decided[i] = Some(decision);
         }
@@ -335,6 +345,27 @@ impl RlsService {
         let verdicts: Vec<Verdict> = verdicts.collect();
         self.observe(groups, costs, &verdicts);
         Ok(verdicts)
+    }
+
+    /// Uses the groups `which` at once (one round trip, or one batch, on
+    /// Redis), each receipt kept in `taken` as soon as its answer comes, so
+    /// that a request abandoned half way gives it back. The first error
+    /// fails them all (what the others used is in `taken`).
+    async fn use_all(
+        &self,
+        groups: &[Group],
+        costs: &[u32],
+        which: &[usize],
+        now: u64,
+        taken: &Mutex<Taken>,
+    ) -> Result<Vec<(usize, PlanDecision)>, Status> {
+        let uses = which.iter().map(|&i| async move {
+            let Returnable { decision, receipt } =
+                self.store_check(&groups[i], now, costs[i]).await?;
+            (taken.lock().unwrap_or_else(PoisonError::into_inner)).push(receipt);
+            Ok((i, decision))
+        });
+        join_all(uses).await.into_iter().collect()
     }
 
     /// Tells the observer what the store decided for each group (those

@@ -74,6 +74,8 @@ struct Faulty {
     armed: AtomicBool,
     /// Told once the fault is injected.
     injected: Arc<Notify>,
+    /// Told when a use of the address is answered.
+    address_used: Notify,
 }
 
 impl Store for Faulty {
@@ -95,7 +97,16 @@ impl Store for Faulty {
         cost: u32,
     ) -> StoreFuture<'a, Returnable> {
         StoreFuture::new(async move {
+            if plan.name() == "per-ip" && cost > 0 {
+                let used = self.inner.check_returnable(plan, client, now_ms, cost);
+                let used = used.await;
+                self.address_used.notify_one();
+                return used;
+            }
             if plan.name() == "per-key" && cost > 0 && self.armed.swap(false, Ordering::SeqCst) {
+                // The service uses both clients at once: the fault comes
+                // once the address's use is answered.
+                self.address_used.notified().await;
                 match &self.fault {
                     Fault::OtherInstance(other) => {
                         let used = other.decide(plan, client, now_ms, LIMIT).await;
@@ -171,6 +182,7 @@ impl Service {
             inner: Arc::new(CachedStore::new(guarded, cache)),
             armed: AtomicBool::new(true),
             injected: injected.clone(),
+            address_used: Notify::new(),
         };
         let plans = plans(setup.policy);
         let rules =

@@ -158,7 +158,8 @@ async fn a_store_failure_is_reported_and_the_request_still_timed() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), tonic::Code::Unavailable);
-    // Several clients: the first look fails and ends the request.
+    // Several clients: both looks (asked at once) fail, each reported, and
+    // the request ends.
     rls.decide(&request(
         vec![
             descriptor("generic_key", "expensive"),
@@ -168,7 +169,10 @@ async fn a_store_failure_is_reported_and_the_request_still_timed() {
     ))
     .await
     .unwrap_err();
-    assert_eq!(*seen.failed.lock().unwrap(), ["per-key", "shared"]);
+    assert_eq!(
+        *seen.failed.lock().unwrap(),
+        ["per-key", "shared", "per-key"]
+    );
     assert!(seen.take().is_empty());
     assert_eq!(*seen.timed.lock().unwrap(), 2);
 }
