@@ -49,22 +49,22 @@
 //! answers a cost over every limit, the others as they stay.
 
 use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use foldhash::fast::RandomState;
-use futures_util::future::join_all;
 use tokio::sync::{Mutex as AsyncMutex, MutexGuard};
-use tollgate::{DecidedBy, Plan, PlanDecision, Returnable, StoreError};
+use tollgate::{DecidedBy, Plan, PlanDecision, StoreError};
 use tonic::{Request, Response, Status};
 
 use crate::config::ServiceConfig;
 use crate::rules::client_key;
 use crate::status::{bare_status, descriptor_status, response_headers};
-use crate::taken::Taken;
+
+mod together;
 
 const STRIPES: usize = 256;
 
@@ -286,110 +286,6 @@ impl RlsService {
         guards
     }
 
-    /// Several groups, all or nothing (see the module docs): step 1 looks
-    /// at every group, step 2 consumes, first from the groups without room
-    /// (each refuses, consuming nothing, with its exact wait) and, if none
-    /// refused, from the rest; the calls of each step at once. When one refuses in step 2 after all (the
-    /// state changed since the look: another instance, or the store failed
-    /// and its failure policy refused), what the others consumed is given
-    /// back.
-    async fn decide_together(
-        &self,
-        groups: &[Group],
-        costs: &[u32],
-        now: u64,
-    ) -> Result<Vec<Verdict>, Status> {
-        let looks = join_all(groups.iter().map(|group| self.store_check(group, now, 0)));
-        let looks = (looks.await.into_iter())
-            .map(|look| look.map(|look| look.decision))
-            .collect::<Result<Vec<_>, _>>()?;
-        let (crowded, roomy): (Vec<usize>, Vec<usize>) =
-            (0..groups.len()).partition(|&i| !has_room(costs[i], &looks[i]));
-        let taken = Mutex::new(Taken::new(self.config.store.clone()));
-        let mut decided: Vec<Option<PlanDecision>> = (0..groups.len()).map(|_| None).collect();
-        let mut used = self.use_all(groups, costs, &crowded, now, &taken).await;
-        if matches!(&used, Ok(uses) if uses.iter().all(|(_, d)| d.allowed)) {
-            let more = self.use_all(groups, costs, &roomy, now, &taken).await;
-            used = used.and_then(|mut uses| {
-                more.map(|more| {
-                    uses.extend(more);
-                    uses
-                })
-            });
-        }
-        let taken = taken.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let uses = match used {
-            Ok(uses) => uses,
-            Err(status) => {
-                taken.give_back().await;
-                return Err(status);
-            }
-        };
-        let mut refused = false;
-        for (i, decision) in uses {
-            refused |= !decision.allowed;
-            decided[i] = Some(decision);
-        }
-        if refused {
-            taken.give_back().await;
-        } else {
-            taken.keep();
-        }
-        let verdicts = decided
-            .into_iter()
-            .zip(looks)
-            .map(|(decision, look)| match decision {
-                Some(d) if !refused || !d.allowed => Verdict::Decided(d),
-                _ => Verdict::Untouched(look),
-            });
-        let verdicts: Vec<Verdict> = verdicts.collect();
-        self.observe(groups, costs, &verdicts);
-        Ok(verdicts)
-    }
-
-    /// Uses the groups `which` at once (one round trip, or one batch, on
-    /// Redis), each receipt kept in `taken` as soon as its answer comes, so
-    /// that a request abandoned half way gives it back. The first error
-    /// fails them all (what the others used is in `taken`).
-    async fn use_all(
-        &self,
-        groups: &[Group],
-        costs: &[u32],
-        which: &[usize],
-        now: u64,
-        taken: &Mutex<Taken>,
-    ) -> Result<Vec<(usize, PlanDecision)>, Status> {
-        let uses = which.iter().map(|&i| async move {
-            let Returnable { decision, receipt } =
-                self.store_check(&groups[i], now, costs[i]).await?;
-            (taken.lock().unwrap_or_else(PoisonError::into_inner)).push(receipt);
-            Ok((i, decision))
-        });
-        join_all(uses).await.into_iter().collect()
-    }
-
-    /// Tells the observer what the store decided for each group (those
-    /// left untouched, or given back, were not decided).
-    fn observe(&self, groups: &[Group], costs: &[u32], verdicts: &[Verdict]) {
-        let Some(observer) = &self.config.observer else {
-            return;
-        };
-        for ((group, cost), verdict) in groups.iter().zip(costs).zip(verdicts) {
-            if let Verdict::Decided(decision) = verdict {
-                observer.decided(&group.plan, *cost, decision);
-            }
-        }
-    }
-
-    /// One store call that keeps a receipt of what it consumed; reported to
-    /// the observer only if it fails.
-    async fn store_check(&self, group: &Group, now: u64, cost: u32) -> Result<Returnable, Status> {
-        let answer = (self.config.store)
-            .check_returnable(&group.plan, &group.key, now, cost)
-            .await;
-        answer.map_err(|error| self.failed(group, &error))
-    }
-
     /// One store call; `cost` 0 is a look, reported to the observer only
     /// if it fails.
     async fn check(&self, group: &Group, now: u64, cost: u32) -> Result<Verdict, Status> {
@@ -473,15 +369,6 @@ fn never(look: Option<PlanDecision>) -> PlanDecision {
         limits,
         decided_by,
     }
-}
-
-/// Whether a group's look (cost 0) leaves room for its cost in every
-/// enforced limit.
-fn has_room(cost: u32, look: &PlanDecision) -> bool {
-    look.allowed
-        && (look.limits.iter())
-            .filter(|l| !l.shadow)
-            .all(|l| l.decision.remaining >= cost)
 }
 
 /// The answer: one status per descriptor (in order), `OVER_LIMIT` overall

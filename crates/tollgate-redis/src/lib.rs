@@ -147,6 +147,7 @@ pub mod masters;
 mod measure;
 pub mod policies;
 pub mod refund;
+mod reply;
 pub mod scripts;
 mod settle;
 pub mod slots;
