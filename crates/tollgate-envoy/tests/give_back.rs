@@ -33,7 +33,7 @@ use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 use tollgate_guard::{BreakerConfig, GuardedStore};
-use tollgate_redis::testing::{counts_until, load_scripts, RedisServer, Relay};
+use tollgate_redis::testing::{counts_until, load_scripts, wait_until, RedisServer, Relay};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 const RULES: &str = r#"
@@ -210,6 +210,34 @@ impl Service {
         response.statuses[0].limit_remaining
     }
 
+    /// A service fail-closed after `timeout`, on a relay in front of
+    /// `server` that the fault makes hold Redis's replies.
+    async fn behind_relay(
+        server: &RedisServer,
+        policy: &str,
+        timeout: Duration,
+        prefix: &str,
+    ) -> (Self, Arc<Relay>) {
+        let relay = Arc::new(Relay::start(server.port()));
+        let setup = Setup {
+            policy,
+            failure: FailurePolicy::FailClosed,
+            timeout,
+            url: relay.url(),
+            prefix: prefix.into(),
+        };
+        let held = Fault::HeldReplies(relay.clone());
+        (Self::start(setup, |_| held).await, relay)
+    }
+
+    /// Both clients have their whole budget: a request of each is its first.
+    async fn untouched(&mut self, what: &str) {
+        for client in [address(), key()] {
+            let left = self.remaining_after(client).await;
+            assert_eq!(left, LIMIT - 1, "{what} used a client");
+        }
+    }
+
     /// Waits until Redis has taken back `calls` calls.
     async fn refunded(&self, calls: u64) -> u64 {
         counts_until(&self.redis, |c| c.refunded >= calls)
@@ -303,30 +331,22 @@ async fn a_key_refused_by_fail_closed_while_replies_are_held_gives_the_address_b
     };
     load_scripts(&server.url()).await;
     for policy in POLICY_NAMES {
-        let relay = Arc::new(Relay::start(server.port()));
-        let setup = Setup {
+        let (mut service, relay) = Service::behind_relay(
+            &server,
             policy,
-            failure: FailurePolicy::FailClosed,
-            timeout: Duration::from_millis(200),
-            url: relay.url(),
-            prefix: format!("held-{policy}"),
-        };
-        let held = Fault::HeldReplies(relay.clone());
-        let mut service = Service::start(setup, |_| held).await;
+            Duration::from_millis(200),
+            &format!("held-{policy}"),
+        )
+        .await;
 
         let answer = service.ask(vec![address(), key()]).await;
         assert_eq!(codes(&answer), [Code::Ok, Code::OverLimit], "{policy}");
         relay.release_replies();
         // The key's late reply, and the address given back.
         assert_eq!(service.refunded(2).await, 2, "{policy}");
-        for client in [address(), key()] {
-            let left = service.remaining_after(client).await;
-            assert_eq!(
-                left,
-                LIMIT - 1,
-                "{policy}: the refused request used a client"
-            );
-        }
+        service
+            .untouched(&format!("{policy}: the refused request"))
+            .await;
         service.running.stop().await;
     }
 }
@@ -338,16 +358,13 @@ async fn a_request_envoy_gives_up_on_half_way_gives_back_what_it_used() {
     };
     load_scripts(&server.url()).await;
     for policy in POLICY_NAMES {
-        let relay = Arc::new(Relay::start(server.port()));
-        let setup = Setup {
+        let (mut service, relay) = Service::behind_relay(
+            &server,
             policy,
-            failure: FailurePolicy::FailClosed,
-            timeout: Duration::from_secs(5),
-            url: relay.url(),
-            prefix: format!("cancelled-{policy}"),
-        };
-        let held = Fault::HeldReplies(relay.clone());
-        let mut service = Service::start(setup, |_| held).await;
+            Duration::from_secs(5),
+            &format!("cancelled-{policy}"),
+        )
+        .await;
 
         let mut client = service.running.client.clone();
         let call = client.should_rate_limit(request(vec![address(), key()]));
@@ -369,14 +386,9 @@ async fn a_request_envoy_gives_up_on_half_way_gives_back_what_it_used() {
         assert_eq!(owed(&service.redis, 2).await, 2, "{policy}");
         relay.release_replies();
         assert_eq!(service.refunded(2).await, 2, "{policy}");
-        for client in [address(), key()] {
-            let left = service.remaining_after(client).await;
-            assert_eq!(
-                left,
-                LIMIT - 1,
-                "{policy}: the abandoned request used a client"
-            );
-        }
+        service
+            .untouched(&format!("{policy}: the abandoned request"))
+            .await;
         service.running.stop().await;
     }
 }
@@ -409,12 +421,7 @@ async fn a_service_shutting_down_takes_back_what_its_abandoned_calls_used() {
     let Service { running, redis, .. } = service;
     let stopping = tokio::spawn(running.stop());
     // A shutdown that does not wait is over long before this.
-    for _ in 0..50 {
-        if stopping.is_finished() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until(50, || stopping.is_finished()).await;
     relay.release_replies();
     stopping.await.expect("stopped");
     assert_eq!(redis.call_counts().refunded, 1, "the held call taken back");

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tollgate::{AnyPolicy, FailurePolicy, Limit, ManualClock, Plan};
 use tollgate_guard::GuardedStore;
 use tollgate_proxy::{bind_workers, run_workers, KeySource, ProxyConfig};
-use tollgate_redis::testing::{load_scripts, RedisServer, Relay};
+use tollgate_redis::testing::{load_scripts, wait_until, RedisServer, Relay};
 use tollgate_redis::{RedisStore, RedisStoreConfig};
 use tollgate_testkit::{counting_upstream, get_status};
 use tollgate_tower::RateLimitConfig;
@@ -69,12 +69,7 @@ async fn a_proxy_shutting_down_takes_back_what_its_abandoned_calls_used() {
     );
     let _ = stop.send(());
     // A shutdown that does not wait is over long before this.
-    for _ in 0..50 {
-        if serving.is_finished() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until(50, || serving.is_finished()).await;
     relay.release_replies();
     serving.await.expect("the proxy's task").expect("served");
     assert_eq!(redis.call_counts().refunded, 1, "the held call taken back");

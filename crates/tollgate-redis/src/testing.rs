@@ -93,6 +93,19 @@ pub fn wait_for(tries: u32, mut ready: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// [`wait_for`] inside a runtime: polls `ready` up to `tries` times, 10 ms
+/// apart, without blocking the runtime's thread. Returns whether it
+/// succeeded.
+pub async fn wait_until(tries: u32, mut ready: impl FnMut() -> bool) -> bool {
+    for _ in 0..tries {
+        if ready() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
 /// Polls `store`'s call counts (every 5 ms, at most 5 s) until `done`
 /// holds, and returns the last counts read: refunds are sent by a task of
 /// the store, after the reply that caused them.

@@ -6,7 +6,7 @@ mod common;
 
 use common::TestServer;
 use reqwest::StatusCode;
-use tollgate_redis::testing::{free_port, RedisServer, Relay};
+use tollgate_redis::testing::{free_port, wait_until, RedisServer, Relay};
 use tollgate_server::{Config, StoreHandle};
 use tollgate_testkit::metric;
 
@@ -274,12 +274,7 @@ async fn a_server_shutting_down_waits_for_late_replies_and_takes_them_back() {
 
     let _ = stop.send(());
     // An exit that does not wait is over long before this.
-    for _ in 0..50 {
-        if process.is_finished() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    wait_until(50, || process.is_finished()).await;
     relay.release_replies();
     process.join().expect("the server's thread");
 
