@@ -30,9 +30,10 @@
 //! A give-back is compare and restore: a client whose state another
 //! instance changed meanwhile keeps the use (towards admitting less) under
 //! the token bucket and GCRA, never under the sliding log. The memory
-//! store gives no receipts: within one process the locks leave nothing to
-//! race, unless another front end of the same process (HTTP, tower)
-//! decides the same plan and client key at the same moment.
+//! store gives receipts too: within one process the locks leave nothing to
+//! race among the service's own requests, but another front end of the
+//! same process (`serve`'s HTTP API, a tower layer) decides on the same
+//! store without them.
 //!
 //! # A cost no limit may grant is `OVER_LIMIT`
 //!

@@ -4,7 +4,7 @@
 
 use tollgate::{
     check_plan, DecidedBy, Decision, FailurePolicy, LimitDecision, MemoryBackend, Plan,
-    PlanDecision, Policy,
+    PlanDecision, Policy, Receipt, Returnable,
 };
 
 /// Fail-open: the answer for a client with no history (every limit at its
@@ -43,15 +43,29 @@ pub(crate) fn fail_closed(plan: &Plan, retry_after_ms: u64) -> PlanDecision {
 }
 
 /// Local fallback: the local in-memory limiter decides (and keeps its
-/// state for the rest of the outage and the next one).
+/// state for the rest of the outage and the next one); with `keep`, with a
+/// receipt of what it used, marked [`LocalUse`] so that the guard gives it
+/// back to the local limiter rather than to the store.
 pub(crate) fn local_fallback(
     fallback: &MemoryBackend,
     plan: &Plan,
     client: &str,
     now_ms: u64,
     cost: u32,
-) -> PlanDecision {
-    let mut decision = fallback.limiter().check(plan, client, now_ms, cost);
-    decision.decided_by = DecidedBy::Failure(FailurePolicy::LocalFallback);
-    decision
+    keep: bool,
+) -> Returnable {
+    let limiter = fallback.limiter();
+    let mut answer = if keep {
+        limiter.check_returnable(plan, client, now_ms, cost)
+    } else {
+        limiter.check(plan, client, now_ms, cost).into()
+    };
+    answer.decision.decided_by = DecidedBy::Failure(FailurePolicy::LocalFallback);
+    answer.receipt = answer
+        .receipt
+        .map(|receipt| Receipt::new(LocalUse(receipt)));
+    answer
 }
+
+/// A receipt of the local fallback's limiter, not of the guarded store.
+pub(crate) struct LocalUse(pub(crate) Receipt);

@@ -10,7 +10,7 @@ use tollgate::{
     Returnable, Store, StoreError, StoreFuture, SystemClock,
 };
 
-use crate::answer;
+use crate::answer::{self, LocalUse};
 use crate::breaker::{Admission, BreakerConfig, Outcome, ProbeGuard};
 use crate::breakers::Breakers;
 use crate::log::{ErrorKind, ErrorLog};
@@ -259,9 +259,7 @@ impl<S: Store> GuardedStore<S> {
             let error = StoreError::transient(
                 "the store failed repeatedly and was not called (circuit open)",
             );
-            return self
-                .answer_failure(plan, client, now_ms, cost, error)
-                .map(Into::into);
+            return self.answer_failure(plan, client, now_ms, cost, keep, error);
         }
         let probe = ProbeGuard::new(&breaker, &*self.clock, admission);
         let answer = self.timed_check(plan, client, now_ms, cost, keep).await;
@@ -278,8 +276,7 @@ impl<S: Store> GuardedStore<S> {
         };
         self.log
             .log(kind, now, &error.message, self.policy.as_str());
-        self.answer_failure(plan, client, now_ms, cost, error)
-            .map(Into::into)
+        self.answer_failure(plan, client, now_ms, cost, keep, error)
     }
 
     /// The inner store's inspection within the timeout. Never answered by
@@ -312,29 +309,33 @@ impl<S: Store> GuardedStore<S> {
     }
 
     /// The failure policy's answer (or the error, for
-    /// [`FailurePolicy::Unavailable`]), counted.
+    /// [`FailurePolicy::Unavailable`]), counted; with `keep`, the local
+    /// fallback's receipt.
     fn answer_failure(
         &self,
         plan: &Plan,
         client: &str,
         now_ms: u64,
         cost: u32,
+        keep: bool,
         error: StoreError,
-    ) -> Result<PlanDecision, StoreError> {
+    ) -> Result<Returnable, StoreError> {
         let c = &self.counters;
         match self.policy {
             FailurePolicy::FailOpen => {
                 bump(&c.fail_open);
-                Ok(answer::fail_open(plan, now_ms, cost))
+                Ok(answer::fail_open(plan, now_ms, cost).into())
             }
             FailurePolicy::FailClosed => {
                 bump(&c.fail_closed);
-                Ok(answer::fail_closed(plan, self.fail_closed_retry_after_ms))
+                Ok(answer::fail_closed(plan, self.fail_closed_retry_after_ms).into())
             }
             FailurePolicy::LocalFallback => {
                 bump(&c.local_fallback);
                 let fallback = &self.fallback;
-                Ok(answer::local_fallback(fallback, plan, client, now_ms, cost))
+                Ok(answer::local_fallback(
+                    fallback, plan, client, now_ms, cost, keep,
+                ))
             }
             FailurePolicy::Unavailable => {
                 bump(&c.unavailable);
@@ -358,9 +359,9 @@ impl<S: Store> Store for GuardedStore<S> {
         })
     }
 
-    /// A receipt only for the store's own answers: a failure policy's
-    /// consumed nothing in the store (local-fallback's use of the local
-    /// limiter stays).
+    /// A receipt for the store's own answers, and for the local
+    /// fallback's use of the local limiter; fail-open and fail-closed
+    /// consumed nothing.
     fn check_returnable<'a>(
         &'a self,
         plan: &'a Plan,
@@ -383,8 +384,13 @@ impl<S: Store> Store for GuardedStore<S> {
     }
 
     /// The inner store's, within the timeout; not seen by the circuit
-    /// breaker, which judges decisions.
+    /// breaker, which judges decisions. A receipt of the local fallback
+    /// goes back to the local limiter.
     fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
+        let receipt = match receipt.into_inner::<LocalUse>() {
+            Ok(LocalUse(local)) => return self.fallback.give_back(local),
+            Err(receipt) => receipt,
+        };
         StoreFuture::new(async move {
             let call = self.inner.give_back(receipt);
             tokio::time::timeout(self.timeout, call)

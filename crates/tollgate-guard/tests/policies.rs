@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tollgate::testing::{FailingStore, HangingStore};
-use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, Store, StoreError};
+use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, GivenBack, Limit, Plan, Store, StoreError};
 use tollgate_guard::GuardedStore;
 
 fn plan() -> Plan {
@@ -108,6 +108,31 @@ async fn local_fallback_keeps_its_own_state() {
     }
     assert_eq!(allowed, [true, true, false]);
     assert_eq!(store.counts().local_fallback, 3);
+}
+
+/// A request of two clients during an outage (the Envoy service's), whose
+/// second client the local fallback refuses: the first one's use of the
+/// local limiter is given back to it, not to the failed store.
+#[tokio::test]
+async fn local_fallback_gives_back_to_the_local_limiter() {
+    let store = failing(StoreError::transient("down"), FailurePolicy::LocalFallback);
+    let plan = plan();
+    let used = store.check_returnable(&plan, "c", 0, 2).await.unwrap();
+    assert_eq!(used.decision.decided_by.as_str(), "local-fallback");
+    let receipt = used.receipt.expect("a receipt of the local use");
+    assert!(
+        !store.check(&plan, "c", 0, 1).await.unwrap().allowed,
+        "used up"
+    );
+    assert_eq!(store.give_back(receipt).await, Ok(GivenBack::Restored));
+    let after = store.check(&plan, "c", 0, 2).await.unwrap();
+    assert!(after.allowed, "the local limiter has its whole quota again");
+    // Fail-open and fail-closed consumed nothing: no receipt.
+    for policy in [FailurePolicy::FailOpen, FailurePolicy::FailClosed] {
+        let answer = failing(StoreError::transient("down"), policy);
+        let answer = answer.check_returnable(&plan, "c", 0, 1).await.unwrap();
+        assert!(answer.receipt.is_none(), "{policy:?}");
+    }
 }
 
 #[tokio::test]

@@ -115,10 +115,8 @@ pub trait Store: Send + Sync {
     /// several clients decide together, all or nothing (see
     /// [`crate::receipt`]).
     ///
-    /// The default gives no receipt: right for a store whose checks a
-    /// caller serialises itself (the memory store, under the Envoy
-    /// service's locks), where a later client's refusal is known before
-    /// anything is consumed.
+    /// The default gives no receipt: for a store that cannot take a check
+    /// back. The memory store and the Redis store give receipts.
     ///
     /// # Errors
     /// As [`Store::check`].
@@ -241,6 +239,21 @@ impl Store for MemoryBackend {
     ) -> StoreFuture<'a, PlanDecision> {
         let decision = self.limiter.check(plan, client, now_ms, cost);
         StoreFuture::ready(Ok(decision))
+    }
+
+    fn check_returnable<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, Returnable> {
+        let answer = self.limiter.check_returnable(plan, client, now_ms, cost);
+        StoreFuture::ready(Ok(answer))
+    }
+
+    fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
+        StoreFuture::ready(Ok(self.limiter.give_back(receipt)))
     }
 
     fn inspect<'a>(

@@ -14,6 +14,8 @@ use crate::policy::{AnyPolicy, AnyState, Policy};
 use crate::store::MemoryStore;
 use crate::{Decision, Error, FailurePolicy};
 
+mod give_back;
+
 /// One named limit of a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {

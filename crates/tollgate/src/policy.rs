@@ -97,6 +97,22 @@ pub trait Policy: Send + Sync + 'static {
         )
     }
 
+    /// Takes `cost` units used at `used_at` back out of a state that other
+    /// requests used since, when that is exact: true when done (or when
+    /// nothing of that use is left in the state), false when the use must
+    /// stay. A caller restores a state that nothing used since by putting
+    /// the earlier state back; this is for the one used since.
+    ///
+    /// The default keeps the use: taking units back from a token bucket or
+    /// GCRA that was used since could hand back what the cap would have
+    /// wasted had the use never happened (a bucket that would have
+    /// refilled to full meanwhile), which over-admits. Keeping it errs
+    /// towards admitting less.
+    fn take_back(&self, state: &mut Self::State, used_at: u64, cost: u32) -> bool {
+        let _ = (state, used_at, cost);
+        false
+    }
+
     /// Decides and, when allowed, consumes: the whole life of one request.
     fn check(&self, state: &mut Self::State, now_ms: u64, cost: u32) -> Decision {
         let decision = self.decide(state, now_ms, cost);
@@ -260,6 +276,15 @@ macro_rules! register_policies {
                     $((Self::$variant(p), AnyState::$variant(s)) => p.reclaim(s, now_ms),)+
                     #[allow(unreachable_patterns)]
                     _ => Reclaim::Free,
+                }
+            }
+
+            fn take_back(&self, state: &mut AnyState, used_at: u64, cost: u32) -> bool {
+                match (self, state) {
+                    $((Self::$variant(p), AnyState::$variant(s)) => p.take_back(s, used_at, cost),)+
+                    // A state of another policy holds no use of this one.
+                    #[allow(unreachable_patterns)]
+                    _ => false,
                 }
             }
 

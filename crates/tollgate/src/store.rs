@@ -286,6 +286,19 @@ impl<S> MemoryStore<S> {
         })
     }
 
+    /// Runs `f` on the state of `client` under its shard lock, when the
+    /// client is stored: `None`, and nothing stored, when it is not (unlike
+    /// [`MemoryStore::with_entry`], which stores an unknown client). The
+    /// latest seen time stays as it is.
+    pub fn with_existing<R>(&self, client: &str, f: impl FnOnce(&mut S) -> R) -> Option<R> {
+        let hash = self.hash(client);
+        let mut map = self.shard(hash);
+        let slot = map.find_mut(hash, |slot| {
+            same_id(slot.client.as_bytes(), client.as_bytes())
+        })?;
+        Some(f(&mut slot.state))
+    }
+
     /// Number of clients with stored state.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|shard| shard.map.lock().len()).sum()

@@ -118,6 +118,27 @@ impl SlidingLog {
         }
     }
 
+    /// Takes `units` out of the run logged at `time` (all of it, when it
+    /// holds no more), the later runs unchanged. Nothing to do when no run
+    /// is at `time`: its units left the window and were dropped.
+    fn take_out(&mut self, time: u64, units: u32) {
+        if !self.runs().any(|(t, _)| t == time) {
+            return;
+        }
+        let runs: Vec<(u64, u32)> = self
+            .runs()
+            .map(|(t, count)| {
+                let left = if t == time {
+                    count.saturating_sub(units)
+                } else {
+                    count
+                };
+                (t, left)
+            })
+            .collect();
+        *self = Self::from_runs(runs);
+    }
+
     /// Appends `cost > 0` units at `now`, not earlier than the newest entry.
     fn push(&mut self, now: u64, cost: u32) {
         let empty = self.entries().is_empty();
@@ -217,6 +238,14 @@ impl Policy for SlidingWindow {
         if cost > 0 {
             log.push(now, cost);
         }
+        true
+    }
+
+    /// Exact whatever was logged since: the log has no cap, only the record
+    /// of the units allowed, so taking the use's units out of the run they
+    /// joined leaves the log the one that would hold everything else.
+    fn take_back(&self, log: &mut SlidingLog, used_at: u64, cost: u32) -> bool {
+        log.take_out(used_at, cost);
         true
     }
 
