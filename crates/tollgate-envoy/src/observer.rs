@@ -14,9 +14,10 @@ use tollgate::{Plan, PlanDecision, StoreError};
 /// decisions and are not reported; nor is a client that had room but was
 /// left untouched because another client of the same request was over its
 /// limit (nothing was decided or consumed for it), nor one whose use was
-/// given back because another client refused after it; nor a request refused
-/// for a cost over [`crate::ServiceConfig::max_cost`], which the service
-/// answers without asking the store for that cost.
+/// given back because another client refused after it. A client whose
+/// cost is over [`crate::ServiceConfig::max_cost`] is reported refused,
+/// though the store was not asked for that cost (at its cost, or
+/// `u32::MAX` when larger), so that a dashboard sees who is refused.
 pub trait DecisionObserver: Send + Sync {
     /// The store (or its own failure policy, see
     /// [`PlanDecision::decided_by`]) decided a request of `cost` (at least

@@ -243,7 +243,9 @@ impl RlsService {
     }
 
     /// A request one of whose clients asks for more than `max_cost`:
-    /// refused for ever, and nothing consumed. Each client is looked at
+    /// refused for ever, and nothing consumed; each client over it is
+    /// reported to the observer as refused (at its cost, or `u32::MAX`
+    /// when larger), the others left untouched. Each client is looked at
     /// (cost 0: one store call that consumes nothing, so no lock) for the
     /// numbers of the answer; a look that fails leaves its client without
     /// numbers rather than turn a certain refusal into an error (which
@@ -258,7 +260,12 @@ impl RlsService {
                 Err(_) => None,
             };
             verdicts.push(if group.cost > max_cost {
-                Verdict::Decided(never(look))
+                let refused = never(look);
+                if let Some(observer) = &self.config.observer {
+                    let cost = u32::try_from(group.cost).unwrap_or(u32::MAX);
+                    observer.decided(&group.plan, cost, &refused);
+                }
+                Verdict::Decided(refused)
             } else {
                 Verdict::Untouched(look.unwrap_or_else(|| PlanDecision::from_limits(Vec::new())))
             });

@@ -1,6 +1,6 @@
 //! A `DecisionObserver` is told each decision once (never the zero-cost
-//! looks of multi-client requests), each store failure, and each request's
-//! time.
+//! looks of multi-client requests), each refusal for a cost over
+//! `max_cost`, each store failure, and each request's time.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -74,10 +74,13 @@ impl Seen {
 }
 
 fn service(store: Arc<dyn Store>, seen: &Arc<Seen>) -> RlsService {
+    RlsService::new(config(store, seen))
+}
+
+fn config(store: Arc<dyn Store>, seen: &Arc<Seen>) -> ServiceConfig {
     let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &plans()).unwrap();
-    let config = ServiceConfig::new(rules, store, Arc::new(ManualClock::new(0)))
-        .observer(seen.clone() as Arc<dyn DecisionObserver>);
-    RlsService::new(config)
+    ServiceConfig::new(rules, store, Arc::new(ManualClock::new(0)))
+        .observer(seen.clone() as Arc<dyn DecisionObserver>)
 }
 
 fn descriptor(key: &str, value: &str) -> RateLimitDescriptor {
@@ -174,5 +177,30 @@ async fn a_store_failure_is_reported_and_the_request_still_timed() {
         ["per-key", "shared", "per-key"]
     );
     assert!(seen.take().is_empty());
+    assert_eq!(*seen.timed.lock().unwrap(), 2);
+}
+
+/// A client asking for more than `max_cost` is refused without the store
+/// being asked for that cost, and still reported refused, so that a
+/// dashboard counts it; the other client of the request, untouched, is not.
+#[tokio::test]
+async fn a_cost_over_max_cost_is_reported_refused() {
+    let seen = Arc::new(Seen::default());
+    let rls = RlsService::new(config(Arc::new(MemoryBackend::new()), &seen).max_cost(4));
+    let response = rls
+        .decide(&request(vec![descriptor("api_key", "k1")], 5))
+        .await
+        .unwrap();
+    assert_eq!(response.overall_code, Code::OverLimit as i32);
+    assert_eq!(seen.take(), [decision("per-key", 5, false)]);
+
+    let mut expensive = descriptor("generic_key", "expensive");
+    expensive.hits_addend = Some(tollgate_envoy::pb::google::protobuf::UInt64Value {
+        value: u64::from(u32::MAX) + 1,
+    });
+    let both = request(vec![descriptor("api_key", "k1"), expensive], 1);
+    let response = rls.decide(&both).await.unwrap();
+    assert_eq!(response.overall_code, Code::OverLimit as i32);
+    assert_eq!(seen.take(), [decision("shared", u32::MAX, false)]);
     assert_eq!(*seen.timed.lock().unwrap(), 2);
 }
