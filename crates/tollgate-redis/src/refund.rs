@@ -48,6 +48,9 @@ use tollgate::GivenBack;
 use crate::call::{Arg, Call, Scripts};
 use crate::RedisStoreError;
 
+mod give_back;
+pub(crate) use give_back::give_back;
+
 /// At most this many refunds wait to be sent: replies that all come late
 /// (a network that delays every reply past the timeout) must not grow the
 /// queue without bound. A refund past it is counted failed.
@@ -237,51 +240,6 @@ impl Drop for Running<'_> {
     }
 }
 
-/// Takes back now what a call answered in time consumed, for a caller
-/// that refused its request because another client of it refused
-/// ([`tollgate::Store::give_back`]). Sent at once rather than queued: the
-/// caller holds the client's lock until this returns, so no later call of
-/// its own comes first. Counted with the refunds; one that finds the
-/// state changed is kept to be tried again, as theirs are.
-///
-/// # Errors
-/// The refund's error, or [`RedisStoreError::Timeout`] past
-/// [`REFUND_TIMEOUT`]; the consumption then stays.
-///
-/// It runs in a task of its own, which finishes (and keeps a refund that
-/// found the state changed) even when the caller stops waiting.
-pub(crate) async fn give_back(
-    scripts: &Arc<Scripts>,
-    refund: Refund,
-) -> Result<GivenBack, RedisStoreError> {
-    let scripts = scripts.clone();
-    let outstanding = scripts.outstanding.mark();
-    tokio::spawn(async move {
-        let given_back = give_back_now(&scripts, refund).await;
-        drop(outstanding);
-        given_back
-    })
-    .await
-    .unwrap_or(Err(RedisStoreError::BatchLost))
-}
-
-async fn give_back_now(
-    scripts: &Arc<Scripts>,
-    refund: Refund,
-) -> Result<GivenBack, RedisStoreError> {
-    let number = {
-        let mut pending = scripts.refunds.lock();
-        pending.next += 1;
-        pending.next - 1
-    };
-    let numbered = (number, refund);
-    let given_back = attempt(scripts, &numbered).await?;
-    if given_back == GivenBack::Restored {
-        retry_stale_of(scripts, &numbered.1.client).await;
-    }
-    Ok(given_back)
-}
-
 /// Sends one refund; true when it restored every limit.
 async fn send_one(scripts: &Arc<Scripts>, numbered: &Numbered) -> bool {
     matches!(attempt(scripts, numbered).await, Ok(GivenBack::Restored))
@@ -374,88 +332,4 @@ async fn retry_stale_of(scripts: &Arc<Scripts>, client: &str) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A call of two limits (sliding window, GCRA) at cost 3.
-    fn call(cost: u64) -> Call {
-        Call {
-            keys: vec![
-                "p:{c:a}:seen".into(),
-                "p:{c:a}:1".into(),
-                "p:{c:a}:2".into(),
-            ],
-            args: vec![
-                Arg::Number(1_000),
-                Arg::Number(cost),
-                Arg::Number(60_000),
-                Arg::Number(9_999),
-                Arg::Text("s"),
-                Arg::Number(10),
-                Arg::Number(1_000),
-                Arg::Text("0"),
-                Arg::Text("g"),
-                Arg::Number(5),
-                Arg::Number(500),
-                Arg::Text("1"),
-            ],
-        }
-    }
-
-    #[test]
-    fn a_refund_takes_back_only_the_limits_the_call_consumed_from() {
-        // Allowed; limit 2 (a shadow) refused, so it consumed nothing.
-        let reply = [7, 1_000, 1, 1, 7, 0, 1_000, 0, 0, -1, 0, 3, 3, 0, 0];
-        let refund = Refund::of(&call(3), &reply).expect("a refund");
-        assert_eq!(refund.client, "p:{c:a}:seen");
-        assert_eq!(refund.call.keys, vec!["p:{c:a}:1".to_owned()]);
-        assert_eq!(
-            refund.call.args,
-            vec![
-                Arg::Number(1_000),
-                Arg::Number(3),
-                Arg::Text("s"),
-                Arg::Number(10),
-                Arg::Number(1_000),
-                Arg::Signed(3),
-                Arg::Signed(3),
-            ]
-        );
-    }
-
-    #[test]
-    fn nothing_to_take_back_from_a_call_that_consumed_nothing() {
-        let consumed = [7, 1_000, 1, 1, 7, 0, 1_000, 1, 2, 0, 200, 3, 3, -1, 0];
-        assert!(Refund::of(&call(3), &consumed).is_some());
-        // Refused: no undo numbers, and allowed 0.
-        let refused = [7, 1_000, 0, 0, 0, 500, 900, 1, 2, 0, 200];
-        assert_eq!(Refund::of(&call(3), &refused), None);
-        // Late: the script wrote nothing.
-        assert_eq!(Refund::of(&call(3), &[7, -1]), None);
-        // Only asking (cost 0): no undo numbers.
-        let asked = [7, 1_000, 1, 1, 10, 0, 0, 1, 5, 0, 0];
-        assert_eq!(Refund::of(&call(0), &asked), None);
-        // A reply that does not add up is no refund.
-        assert_eq!(Refund::of(&call(3), &consumed[..14]), None);
-    }
-
-    #[test]
-    fn a_partly_restored_refund_keeps_the_limits_left() {
-        let consumed = [7, 1_000, 1, 1, 7, 0, 1_000, 1, 2, 0, 200, 3, 3, -1, 0];
-        let refund = Refund::of(&call(3), &consumed).expect("a refund");
-        let left = partly(&refund, &[1, 0]);
-        assert_eq!(left.call.keys, vec!["p:{c:a}:2".to_owned()]);
-        assert_eq!(
-            left.call.args,
-            vec![
-                Arg::Number(1_000),
-                Arg::Number(3),
-                Arg::Text("g"),
-                Arg::Number(5),
-                Arg::Number(500),
-                Arg::Signed(-1),
-                Arg::Signed(0),
-            ]
-        );
-    }
-}
+mod tests;

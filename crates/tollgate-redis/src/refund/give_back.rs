@@ -1,0 +1,56 @@
+//! Giving back at once what a call answered in time consumed
+//! ([`tollgate::Store::give_back`]): the refund of the parent module, sent
+//! by its caller rather than queued.
+
+use std::sync::Arc;
+
+use tollgate::GivenBack;
+
+use super::{attempt, retry_stale_of, Refund};
+use crate::call::Scripts;
+use crate::RedisStoreError;
+
+/// Takes back now what a call answered in time consumed, for a caller
+/// that refused its request because another client of it refused
+/// ([`tollgate::Store::give_back`]). Sent at once rather than queued: the
+/// caller holds the client's lock until this returns, so no later call of
+/// its own comes first. Counted with the refunds; one that finds the
+/// state changed is kept to be tried again, as theirs are.
+///
+/// # Errors
+/// The refund's error, or [`RedisStoreError::Timeout`] past
+/// [`REFUND_TIMEOUT`](super::REFUND_TIMEOUT); the consumption then stays.
+///
+/// It runs in a task of its own, which finishes (and keeps a refund that
+/// found the state changed) even when the caller stops waiting.
+pub(crate) async fn give_back(
+    scripts: &Arc<Scripts>,
+    refund: Refund,
+) -> Result<GivenBack, RedisStoreError> {
+    let scripts = scripts.clone();
+    let outstanding = scripts.outstanding.mark();
+    tokio::spawn(async move {
+        let given_back = give_back_now(&scripts, refund).await;
+        drop(outstanding);
+        given_back
+    })
+    .await
+    .unwrap_or(Err(RedisStoreError::BatchLost))
+}
+
+async fn give_back_now(
+    scripts: &Arc<Scripts>,
+    refund: Refund,
+) -> Result<GivenBack, RedisStoreError> {
+    let number = {
+        let mut pending = scripts.refunds.lock();
+        pending.next += 1;
+        pending.next - 1
+    };
+    let numbered = (number, refund);
+    let given_back = attempt(scripts, &numbered).await?;
+    if given_back == GivenBack::Restored {
+        retry_stale_of(scripts, &numbered.1.client).await;
+    }
+    Ok(given_back)
+}
