@@ -301,16 +301,7 @@ impl RedisStore {
         keys.push(KeyLayout::seen_key_from_base(&base));
         args.push(self.time_arg(now_ms));
         for limit in limits {
-            let policy = limit.policy();
-            let descriptor = descriptor_of(policy)?;
-            keys.push(KeyLayout::limit_key_from_base(
-                &base,
-                limit.id(),
-                descriptor.format,
-            ));
-            args.push(Arg::Text(descriptor.code));
-            args.push(Arg::Number(u64::from(policy.limit())));
-            args.push(Arg::Number(policy.window_ms()));
+            push_limit(&base, limit, &mut keys, &mut args)?;
         }
         let invocation = Call { keys, args }.invocation(&self.inspect_script);
         let reply: Vec<i64> = self
@@ -350,16 +341,7 @@ impl RedisStore {
         args.push(Arg::Number(self.config.expiry_margin_ms));
         args.push(Arg::Number(deadline_us));
         for limit in limits {
-            let policy = limit.policy();
-            let descriptor = descriptor_of(policy)?;
-            keys.push(KeyLayout::limit_key_from_base(
-                &base,
-                limit.id(),
-                descriptor.format,
-            ));
-            args.push(Arg::Text(descriptor.code));
-            args.push(Arg::Number(u64::from(policy.limit())));
-            args.push(Arg::Number(policy.window_ms()));
+            push_limit(&base, limit, &mut keys, &mut args)?;
             args.push(Arg::Text(if limit.is_shadow() { "1" } else { "0" }));
         }
         Ok(Call { keys, args })
@@ -375,6 +357,27 @@ fn queues(scripts: &Arc<Scripts>, config: &RedisStoreConfig) -> Option<Queues> {
         config.batches_in_flight,
         config.timeout,
     )
+}
+
+/// A limit's state key, and the arguments every script reads for it: the
+/// policy's code, the limit and the window.
+fn push_limit(
+    base: &str,
+    limit: &tollgate::Limit,
+    keys: &mut Vec<String>,
+    args: &mut Vec<Arg>,
+) -> Result<(), RedisStoreError> {
+    let policy = limit.policy();
+    let descriptor = descriptor_of(policy)?;
+    keys.push(KeyLayout::limit_key_from_base(
+        base,
+        limit.id(),
+        descriptor.format,
+    ));
+    args.push(Arg::Text(descriptor.code));
+    args.push(Arg::Number(u64::from(policy.limit())));
+    args.push(Arg::Number(policy.window_ms()));
+    Ok(())
 }
 
 /// How the store serves `policy`, or [`RedisStoreError::UnsupportedPolicy`].
