@@ -138,7 +138,7 @@ async function refreshTop() {
   const body = $("top").querySelector("tbody");
   body.replaceChildren(...top.clients.map((c) => {
     const row = el("tr", { "data-client": c.client },
-      el("td", {}, c.client), el("td", {}, c.plan),
+      el("td", {}, c.client), el("td", {}, c.plan), el("td", { class: "why" }, c.limited_by || ""),
       el("td", { class: "num" }, c.count === c.at_least ? c.count : c.at_least + "–" + c.count));
     row.addEventListener("click", () => { $("client-id").value = c.client; showClient(c.client); });
     return row;

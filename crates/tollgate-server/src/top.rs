@@ -67,6 +67,11 @@ pub struct TopClient {
     pub count: u64,
     /// A lower bound of the true count.
     pub at_least: u64,
+    /// Ranked by rejections: what refused its latest rejected request (the
+    /// limit that held it back longest, or the failure policy that
+    /// answered for the store). Absent when ranked by requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<String>,
 }
 
 /// `GET /v1/top`'s answer.
@@ -103,8 +108,9 @@ impl TopClients {
         }
     }
 
-    /// Counts one request of `client` on `plan` at `now_ms`.
-    pub fn record(&self, now_ms: u64, client: &str, plan: &str, rejected: bool) {
+    /// Counts one request of `client` on `plan` at `now_ms`, and a
+    /// rejection when `limited_by` names what refused it.
+    pub fn record(&self, now_ms: u64, client: &str, plan: &str, limited_by: Option<&str>) {
         let epoch = now_ms / SLOT_MS + 1;
         let mut slots = self.slots.lock();
         let slot = &mut slots[(epoch % SLOTS as u64) as usize];
@@ -118,9 +124,9 @@ impl TopClients {
             slot.requests = SpaceSaving::new(self.capacity);
             slot.rejected = SpaceSaving::new(self.capacity);
         }
-        slot.requests.add(client, plan, 1);
-        if rejected {
-            slot.rejected.add(client, plan, 1);
+        slot.requests.add(client, plan, "", 1);
+        if let Some(why) = limited_by {
+            slot.rejected.add(client, plan, why, 1);
         }
     }
 
@@ -139,14 +145,17 @@ impl TopClients {
         let now_epoch = now_ms / SLOT_MS + 1;
         let oldest = now_epoch.saturating_sub(SLOTS as u64 - 1).max(1);
         let slots = self.slots.lock();
-        let live: Vec<&SpaceSaving> = slots
+        let mut live: Vec<(u64, &SpaceSaving)> = slots
             .iter()
             .filter(|s| (oldest..=now_epoch).contains(&s.epoch))
             .map(|s| match by {
-                RankBy::Requests => &s.requests,
-                RankBy::Rejected => &s.rejected,
+                RankBy::Requests => (s.epoch, &s.requests),
+                RankBy::Rejected => (s.epoch, &s.rejected),
             })
             .collect();
+        // Oldest first, so that the latest slot's plan and note stay.
+        live.sort_unstable_by_key(|(epoch, _)| *epoch);
+        let live: Vec<&SpaceSaving> = live.into_iter().map(|(_, s)| s).collect();
         let total = live.iter().map(|s| s.total()).sum();
         let error_bound = live.iter().map(|s| s.total() / s.capacity() as u64).sum();
         // A client missing from a full slot may have had up to its floor there.
@@ -156,10 +165,14 @@ impl TopClients {
             for c in summary.counters() {
                 let entry = merged.entry(&c.key).or_insert_with(|| TopClient {
                     client: c.key.to_string(),
-                    plan: c.tag.to_string(),
+                    plan: String::new(),
                     count: floors,
                     at_least: 0,
+                    limited_by: None,
                 });
+                entry.plan.clear();
+                entry.plan.push_str(&c.tag);
+                entry.limited_by = (by == RankBy::Rejected).then(|| c.note.to_string());
                 entry.count = entry.count - summary.floor() + c.count;
                 entry.at_least += c.count - c.error;
             }
@@ -185,11 +198,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_client_is_put_down_to_what_refused_its_latest_rejection() {
+        let top = TopClients::new(8);
+        top.record(40_000, "mallory", "free", Some("1s"));
+        // The ring's first slot holds 50..60 s, its last 40..50 s.
+        top.record(50_000, "mallory", "free", Some("1d"));
+        top.record(50_001, "mallory", "free", None);
+        let ranking = top.top(50_001, RankBy::Rejected, 10);
+        assert_eq!(ranking.clients[0].count, 2);
+        assert_eq!(ranking.clients[0].limited_by.as_deref(), Some("1d"));
+        let ranking = top.top(50_001, RankBy::Requests, 10);
+        assert_eq!(ranking.clients[0].count, 3);
+        assert_eq!(ranking.clients[0].limited_by, None);
+    }
+
+    #[test]
     fn a_minute_of_slots_then_old_slots_drop_out() {
         let top = TopClients::new(8);
         let plan = "free";
-        top.record(0, "early", plan, true);
-        top.record(59_999, "late", plan, true);
+        top.record(0, "early", plan, Some("1s"));
+        top.record(59_999, "late", plan, Some("1s"));
         let ranking = top.top(59_999, RankBy::Rejected, 10);
         let names: Vec<&str> = ranking.clients.iter().map(|c| c.client.as_str()).collect();
         assert_eq!(names, ["early", "late"]);

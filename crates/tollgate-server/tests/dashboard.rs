@@ -114,6 +114,15 @@ async fn the_dashboard_shows_traffic_top_clients_and_gauges_in_a_real_browser() 
         .find(Locator::Css("#top tbody tr[data-client='mallory']"))
         .await
         .expect("mallory's row");
+    let why = row
+        .find(Locator::Css("td.why"))
+        .await
+        .expect("mallory's limited-by cell");
+    assert_eq!(
+        why.text().await.expect("cell text"),
+        "1m",
+        "the limit that refuses mallory"
+    );
     assert!(row.text().await.expect("row text").contains("free"));
 
     let search = b.find(Locator::Id("client-id")).await.expect("search box");

@@ -130,8 +130,10 @@ async fn top_ranks_the_limited_client_and_forgets_after_a_minute() {
     assert_eq!(clients[0]["plan"], "free");
     assert_eq!(clients[0]["count"], 3);
     assert_eq!(clients[0]["at_least"], 3);
+    assert_eq!(clients[0]["limited_by"], "1s", "the limit that refused");
     assert_eq!(body["error_bound"], 0);
     let body = t.get("/v1/top?by=requests&limit=2").await.json();
+    assert!(body["clients"][0].get("limited_by").is_none(), "{body}");
     let ranked: Vec<(&str, u64)> = body["clients"]
         .as_array()
         .unwrap()

@@ -223,6 +223,20 @@ impl PlanDecision {
             decided_by: DecidedBy::Store,
         }
     }
+
+    /// Why the request was refused: the enforced limit that holds it back
+    /// longest (the one its `retry_after_ms` comes from; a cost over a
+    /// limit before any wait, the first such limit among equals). `None`
+    /// when it was allowed.
+    pub fn refused_by(&self) -> Option<&LimitDecision> {
+        let wait = |l: &LimitDecision| l.decision.retry_after_ms.unwrap_or(u64::MAX);
+        (self.limits.iter())
+            .filter(|l| !l.shadow && !l.decision.allowed)
+            .fold(None, |longest: Option<&LimitDecision>, l| match longest {
+                Some(kept) if wait(kept) >= wait(l) => Some(kept),
+                _ => Some(l),
+            })
+    }
 }
 
 /// The states of one client under every limit it has met, by limit id.

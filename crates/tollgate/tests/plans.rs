@@ -235,3 +235,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_refusal_names_the_limit_that_holds_it_back_longest() {
+    let p = plan(vec![
+        Limit::new("per-second", policy("sliding-window", 2, 1000), false),
+        Limit::new("per-minute", policy("sliding-window", 3, 60_000), false),
+        Limit::new("watching", policy("gcra", 1, 1000), true),
+    ]);
+    let l = PlanLimiter::new();
+    let refused_by = |cost, now| {
+        let decision = l.check(&p, "a", now, cost);
+        decision.refused_by().map(|limit| limit.name.to_string())
+    };
+    // The shadow refuses the second request: it never holds one back.
+    assert_eq!(refused_by(1, 0), None);
+    assert_eq!(refused_by(1, 0), None);
+    assert_eq!(refused_by(1, 0).as_deref(), Some("per-second"));
+    assert_eq!(refused_by(1, 1_000), None, "the third of the minute");
+    // Both refuse: the minute waits longer.
+    assert_eq!(refused_by(1, 1_000).as_deref(), Some("per-minute"));
+    // Over the second's limit, for ever: before any wait.
+    assert_eq!(refused_by(3, 1_000).as_deref(), Some("per-second"));
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use tollgate::{Clock, PlanDecision, PlanStates};
+use tollgate::{Clock, DecidedBy, PlanDecision, PlanStates};
 
 use super::Server;
 use crate::config::StoreKind;
@@ -55,7 +55,7 @@ impl Observed {
         }
         self.stats.record_decision(now_ms, plan, decision);
         if let Some(client) = client {
-            self.top.record(now_ms, client, plan, !decision.allowed);
+            self.top.record(now_ms, client, plan, limited_by(decision));
         }
     }
 
@@ -64,6 +64,20 @@ impl Observed {
         if cost > 0 {
             self.stats.record_latency(now_ms, elapsed);
         }
+    }
+}
+
+/// What refused `decision`, for the top limited clients: the failure
+/// policy that answered for the store, or the limit that held it back
+/// longest; `None` when it was allowed.
+fn limited_by(decision: &PlanDecision) -> Option<&str> {
+    if decision.allowed {
+        return None;
+    }
+    match decision.decided_by {
+        DecidedBy::Failure(policy) => Some(policy.as_str()),
+        // Every refusal the store makes names a limit; "" should one not.
+        DecidedBy::Store | DecidedBy::Cache => Some(decision.refused_by().map_or("", |l| &*l.name)),
     }
 }
 
@@ -211,5 +225,28 @@ impl Server {
                     .collect()
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tollgate::{AnyPolicy, FailurePolicy, Limit, Plan, PlanLimiter};
+
+    use super::*;
+
+    #[test]
+    fn a_rejection_is_put_down_to_its_limit_or_to_the_failure_policy() {
+        let limit = |name: &str, n| {
+            let policy = AnyPolicy::from_name("sliding-window", n, 1_000).expect("policy");
+            Limit::new(name, policy, false)
+        };
+        let plan = Plan::new("p", vec![limit("wide", 5), limit("narrow", 1)]).expect("plan");
+        let limiter = PlanLimiter::new();
+        let allowed = limiter.check(&plan, "c", 0, 1);
+        assert_eq!(limited_by(&allowed), None);
+        let mut refused = limiter.check(&plan, "c", 0, 1);
+        assert_eq!(limited_by(&refused), Some("narrow"));
+        refused.decided_by = DecidedBy::Failure(FailurePolicy::FailClosed);
+        assert_eq!(limited_by(&refused), Some("fail-closed"));
     }
 }

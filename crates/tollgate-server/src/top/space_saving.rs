@@ -28,6 +28,9 @@ pub struct Counter {
     pub key: String,
     /// A tag kept with the key, replaced on every update (the client's plan).
     pub tag: Arc<str>,
+    /// A note kept with the key, replaced on every update (what limited
+    /// the client; empty when nothing did).
+    pub note: Arc<str>,
     /// Estimated count: never below the true count.
     pub count: u64,
     /// How much `count` may be over the true count.
@@ -36,6 +39,18 @@ pub struct Counter {
     hash: u64,
     /// The counter's position in the heap.
     at: usize,
+}
+
+impl Counter {
+    /// Replaces the tag and the note, allocating only for one that changed.
+    fn label(&mut self, tag: &str, note: &str) {
+        if *self.tag != *tag {
+            self.tag = Arc::from(tag);
+        }
+        if *self.note != *note {
+            self.note = Arc::from(note);
+        }
+    }
 }
 
 /// A Space-Saving summary of at most `capacity` counters.
@@ -99,17 +114,15 @@ impl SpaceSaving {
         }
     }
 
-    /// Counts `units` for `key`, tagged `tag`.
-    pub fn add(&mut self, key: &str, tag: &str, units: u64) {
+    /// Counts `units` for `key`, tagged `tag`, with `note`.
+    pub fn add(&mut self, key: &str, tag: &str, note: &str, units: u64) {
         self.total = self.total.saturating_add(units);
         let hash = self.hasher.hash_one(key);
         let counters = &self.counters;
         if let Some(&c) = self.index.find(hash, |&c| counters[c].key == key) {
             let counter = &mut self.counters[c];
             counter.count = counter.count.saturating_add(units);
-            if *counter.tag != *tag {
-                counter.tag = Arc::from(tag);
-            }
+            counter.label(tag, note);
             let at = counter.at;
             self.sift_down(at);
             return;
@@ -119,6 +132,7 @@ impl SpaceSaving {
             self.counters.push(Counter {
                 key: key.to_owned(),
                 tag: Arc::from(tag),
+                note: Arc::from(note),
                 count: units,
                 error: 0,
                 hash,
@@ -141,9 +155,7 @@ impl SpaceSaving {
         counter.hash = hash;
         counter.error = counter.count;
         counter.count = counter.count.saturating_add(units);
-        if *counter.tag != *tag {
-            counter.tag = Arc::from(tag);
-        }
+        counter.label(tag, note);
         let counters = &self.counters;
         self.index.insert_unique(hash, c, |&c| counters[c].hash);
         self.sift_down(0);
@@ -216,7 +228,7 @@ mod tests {
         let mut s = SpaceSaving::new(4);
         for (key, n) in [("a", 5), ("b", 3), ("c", 1)] {
             for _ in 0..n {
-                s.add(key, tag(), 1);
+                s.add(key, tag(), "", 1);
             }
         }
         assert_eq!(s.get("a").map(|c| (c.count, c.error)), Some((5, 0)));
@@ -231,10 +243,10 @@ mod tests {
         let mut s = SpaceSaving::new(capacity);
         let mut total = 0u64;
         for i in 0..10_000u64 {
-            s.add(&format!("noise-{i}"), tag(), 1);
+            s.add(&format!("noise-{i}"), tag(), "", 1);
             total += 1;
             if i % 10 == 0 {
-                s.add("heavy", tag(), 1);
+                s.add("heavy", tag(), "", 1);
                 total += 1;
             }
         }
