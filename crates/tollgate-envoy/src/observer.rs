@@ -20,9 +20,10 @@ use tollgate::{Plan, PlanDecision, StoreError};
 /// `u32::MAX` when larger), so that a dashboard sees who is refused.
 pub trait DecisionObserver: Send + Sync {
     /// The store (or its own failure policy, see
-    /// [`PlanDecision::decided_by`]) decided a request of `cost` (at least
-    /// 1) against `plan`.
-    fn decided(&self, plan: &Plan, cost: u32, decision: &PlanDecision);
+    /// [`PlanDecision::decided_by`]) decided a request of `cost` (at least 1)
+    /// of `client` against `plan`. The client is the key the store keeps
+    /// the descriptors' client under, as `edge|remote_address=10.0.0.1`.
+    fn decided(&self, plan: &Plan, client: &str, cost: u32, decision: &PlanDecision);
 
     /// The store failed (returned an error, looks included); the service
     /// answers gRPC `UNAVAILABLE`, except to a request refused for its cost

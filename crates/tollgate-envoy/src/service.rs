@@ -263,7 +263,7 @@ impl RlsService {
                 let refused = never(look);
                 if let Some(observer) = &self.config.observer {
                     let cost = u32::try_from(group.cost).unwrap_or(u32::MAX);
-                    observer.decided(&group.plan, cost, &refused);
+                    observer.decided(&group.plan, &group.key, cost, &refused);
                 }
                 Verdict::Decided(refused)
             } else {
@@ -304,7 +304,7 @@ impl RlsService {
             .await;
         if let (Some(observer), Ok(decision)) = (&self.config.observer, &answer) {
             if cost > 0 {
-                observer.decided(&group.plan, cost, decision);
+                observer.decided(&group.plan, &group.key, cost, decision);
             }
         }
         answer

@@ -46,12 +46,15 @@ fn plans() -> Vec<Plan> {
 struct Seen {
     /// (plan, cost, allowed) per decision.
     decided: Mutex<Vec<(String, u32, bool)>>,
+    /// The client of each decision.
+    clients: Mutex<Vec<String>>,
     failed: Mutex<Vec<String>>,
     timed: Mutex<u32>,
 }
 
 impl DecisionObserver for Seen {
-    fn decided(&self, plan: &Plan, cost: u32, decision: &PlanDecision) {
+    fn decided(&self, plan: &Plan, client: &str, cost: u32, decision: &PlanDecision) {
+        self.clients.lock().unwrap().push(client.to_owned());
         self.decided
             .lock()
             .unwrap()
@@ -121,6 +124,8 @@ async fn each_decision_is_reported_once_and_looks_never() {
         .await
         .unwrap();
     assert_eq!(seen.take(), [decision("per-key", 2, true)]);
+    // The client as the store keys it: the domain and the descriptor.
+    assert_eq!(*seen.clients.lock().unwrap(), ["edge|api_key=k1"]);
 
     // Two clients with room: each decided once (their looks are not).
     rls.decide(&request(both(), 1)).await.unwrap();

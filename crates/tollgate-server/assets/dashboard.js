@@ -6,6 +6,9 @@ const COLORS = ["#3b6fd8", "#1f9d55", "#d98c1f", "#8e44ad", "#16a2b8", "#d64545"
 const $ = (id) => document.getElementById(id);
 const charts = {};
 let selectedClient = "";
+// The plan to inspect it under: a top row's (an Envoy client has no plan of
+// its own by its key), or "" for the client's own.
+let selectedPlan = "";
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -140,7 +143,7 @@ async function refreshTop() {
     const row = el("tr", { "data-client": c.client },
       el("td", {}, c.client), el("td", {}, c.plan), el("td", { class: "why" }, c.limited_by || ""),
       el("td", { class: "num" }, c.count === c.at_least ? c.count : c.at_least + "–" + c.count));
-    row.addEventListener("click", () => { $("client-id").value = c.client; showClient(c.client); });
+    row.addEventListener("click", () => { $("client-id").value = c.client; showClient(c.client, c.plan); });
     return row;
   }));
   $("top-empty").hidden = top.clients.length > 0;
@@ -179,14 +182,16 @@ function gauge(limit) {
   return box;
 }
 
-async function showClient(client) {
+async function showClient(client, plan = "") {
   selectedClient = client;
+  selectedPlan = plan;
   const out = $("client");
   out.dataset.client = client;
   if (!client) { out.replaceChildren(); return; }
   try {
-    const state = await getJson("/v1/clients/" + encodeURIComponent(client));
-    if (selectedClient !== client) return;
+    const query = plan ? "?plan=" + encodeURIComponent(plan) : "";
+    const state = await getJson("/v1/clients/" + encodeURIComponent(client) + query);
+    if (selectedClient !== client || selectedPlan !== plan) return;
     const verdict = state.allowed
       ? el("span", { class: "verdict yes" }, "a request would pass now")
       : el("span", { class: "verdict no" }, "limited: next request in " + duration(state.retry_after_ms));
@@ -221,7 +226,7 @@ async function refreshConfig() {
 
 async function tick() {
   const jobs = [refreshStats(), refreshTop()];
-  if (selectedClient) jobs.push(showClient(selectedClient));
+  if (selectedClient) jobs.push(showClient(selectedClient, selectedPlan));
   const results = await Promise.allSettled(jobs);
   const failed = results.find((r) => r.status === "rejected");
   if (failed) $("updated").textContent = "error: " + failed.reason.message;

@@ -70,7 +70,7 @@ fn decisions(c: &mut Criterion) {
             i += 1;
             let id = &ids[(i as usize) % CLIENTS];
             let now = EPOCH_MS + i / CALLS_PER_MS;
-            observed.decided(now, Some(id), "default", 1, &decision);
+            observed.decided(now, id, "default", 1, &decision);
             observed.timed(now, 1, Duration::from_micros(3));
         })
     });

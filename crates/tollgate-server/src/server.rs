@@ -326,7 +326,7 @@ impl Server {
         let elapsed = stopwatch.elapsed();
         metrics.record_latency(elapsed);
         if let Some(observed) = &self.inner.observed {
-            observed.decided(now, Some(client), plan.name(), cost, decision);
+            observed.decided(now, client, plan.name(), cost, decision);
             observed.timed(now, cost, elapsed);
         }
         tracing::debug!(

@@ -125,7 +125,26 @@ async fn the_dashboard_shows_traffic_top_clients_and_gauges_in_a_real_browser() 
     );
     assert!(row.text().await.expect("row text").contains("free"));
 
+    // A row clicked shows that client under the plan of its row.
+    b.find(Locator::Css("#top tbody tr[data-client='bob']"))
+        .await
+        .expect("bob's row")
+        .click()
+        .await
+        .expect("clicked");
+    let shown = browser
+        .wait_until(
+            "const head = document.querySelector('#client .client-head'); \
+             return !!head && head.textContent.startsWith('bob on plan free') \
+             && !!document.querySelector('#client .gauge[data-limit=\"1m\"]');",
+            wait,
+        )
+        .await;
+    assert!(shown, "bob's limits after a click on his row");
+
     let search = b.find(Locator::Id("client-id")).await.expect("search box");
+    // The click put bob's id in the box.
+    search.clear().await.expect("cleared");
     search.send_keys("mallory").await.expect("typed");
     b.find(Locator::Css("#search button"))
         .await

@@ -400,6 +400,19 @@ async fn grpc_decisions_are_counted_in_metrics_per_plan_and_limit() {
     for (name, expected) in series {
         assert_eq!(metric(&m, name), expected, "{name}");
     }
+
+    // The dashboard's top limited clients rank Envoy's clients too, by the
+    // store's key of their descriptors, with the plan and what refused.
+    let top: serde_json::Value = serde_json::from_str(&t.get("/v1/top").await).unwrap();
+    let first = &top["clients"][0];
+    assert_eq!(first["client"], "edge|remote_address=10.0.0.9", "{top}");
+    assert_eq!(first["plan"], "free");
+    assert_eq!(first["limited_by"], "1d");
+    assert_eq!(first["count"], 1);
+    // Inspected under that plan, the key is the client the store decided.
+    let path = "/v1/clients/edge%7Cremote_address%3D10.0.0.9?plan=free";
+    let state: serde_json::Value = serde_json::from_str(&t.get(path).await).unwrap();
+    assert_eq!(state["limits"][0]["remaining"], 0, "{state}");
     t.stop().await;
 }
 

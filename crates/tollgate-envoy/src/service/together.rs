@@ -102,7 +102,7 @@ impl RlsService {
         };
         for ((group, cost), verdict) in groups.iter().zip(costs).zip(verdicts) {
             if let Verdict::Decided(decision) = verdict {
-                observer.decided(&group.plan, *cost, decision);
+                observer.decided(&group.plan, &group.key, *cost, decision);
             }
         }
     }

@@ -51,10 +51,10 @@ fn counters<'a>(active: &'a Active, plan: &Plan) -> Option<&'a PlanMetrics> {
 }
 
 impl DecisionObserver for GrpcMetrics {
-    fn decided(&self, plan: &Plan, cost: u32, decision: &PlanDecision) {
+    fn decided(&self, plan: &Plan, client: &str, cost: u32, decision: &PlanDecision) {
         let active = self.active.load();
         if let Some(observed) = &self.observed {
-            observed.decided(observed.now_ms(), None, plan.name(), cost, decision);
+            observed.decided(observed.now_ms(), client, plan.name(), cost, decision);
         }
         self.metrics
             .record_decision(counters(&active, plan), cost, decision, Frontend::Grpc);

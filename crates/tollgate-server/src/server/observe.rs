@@ -40,12 +40,12 @@ impl Observed {
         self.clock.now_ms()
     }
 
-    /// Counts a decision of `cost` (looks, of cost 0, are not counted);
-    /// `client` is `None` when the front end does not know it (gRPC).
+    /// Counts a decision of `cost` for `client` (looks, of cost 0, are not
+    /// counted). A gRPC client is the store's key of its descriptors.
     pub fn decided(
         &self,
         now_ms: u64,
-        client: Option<&str>,
+        client: &str,
         plan: &str,
         cost: u32,
         decision: &PlanDecision,
@@ -54,9 +54,7 @@ impl Observed {
             return;
         }
         self.stats.record_decision(now_ms, plan, decision);
-        if let Some(client) = client {
-            self.top.record(now_ms, client, plan, limited_by(decision));
-        }
+        self.top.record(now_ms, client, plan, limited_by(decision));
     }
 
     /// Counts the latency of a decision of `cost` (looks are not counted).
