@@ -124,9 +124,9 @@ impl TopClients {
             slot.requests = SpaceSaving::new(self.capacity);
             slot.rejected = SpaceSaving::new(self.capacity);
         }
-        slot.requests.add(client, plan, "", 1);
+        slot.requests.add(client, plan, None, 1);
         if let Some(why) = limited_by {
-            slot.rejected.add(client, plan, why, 1);
+            slot.rejected.add(client, plan, Some(why), 1);
         }
     }
 
@@ -172,7 +172,7 @@ impl TopClients {
                 });
                 entry.plan.clear();
                 entry.plan.push_str(&c.tag);
-                entry.limited_by = (by == RankBy::Rejected).then(|| c.note.to_string());
+                entry.limited_by = c.note.as_deref().map(str::to_owned);
                 entry.count = entry.count - summary.floor() + c.count;
                 entry.at_least += c.count - c.error;
             }

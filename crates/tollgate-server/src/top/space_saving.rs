@@ -29,8 +29,9 @@ pub struct Counter {
     /// A tag kept with the key, replaced on every update (the client's plan).
     pub tag: Arc<str>,
     /// A note kept with the key, replaced on every update (what limited
-    /// the client; empty when nothing did).
-    pub note: Arc<str>,
+    /// the client). `None` costs an update no read of a string elsewhere
+    /// in memory: the summary of all requests has none.
+    pub note: Option<Arc<str>>,
     /// Estimated count: never below the true count.
     pub count: u64,
     /// How much `count` may be over the true count.
@@ -43,12 +44,12 @@ pub struct Counter {
 
 impl Counter {
     /// Replaces the tag and the note, allocating only for one that changed.
-    fn label(&mut self, tag: &str, note: &str) {
+    fn label(&mut self, tag: &str, note: Option<&str>) {
         if *self.tag != *tag {
             self.tag = Arc::from(tag);
         }
-        if *self.note != *note {
-            self.note = Arc::from(note);
+        if self.note.as_deref() != note {
+            self.note = note.map(Arc::from);
         }
     }
 }
@@ -115,7 +116,7 @@ impl SpaceSaving {
     }
 
     /// Counts `units` for `key`, tagged `tag`, with `note`.
-    pub fn add(&mut self, key: &str, tag: &str, note: &str, units: u64) {
+    pub fn add(&mut self, key: &str, tag: &str, note: Option<&str>, units: u64) {
         self.total = self.total.saturating_add(units);
         let hash = self.hasher.hash_one(key);
         let counters = &self.counters;
@@ -132,7 +133,7 @@ impl SpaceSaving {
             self.counters.push(Counter {
                 key: key.to_owned(),
                 tag: Arc::from(tag),
-                note: Arc::from(note),
+                note: note.map(Arc::from),
                 count: units,
                 error: 0,
                 hash,
@@ -228,7 +229,7 @@ mod tests {
         let mut s = SpaceSaving::new(4);
         for (key, n) in [("a", 5), ("b", 3), ("c", 1)] {
             for _ in 0..n {
-                s.add(key, tag(), "", 1);
+                s.add(key, tag(), None, 1);
             }
         }
         assert_eq!(s.get("a").map(|c| (c.count, c.error)), Some((5, 0)));
@@ -243,10 +244,10 @@ mod tests {
         let mut s = SpaceSaving::new(capacity);
         let mut total = 0u64;
         for i in 0..10_000u64 {
-            s.add(&format!("noise-{i}"), tag(), "", 1);
+            s.add(&format!("noise-{i}"), tag(), None, 1);
             total += 1;
             if i % 10 == 0 {
-                s.add("heavy", tag(), "", 1);
+                s.add("heavy", tag(), None, 1);
                 total += 1;
             }
         }
