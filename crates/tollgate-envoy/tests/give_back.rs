@@ -21,43 +21,20 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use common::two_clients::{address, codes, key, plans, request, LIMIT, RULES};
 use common::Running;
 use tollgate::{
-    AnyPolicy, FailurePolicy, GivenBack, Inspection, Limit, ManualClock, Plan, PlanDecision,
-    Receipt, Returnable, Store, StoreFuture, POLICY_NAMES,
+    FailurePolicy, GivenBack, Inspection, ManualClock, Plan, PlanDecision, Receipt, Returnable,
+    Store, StoreFuture, POLICY_NAMES,
 };
 use tollgate_cache::{CachedStore, RejectionCache};
-use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 use tollgate_guard::{BreakerConfig, GuardedStore};
 use tollgate_redis::testing::{counts_until, load_scripts, wait_until, RedisServer, Relay};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
-
-const RULES: &str = r#"
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "remote_address" }]
-plan = "per-ip"
-
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "api_key" }]
-plan = "per-key"
-"#;
-
-/// Each client may make this many requests a day.
-const LIMIT: u32 = 5;
-
-fn plans(policy: &str) -> Vec<Plan> {
-    let plan = |name: &str| {
-        let policy = AnyPolicy::from_name(policy, LIMIT, 86_400_000).expect("policy");
-        Plan::new(name, vec![Limit::new("per-day", policy, false)]).expect("plan")
-    };
-    vec![plan("per-ip"), plan("per-key")]
-}
 
 /// What happens just before the service's first use of the API key.
 enum Fault {
@@ -260,37 +237,6 @@ async fn owed(redis: &RedisStore, calls: usize) -> usize {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     owed
-}
-
-fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "edge".into(),
-        descriptors,
-        hits_addend: 0,
-    }
-}
-
-fn descriptor(key: &str, value: &str) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: vec![Entry {
-            key: key.into(),
-            value: value.into(),
-        }],
-        ..RateLimitDescriptor::default()
-    }
-}
-
-fn address() -> RateLimitDescriptor {
-    descriptor("remote_address", "10.0.0.1")
-}
-
-fn key() -> RateLimitDescriptor {
-    descriptor("api_key", "k")
-}
-
-fn codes(response: &RateLimitResponse) -> Vec<Code> {
-    let code = |code: i32| Code::try_from(code).expect("a code");
-    response.statuses.iter().map(|s| code(s.code)).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,31 +10,14 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use common::two_clients::{address, key, plans, request, LIMIT, RULES};
 use common::Running;
 use tollgate::{
-    AnyPolicy, GivenBack, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Receipt,
-    Returnable, Store, StoreFuture, POLICY_NAMES,
+    GivenBack, ManualClock, MemoryBackend, Plan, PlanDecision, Receipt, Returnable, Store,
+    StoreFuture, POLICY_NAMES,
 };
-use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use tollgate_envoy::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
-
-const RULES: &str = r#"
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "remote_address" }]
-plan = "per-ip"
-
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "api_key" }]
-plan = "per-key"
-"#;
-
-/// Each client may make this many requests a day.
-const LIMIT: u32 = 5;
 
 /// The service's memory store, where another front end uses up the API
 /// key just before the service's first use of it.
@@ -73,32 +56,6 @@ impl Store for Shared {
     }
 }
 
-fn plans(policy: &str) -> Vec<Plan> {
-    let plan = |name: &str| {
-        let policy = AnyPolicy::from_name(policy, LIMIT, 86_400_000).expect("policy");
-        Plan::new(name, vec![Limit::new("per-day", policy, false)]).expect("plan")
-    };
-    vec![plan("per-ip"), plan("per-key")]
-}
-
-fn descriptor(key: &str, value: &str) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: vec![Entry {
-            key: key.into(),
-            value: value.into(),
-        }],
-        ..RateLimitDescriptor::default()
-    }
-}
-
-fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "edge".into(),
-        descriptors,
-        hits_addend: 0,
-    }
-}
-
 #[tokio::test]
 async fn a_key_used_up_by_another_front_end_after_the_look_gives_the_address_back() {
     for policy in POLICY_NAMES {
@@ -113,15 +70,12 @@ async fn a_key_used_up_by_another_front_end_after_the_look_gives_the_address_bac
         let clock = Arc::new(ManualClock::new(1_000));
         let mut running = Running::start(ServiceConfig::new(rules, Arc::new(store), clock)).await;
 
-        let both = request(vec![
-            descriptor("remote_address", "10.0.0.1"),
-            descriptor("api_key", "k"),
-        ]);
+        let both = request(vec![address(), key()]);
         let answer = running.client.should_rate_limit(both).await;
         let answer = answer.expect("an answer").into_inner();
         assert_eq!(answer.overall_code, Code::OverLimit as i32, "{policy}");
         // The address has its whole budget: this request is its first.
-        let alone = request(vec![descriptor("remote_address", "10.0.0.1")]);
+        let alone = request(vec![address()]);
         let alone = running.client.should_rate_limit(alone).await;
         let alone = alone.expect("an answer").into_inner();
         assert_eq!(
