@@ -12,6 +12,11 @@
 //!   outlives the guard's timeout and fail-closed refuses it;
 //! - the replies are held and Envoy gives up on the call (its future is
 //!   dropped half way).
+//!
+//! On the memory store too: the service's locks keep its own requests
+//! apart, but another front end of the same process (`serve`'s HTTP API, a
+//! tower layer) decides on the same store without them, and uses up the
+//! key between the service's look and its use.
 
 mod common;
 
@@ -21,20 +26,80 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use common::two_clients::{address, codes, key, plans, request, LIMIT, RULES};
 use common::Running;
 use tollgate::{
-    FailurePolicy, GivenBack, Inspection, ManualClock, Plan, PlanDecision, Receipt, Returnable,
-    Store, StoreFuture, POLICY_NAMES,
+    AnyPolicy, FailurePolicy, GivenBack, Inspection, Limit, ManualClock, MemoryBackend, Plan,
+    PlanDecision, Receipt, Returnable, Store, StoreFuture, POLICY_NAMES,
 };
 use tollgate_cache::{CachedStore, RejectionCache};
+use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use tollgate_envoy::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 use tollgate_guard::{BreakerConfig, GuardedStore};
 use tollgate_redis::testing::{counts_until, load_scripts, wait_until, RedisServer, Relay};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
+
+/// Addresses on `per-ip`, API keys on `per-key`.
+const RULES: &str = r#"
+[[rules]]
+domain = "edge"
+descriptor = [{ key = "remote_address" }]
+plan = "per-ip"
+
+[[rules]]
+domain = "edge"
+descriptor = [{ key = "api_key" }]
+plan = "per-key"
+"#;
+
+/// Each client may make this many requests a day.
+const LIMIT: u32 = 5;
+
+/// `per-ip` and `per-key`, each `LIMIT` a day under `policy`.
+fn plans(policy: &str) -> Vec<Plan> {
+    let plan = |name: &str| {
+        let policy = AnyPolicy::from_name(policy, LIMIT, 86_400_000).expect("policy");
+        Plan::new(name, vec![Limit::new("per-day", policy, false)]).expect("plan")
+    };
+    vec![plan("per-ip"), plan("per-key")]
+}
+
+/// A request of domain `edge` with `descriptors`.
+fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "edge".into(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+fn descriptor(key: &str, value: &str) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: vec![Entry {
+            key: key.into(),
+            value: value.into(),
+        }],
+        ..RateLimitDescriptor::default()
+    }
+}
+
+/// The caller's address.
+fn address() -> RateLimitDescriptor {
+    descriptor("remote_address", "10.0.0.1")
+}
+
+/// The caller's API key.
+fn key() -> RateLimitDescriptor {
+    descriptor("api_key", "k")
+}
+
+/// Each descriptor's code.
+fn codes(response: &RateLimitResponse) -> Vec<Code> {
+    let code = |code: i32| Code::try_from(code).expect("a code");
+    response.statuses.iter().map(|s| code(s.code)).collect()
+}
 
 /// What happens just before the service's first use of the API key.
 enum Fault {
@@ -42,6 +107,9 @@ enum Fault {
     OtherInstance(RedisStore),
     /// Redis's replies are held from then on.
     HeldReplies(Arc<Relay>),
+    /// Another front end of the process uses the key's whole budget in the
+    /// memory store the service decides in.
+    OtherFrontEnd(Arc<MemoryBackend>),
 }
 
 /// The stack the service decides with, and the fault, injected once.
@@ -53,6 +121,21 @@ struct Faulty {
     injected: Arc<Notify>,
     /// Told when a use of the address is answered.
     address_used: Notify,
+}
+
+impl Faulty {
+    /// `inner` with `fault` armed, and what is told once it is injected.
+    fn new(inner: Arc<dyn Store>, fault: Fault) -> (Self, Arc<Notify>) {
+        let injected = Arc::new(Notify::new());
+        let faulty = Faulty {
+            inner,
+            fault,
+            armed: AtomicBool::new(true),
+            injected: injected.clone(),
+            address_used: Notify::new(),
+        };
+        (faulty, injected)
+    }
 }
 
 impl Store for Faulty {
@@ -90,6 +173,10 @@ impl Store for Faulty {
                         assert!(used.expect("the other instance's use").allowed);
                     }
                     Fault::HeldReplies(relay) => relay.hold_replies(),
+                    Fault::OtherFrontEnd(memory) => {
+                        let used = memory.limiter().check(plan, client, now_ms, LIMIT);
+                        assert!(used.allowed, "the other front end's use");
+                    }
                 }
                 self.injected.notify_one();
             }
@@ -153,19 +240,9 @@ impl Service {
             },
         );
         let cache = Arc::new(RejectionCache::new(1_000).expect("cache"));
-        let injected = Arc::new(Notify::new());
-        let store = Faulty {
-            fault: fault(&redis),
-            inner: Arc::new(CachedStore::new(guarded, cache)),
-            armed: AtomicBool::new(true),
-            injected: injected.clone(),
-            address_used: Notify::new(),
-        };
-        let plans = plans(setup.policy);
-        let rules =
-            Rules::new(RulesConfig::from_toml(RULES).expect("rules"), &plans).expect("rules");
-        let clock = Arc::new(ManualClock::new(1_000));
-        let running = Running::start(ServiceConfig::new(rules, Arc::new(store), clock)).await;
+        let inner = Arc::new(CachedStore::new(guarded, cache));
+        let (store, injected) = Faulty::new(inner, fault(&redis));
+        let running = serve(setup.policy, store).await;
         Service {
             running,
             redis,
@@ -223,6 +300,14 @@ impl Service {
     }
 }
 
+/// The service over `store`, with the plans of `policy`.
+async fn serve(policy: &str, store: Faulty) -> Running {
+    let plans = plans(policy);
+    let rules = Rules::new(RulesConfig::from_toml(RULES).expect("rules"), &plans).expect("rules");
+    let clock = Arc::new(ManualClock::new(1_000));
+    Running::start(ServiceConfig::new(rules, Arc::new(store), clock)).await
+}
+
 /// How many calls `redis` owes a reply, once it is `calls` (at most 5 s).
 async fn owed(redis: &RedisStore, calls: usize) -> usize {
     let mut owed = 0;
@@ -267,6 +352,32 @@ async fn a_key_used_up_by_another_instance_after_the_look_gives_the_address_back
             "{policy}: the refused request used the address"
         );
         service.running.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_key_used_up_by_another_front_end_after_the_look_gives_the_address_back() {
+    for policy in POLICY_NAMES {
+        let memory = Arc::new(MemoryBackend::new());
+        let fault = Fault::OtherFrontEnd(memory.clone());
+        let (store, _) = Faulty::new(memory, fault);
+        let mut running = serve(policy, store).await;
+
+        let both = request(vec![address(), key()]);
+        let answer = running.client.should_rate_limit(both).await;
+        let answer = answer.expect("an answer").into_inner();
+        assert_eq!(codes(&answer), [Code::Ok, Code::OverLimit], "{policy}");
+        assert_eq!(answer.overall_code, Code::OverLimit as i32, "{policy}");
+        // The address has its whole budget: this request is its first.
+        let alone = request(vec![address()]);
+        let alone = running.client.should_rate_limit(alone).await;
+        let alone = alone.expect("an answer").into_inner();
+        assert_eq!(
+            alone.statuses[0].limit_remaining,
+            LIMIT - 1,
+            "{policy}: the refused request used the address"
+        );
+        running.stop().await;
     }
 }
 

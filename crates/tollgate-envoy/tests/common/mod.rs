@@ -1,8 +1,6 @@
 //! The rate limit service on a loopback port, started in-process by the
 //! tests of this crate, with a client connected to it.
 
-pub mod two_clients;
-
 use std::net::SocketAddr;
 
 use tokio::net::TcpListener;
