@@ -53,10 +53,14 @@ impl PlanLimiter {
             self.known_limits.for_plan(plan),
             |access| {
                 let now = access.now_ms;
+                if cost == 0 {
+                    // A look consumes nothing: no copies, no receipt.
+                    return check_plan(plan, access.state, now, 0).into();
+                }
                 let mut refused = access.state.clone();
                 check_plan(plan, &mut refused, now, 0);
                 let decision = check_plan(plan, access.state, now, cost);
-                let receipt = (decision.allowed && cost > 0).then(|| {
+                let receipt = decision.allowed.then(|| {
                     Receipt::new(MemoryReceipt {
                         client: CompactString::new(client),
                         used_at: now,
