@@ -126,26 +126,39 @@ def decisions(args):
     return [("cHAMMER", t0 + i // per_ms) for i in range(args.decisions)]
 
 
-def one_call(client, now, args):
+def one_call(client, now, args, seq):
+    """One call's KEYS and ARGV; `seq` (None for scripts older than the
+    receipts) numbers the call, whose receipt id and watermark end the ARGV
+    (every earlier call answered, as on a store whose replies all came)."""
     base = "tollgate:{c:%s}" % client
     suffix = ":v2" if args.policy == "s" else ""
     keys = [base + ":seen", base + ":00000000000000aa" + suffix]
     argv = [now, 1, 60_000, 9_000_000_000_000_000, args.policy, args.limit, args.window, 0]
+    if seq is not None:
+        argv += ["0123456789abcdef:%d" % seq, seq]
     return keys, argv
 
 
-def commands(sha_plan, sha_batch, args):
-    calls = [one_call(c, t, args) for c, t in decisions(args)]
+def takes_receipts(directory):
+    """Whether the scripts of `directory` take a receipt id per call."""
+    with open(os.path.join(directory, "decide.lua")) as f:
+        return "watermark" in f.read()
+
+
+def commands(sha_plan, sha_batch, args, receipts):
+    calls = [one_call(c, t, args, i + 1 if receipts else None)
+             for i, (c, t) in enumerate(decisions(args))]
     if args.batch <= 1:
         return [["EVALSHA", sha_plan, len(k)] + k + a for k, a in calls], len(calls)
     out = []
     for j in range(0, len(calls), args.batch):
         group = calls[j:j + args.batch]
-        keys = [k for ks, _ in group for k in ks]
+        # batch.lua: one key (the first call's, for routing); each call's
+        # keys travel in ARGV with its arguments.
         argv = [len(group)]
         for ks, a in group:
-            argv += [len(ks) - 1] + a
-        out.append(["EVALSHA", sha_batch, len(keys)] + keys + argv)
+            argv += [len(ks) - 1] + ks + a
+        out.append(["EVALSHA", sha_batch, 1, group[0][0][0]] + argv)
     return out, len(calls)
 
 
@@ -170,10 +183,11 @@ def run(r, directory, args):
     for d in dirs:
         sha_plan = r.call("SCRIPT", "LOAD", compose(d, "plan.lua"))
         sha_batch = r.call("SCRIPT", "LOAD", compose(d, "batch.lua"))
-        runs.append(commands(sha_plan, sha_batch, args))
+        runs.append(commands(sha_plan, sha_batch, args, takes_receipts(d)))
     n = runs[0][1]
     cmds = [runs[j % len(runs)][0][j] for j in range(len(runs[0][0]))]
     r.call("FLUSHALL")
+    memory0 = int(info(r, "memory")["used_memory"])
     r.call("CONFIG", "RESETSTAT")
     cpu0 = info(r, "cpu")
     digest = hashlib.sha256()
@@ -187,6 +201,7 @@ def run(r, directory, args):
             for one in replies:
                 digest.update(repr(one[1:]).encode())
     cpu1 = info(r, "cpu")
+    memory1 = int(info(r, "memory")["used_memory"])
     stats = info(r, "commandstats")
     cpu = sum(float(cpu1[k]) - float(cpu0[k]) for k in ("used_cpu_user", "used_cpu_sys"))
     per = {}
@@ -203,6 +218,7 @@ def run(r, directory, args):
                     if name not in ("evalsha", "info", "config|resetstat")},
         "replies": digest.hexdigest()[:12],
         "state": state_digest(r),
+        "bytes_per_client": (memory1 - memory0) / len({c for c, _ in decisions(args)}),
     }
 
 
@@ -263,11 +279,12 @@ def main():
         last = rs[-1]
         ir = " %.0f instructions/decision in EVALSHA," % last["ir"] if "ir" in last else ""
         print("%s:%s Redis CPU %.2f us/decision (median of %d: %s), EVALSHA %.2f us/decision, "
-              "%.2f commands/decision %s, replies %s, state %s (%d keys)" % (
+              "%.2f commands/decision %s, replies %s, state %s (%d keys), %.0f bytes/client" % (
                   d, ir, statistics.median(cpu), len(cpu), " ".join("%.2f" % c for c in cpu),
                   statistics.median(ev), last["cmds"],
                   " ".join("%s=%.2f" % kv for kv in sorted(last["per_cmd"].items())),
-                  last["replies"], last["state"][0], last["state"][1]))
+                  last["replies"], last["state"][0], last["state"][1],
+                  last["bytes_per_client"]))
     print("load average: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use crate::call::{Call, CallReply, Scripts};
+use crate::receipts::OpenReceipt;
 use crate::refund::Refund;
 use crate::settle::Mark;
 use crate::RedisStoreError;
@@ -23,8 +24,10 @@ use crate::RedisStoreError;
 /// the reply, and the reply.
 type Delivery = (Call, CallReply);
 
-/// A channel from the task that sends a call to the call's caller.
-pub(crate) fn channel(scripts: &Arc<Scripts>) -> (Answer, Answered) {
+/// A channel from the task that sends a call to the call's caller; `open`:
+/// the call's receipt, open until the reply is handed over (or, when it is
+/// lost, until its claim is done).
+pub(crate) fn channel(scripts: &Arc<Scripts>, open: Option<OpenReceipt>) -> (Answer, Answered) {
     let (sender, receiver) = oneshot::channel();
     let answered = Answered {
         receiver,
@@ -33,6 +36,7 @@ pub(crate) fn channel(scripts: &Arc<Scripts>) -> (Answer, Answered) {
     let answer = Answer {
         sender,
         _outstanding: scripts.outstanding.mark(),
+        open,
     };
     (answer, answered)
 }
@@ -46,6 +50,7 @@ pub(crate) fn unread() -> (Answer, oneshot::Receiver<Delivery>) {
     let answer = Answer {
         sender,
         _outstanding: outstanding.mark(),
+        open: None,
     };
     (answer, receiver)
 }
@@ -57,6 +62,8 @@ pub(crate) struct Answer {
     /// Counted until the reply is handed over (and its refund queued, if
     /// the caller is gone): what [`crate::RedisStore::settle`] waits for.
     _outstanding: Mark,
+    /// The call's receipt, closed with this (or passed on to its claim).
+    open: Option<OpenReceipt>,
 }
 
 impl Answer {
@@ -66,10 +73,21 @@ impl Answer {
     }
 
     /// Hands `reply` to the caller of `call`; when the caller is gone and
-    /// the call consumed, takes the consumption back. Must be called inside
-    /// a Tokio runtime.
+    /// the call consumed, takes the consumption back; when no reply came
+    /// although the call may have run, looks the call up by its receipt
+    /// ([`crate::lost`]). Must be called inside a Tokio runtime.
     pub(crate) fn send(self, scripts: &Arc<Scripts>, call: Call, reply: CallReply) {
-        if let Err((call, Ok(reply))) = self.sender.send((call, reply)) {
+        let Answer {
+            sender,
+            _outstanding,
+            open,
+        } = self;
+        if let (Err(e), Some(open)) = (&reply, open) {
+            if e.outcome_unknown() {
+                scripts.lost.push(scripts, &call, open);
+            }
+        }
+        if let Err((call, Ok(reply))) = sender.send((call, reply)) {
             refund_abandoned(scripts, &call, &reply);
         }
     }
@@ -166,7 +184,7 @@ mod tests {
     #[tokio::test]
     async fn a_reply_handed_over_but_never_read_is_refunded() {
         let scripts = scripts();
-        let (answer, answered) = channel(&scripts);
+        let (answer, answered) = channel(&scripts, None);
         let (call, reply) = consumed();
         answer.send(&scripts, call, reply);
         drop(answered);
@@ -176,13 +194,13 @@ mod tests {
     #[tokio::test]
     async fn a_reply_whose_caller_is_gone_is_refunded_and_a_read_one_is_not() {
         let scripts = scripts();
-        let (answer, answered) = channel(&scripts);
+        let (answer, answered) = channel(&scripts, None);
         drop(answered);
         let (call, reply) = consumed();
         answer.send(&scripts, call, reply);
         assert_eq!(refunds_ended(&scripts, 1).await, 1);
 
-        let (answer, answered) = channel(&scripts);
+        let (answer, answered) = channel(&scripts, None);
         let (call, reply) = consumed();
         answer.send(&scripts, call, reply.clone());
         assert_eq!(

@@ -50,6 +50,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::answer::{self, Answer};
 use crate::call::{Batched, Call, CallReply, Scripts};
+use crate::receipts::OpenReceipt;
 
 /// A decision waiting for a call to carry it, and where its answer goes.
 struct Waiting {
@@ -122,8 +123,8 @@ impl Batcher {
     /// flight, else in the next batch. Must be called inside a Tokio
     /// runtime (a batch is sent by a task of its own, so that no caller
     /// giving up can stop it).
-    pub(crate) async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
-        let (answer, answered) = answer::channel(&self.scripts);
+    pub(crate) async fn decide(self: &Arc<Self>, call: Call, open: OpenReceipt) -> CallReply {
+        let (answer, answered) = answer::channel(&self.scripts, Some(open));
         let starts_a_call = {
             let mut queue = self.lock();
             queue.push(Waiting { call, answer });

@@ -10,6 +10,8 @@ use redis::{RedisWrite, Script, ToRedisArgs, Value};
 use crate::answer;
 use crate::connection::{Connection, Evalsha};
 use crate::deadline::RedisClock;
+use crate::lost::LostCalls;
+use crate::receipts::{OpenReceipt, Receipts};
 use crate::refund::{Refund, Refunds};
 use crate::settle::Outstanding;
 use crate::RedisStoreError;
@@ -20,7 +22,9 @@ use crate::RedisStoreError;
 pub(crate) struct Call {
     /// The client's last-seen key, then one state key per limit.
     pub(crate) keys: Vec<String>,
-    /// now, cost, expiry margin, deadline, then four per limit.
+    /// now, cost, expiry margin, deadline, then four per limit, then the
+    /// call's receipt id and its store's watermark ([`crate::receipts`]).
+    /// An inspection's: now, then three per limit.
     pub(crate) args: Vec<Arg>,
 }
 
@@ -34,6 +38,13 @@ pub(crate) enum Arg {
     Text(&'static str),
     /// A number that may be negative (a refund's undo numbers).
     Signed(i64),
+    /// A call's receipt id, `<tag in hex>:<seq>` ([`crate::receipts`]).
+    Receipt {
+        /// The store's tag.
+        tag: u64,
+        /// The call's number in the store.
+        seq: u64,
+    },
 }
 
 impl ToRedisArgs for Arg {
@@ -42,6 +53,7 @@ impl ToRedisArgs for Arg {
             Arg::Number(n) => n.write_redis_args(out),
             Arg::Text(text) => text.write_redis_args(out),
             Arg::Signed(n) => n.write_redis_args(out),
+            Arg::Receipt { tag, seq } => out.write_arg_fmt(format_args!("{tag:016x}:{seq}")),
         }
     }
 }
@@ -96,6 +108,11 @@ pub struct CallCounts {
     /// Such decisions whose refund Redis refused or never answered: their
     /// consumption stays.
     pub refunds_failed: u64,
+    /// Decisions of cost 1 or more whose reply never came (the connection
+    /// dropped after they were sent, say), looked up by their receipt once
+    /// their deadline passed ([`crate::lost`]); those that had consumed are
+    /// refunded, and counted above as such.
+    pub replies_lost: u64,
 }
 
 #[derive(Debug, Default)]
@@ -112,9 +129,12 @@ pub(crate) struct Scripts {
     pub(crate) plan: Script,
     batch: Script,
     refund: Script,
+    claim: Script,
     pub(crate) clock: Arc<RedisClock>,
     counters: Counters,
     pub(crate) refunds: Refunds,
+    pub(crate) lost: LostCalls,
+    pub(crate) receipts: Arc<Receipts>,
     /// Calls and give-backs not answered yet ([`crate::settle`]).
     pub(crate) outstanding: Arc<Outstanding>,
 }
@@ -126,9 +146,12 @@ impl Scripts {
             plan: Script::new(crate::scripts::PLAN),
             batch: Script::new(crate::scripts::BATCH),
             refund: Script::new(crate::scripts::REFUND),
+            claim: Script::new(crate::scripts::CLAIM),
             clock,
             counters: Counters::default(),
             refunds: Refunds::default(),
+            lost: LostCalls::default(),
+            receipts: Arc::new(Receipts::new()),
             outstanding: Arc::default(),
         }
     }
@@ -143,14 +166,15 @@ impl Scripts {
             refunded: refunds.restored.load(Ordering::Relaxed),
             refunds_stale: refunds.stale.load(Ordering::Relaxed),
             refunds_failed: refunds.failed.load(Ordering::Relaxed),
+            replies_lost: self.lost.queued.load(Ordering::Relaxed),
         }
     }
 
     /// Sends `call` alone from a task of its own, so that its reply is read
     /// even when the caller gives up first (and then refunded: see
     /// [`crate::answer`]). Must be called inside a Tokio runtime.
-    pub(crate) async fn one_detached(self: &Arc<Self>, call: Call) -> CallReply {
-        let (answer, answered) = answer::channel(self);
+    pub(crate) async fn one_detached(self: &Arc<Self>, call: Call, open: OpenReceipt) -> CallReply {
+        let (answer, answered) = answer::channel(self, Some(open));
         let scripts = self.clone();
         tokio::spawn(async move {
             // A caller gone before the call left: nothing to send.
@@ -166,6 +190,28 @@ impl Scripts {
     /// Sends one refund: per limit, 1 restored, 0 changed since.
     pub(crate) async fn refund(&self, refund: &Refund) -> Result<Vec<i64>, RedisStoreError> {
         let invocation = refund.call().invocation(&self.refund);
+        self.connection
+            .invoke(&invocation)
+            .await
+            .map_err(script_error)
+    }
+
+    /// Claims the receipt of `call`, whose reply never came
+    /// ([`crate::scripts::CLAIM`]'s reply).
+    pub(crate) async fn claim(&self, call: &Call) -> Result<Vec<i64>, RedisStoreError> {
+        let receipt_at = call.args.len().saturating_sub(2);
+        let (Some(seen), Some(id), Some(deadline)) = (
+            call.keys.first(),
+            call.args.get(receipt_at),
+            call.args.get(3),
+        ) else {
+            return Err(RedisStoreError::Reply("a call without its receipt".into()));
+        };
+        let mut invocation = Evalsha::new(&self.claim, 1, 4);
+        invocation.arg(seen);
+        invocation.arg(id);
+        invocation.arg(deadline);
+        invocation.arg(call.keys.len() - 1);
         self.connection
             .invoke(&invocation)
             .await

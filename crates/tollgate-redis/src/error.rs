@@ -100,6 +100,24 @@ impl RedisStoreError {
     }
 }
 
+impl RedisStoreError {
+    /// True when the call may have run in Redis although no reply reached
+    /// the store: the connection dropped after the call was sent, or the
+    /// reply did not come in time. Such a call is looked up by its receipt
+    /// ([`crate::lost`]). A refused connection sent nothing, and an error
+    /// reply means the script did not run or wrote nothing.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        match self {
+            RedisStoreError::Redis(e) => {
+                (e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
+                    && !e.is_connection_refusal()
+            }
+            RedisStoreError::Timeout(_) => true,
+            _ => false,
+        }
+    }
+}
+
 /// Redis's error codes that trying again later may fix: the server is
 /// busy, loading, failing over, resharding or full. The failure policy
 /// answers them. See the table in the crate README.

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! <prefix>:{c:<client>}:seen          the latest time seen for the client
+//! <prefix>:{c:<client>}:receipts      the receipts of its open calls (crate::receipts)
 //! <prefix>:{c:<client>}:<limit id>    the client's state under one limit (16 hex digits)
 //! <prefix>:{c:<client>}:<limit id>:v<n>   the same, in version n >= 2 of the policy's state format
 //! ```

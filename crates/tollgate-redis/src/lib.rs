@@ -74,11 +74,13 @@
 //! one client unwind newest first. What still stays counted, always towards
 //! admitting less: a call whose client was used by an answered call (token
 //! bucket, GCRA; the sliding log takes the units out all the same) before its
-//! refund ran, and a reply that never comes (the connection dropped on the
-//! way back, or, on one node, a reply later than 30 s, `RESPONSE_TIMEOUT`:
+//! refund ran. A reply that never comes (the connection dropped on the way
+//! back, or, on one node, a reply later than 30 s, `RESPONSE_TIMEOUT`:
 //! redis-rs's default of 500 ms dropped the replies of a Redis stopped for
-//! seconds); [`CallCounts`] counts refunds by outcome
-//! (`tests/held_replies.rs`, `tests/refund_model.rs`). Errors of the estimate
+//! seconds) is refunded too: its call left a receipt under an id of its own,
+//! which the store claims once the call's deadline has passed ([`lost`]);
+//! [`CallCounts`] counts refunds by outcome (`tests/held_replies.rs`,
+//! `tests/refund_model.rs`, `tests/receipts.rs`). Errors of the estimate
 //! only make the deadline earlier (by up to the measuring round trip, plus 1
 //! ms of slack), never later, unless Redis's clock steps back or runs slow,
 //! which the next measurement (within 1 to 2 s, while every master answers)
@@ -143,9 +145,11 @@ mod error;
 mod inspect;
 pub mod keys;
 mod lazy_cluster;
+pub mod lost;
 pub mod masters;
 mod measure;
 pub mod policies;
+mod receipts;
 pub mod refund;
 mod reply;
 pub mod scripts;

@@ -30,6 +30,7 @@ use arc_swap::ArcSwapOption;
 
 use crate::batch::Batcher;
 use crate::call::{Call, CallReply, Scripts};
+use crate::receipts::OpenReceipt;
 use crate::slots::SlotMap;
 
 /// At most one reading of the map per this many µs, so that a cluster that
@@ -89,10 +90,10 @@ impl Queues {
     }
 
     /// Decides `call` in its node's queue (see [`Batcher::decide`]).
-    pub(crate) async fn decide(&self, call: Call) -> CallReply {
+    pub(crate) async fn decide(&self, call: Call, open: OpenReceipt) -> CallReply {
         match self {
-            Queues::Node(batcher) => batcher.decide(call).await,
-            Queues::Masters(masters) => masters.decide(call).await,
+            Queues::Node(batcher) => batcher.decide(call, open).await,
+            Queues::Masters(masters) => masters.decide(call, open).await,
         }
     }
 }
@@ -153,7 +154,7 @@ impl MasterQueues {
             .map(|(address, _)| address.clone())
     }
 
-    async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
+    async fn decide(self: &Arc<Self>, call: Call, open: OpenReceipt) -> CallReply {
         let queue = {
             let routes = self.routes.load();
             if self.map_is_due(routes.as_deref()) {
@@ -167,8 +168,8 @@ impl MasterQueues {
             })
         };
         match queue {
-            Some(queue) => queue.decide(call).await,
-            None => self.scripts.one(&call).await,
+            Some(queue) => queue.decide(call, open).await,
+            None => self.scripts.one_detached(call, open).await,
         }
     }
 

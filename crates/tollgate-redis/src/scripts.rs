@@ -17,6 +17,10 @@
 //! ARGV[3]        expiry margin in ms
 //! ARGV[4]        deadline: latest Redis TIME (µs) at which the script may start
 //! ARGV[1+4i..4+4i] limit i: policy code (crate::policies), limit, window_ms, shadow (0/1)
+//! ARGV[5+4n]     the call's receipt id, <tag>:<seq>: a call that consumes
+//!                leaves a receipt under it, for [`CLAIM`] should its reply
+//!                be lost (crate::receipts)
+//! ARGV[6+4n]     the store's watermark: its lowest call number still open
 //! reply          { redis_time_us, now_used, allowed, then per limit: allowed,
 //!                  remaining, retry_after_ms (-1: never), reset_after_ms },
 //!                then, when the call consumed (allowed, cost > 0), two undo
@@ -90,6 +94,27 @@ pub const REFUND_DRIVER: &str = include_str!("scripts/refund.lua");
 /// ```
 pub const REFUND: &str = policies::REFUND;
 
+/// The driver of [`CLAIM`]: finds and removes one call's receipt.
+pub const CLAIM_DRIVER: &str = include_str!("scripts/claim.lua");
+
+/// The script that claims the receipt of a call whose reply never reached
+/// the store ([`crate::lost`]), once the call's deadline has passed:
+/// [`COMMON`], then [`CLAIM_DRIVER`]. What it returns makes the call's
+/// [`REFUND`]. Its KEYS and ARGV:
+///
+/// ```text
+/// KEYS[1]        the call's last-seen key
+/// ARGV[1]        the call's receipt id, ARGV[2] its deadline (Redis TIME
+///                in µs), ARGV[3] its number of limits n
+/// reply          { -1, redis_time_us } before the deadline; { 0 } no
+///                receipt; or { 1, now_used, then per limit: consumed
+///                (0/1), undo1, undo2 }, the receipt removed
+/// ```
+pub const CLAIM: &str = concat!(
+    include_str!("scripts/common.lua"),
+    include_str!("scripts/claim.lua")
+);
+
 /// The whole script run for a decision sent alone: [`COMMON`], each
 /// policy's file registered under its code (one line each, from
 /// [`crate::policies::POLICIES`]), [`DECIDE`], then [`PLAN_DRIVER`].
@@ -107,7 +132,7 @@ pub const PLAN: &str = policies::PLAN;
 /// KEYS[1]        call 1's last-seen key: only routes the script to its node
 /// ARGV[1]        m, the number of calls
 /// then per call  n_j (its number of limits), its 1 + n_j KEYS as for PLAN,
-///                then its 4 + 4 n_j ARGV as for PLAN
+///                then its 6 + 4 n_j ARGV as for PLAN
 ///
 /// (The calls' keys are arguments: a cluster script may declare keys of one
 /// slot only, but touch any key its node serves; a call whose keys another

@@ -14,6 +14,7 @@ use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
 use crate::masters::Queues;
 use crate::measure;
+use crate::receipts::OpenReceipt;
 use crate::refund::Refund;
 use crate::reply::read_reply;
 use crate::{policies, scripts, RedisStoreConfig, RedisStoreError, RedisTarget, TimeSource};
@@ -227,12 +228,13 @@ impl RedisStore {
             Offset::Unknown => measure::measure_offset(&self.scripts).await?,
         };
         let deadline_us = deadline::deadline_us(started_us, offset_us, self.config.timeout);
-        let call = self.call(plan, client, now_ms, cost, deadline_us)?;
+        let open = self.scripts.receipts.open();
+        let call = self.call(plan, client, now_ms, cost, deadline_us, &open)?;
         // Only a caller deciding several clients together keeps its call.
         let kept = keep.then(|| call.clone());
         let whole = match &self.queues {
-            Some(queues) => queues.decide(call).await?,
-            None => self.scripts.one_detached(call).await?,
+            Some(queues) => queues.decide(call, open).await?,
+            None => self.scripts.one_detached(call, open).await?,
         };
         let (&redis_us, reply) = whole
             .split_first()
@@ -250,10 +252,11 @@ impl RedisStore {
     }
 
     /// Waits, for at most `within`, until every call has had its reply
-    /// handed over and every refund is sent, so that a process about to
-    /// exit still takes back what its abandoned calls consumed (a call
-    /// answered by the failure policy while Redis held its reply; see
-    /// [`crate::refund`]). Checked every 5 ms.
+    /// handed over, every lost reply's receipt is claimed and every refund
+    /// is sent, so that a process about to exit still takes back what its
+    /// abandoned calls consumed (a call answered by the failure policy while
+    /// Redis held its reply, or whose reply was lost; see [`crate::refund`]
+    /// and [`crate::lost`]). Checked every 5 ms.
     ///
     /// # Errors
     /// [`RedisStoreError::Unsettled`] when `within` ran out first (Redis
@@ -263,7 +266,8 @@ impl RedisStore {
         loop {
             let scripts = &self.scripts;
             let calls = scripts.outstanding.count();
-            if calls == 0 && scripts.refunds.is_idle() {
+            // Lost calls first: their claims queue refunds before they end.
+            if calls == 0 && scripts.lost.is_idle() && scripts.refunds.is_idle() {
                 return Ok(());
             }
             if started.elapsed() >= within {
@@ -330,11 +334,12 @@ impl RedisStore {
         now_ms: u64,
         cost: u32,
         deadline_us: u64,
+        open: &OpenReceipt,
     ) -> Result<Call, RedisStoreError> {
         let limits = plan.limits();
         let base = self.keys.client_base(client);
         let mut keys = Vec::with_capacity(1 + limits.len());
-        let mut args = Vec::with_capacity(4 + 4 * limits.len());
+        let mut args = Vec::with_capacity(6 + 4 * limits.len());
         keys.push(KeyLayout::seen_key_from_base(&base));
         args.push(self.time_arg(now_ms));
         args.push(Arg::Number(u64::from(cost)));
@@ -344,6 +349,8 @@ impl RedisStore {
             push_limit(&base, limit, &mut keys, &mut args)?;
             args.push(Arg::Text(if limit.is_shadow() { "1" } else { "0" }));
         }
+        args.push(open.arg());
+        args.push(Arg::Number(self.scripts.receipts.watermark()));
         Ok(Call { keys, args })
     }
 }

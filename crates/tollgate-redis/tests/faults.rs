@@ -319,17 +319,29 @@ fn out_of_range_arguments_are_refused_before_any_write() {
             .await
             .expect("connection");
         // ARGV: now, cost, margin, deadline (Redis TIME in µs: far ahead
-        // here), then code, limit, window, shadow.
+        // here), then code, limit, window, shadow, receipt id, watermark.
         let late = "9007199254740991";
         for argv in [
-            ["9007199254740993", "1", "0", late, "s", "1", "10", "0"],
-            ["0", "1", "0", late, "x", "1", "10", "0"],
-            ["0", "1", "0", late, "t", "3", "10", "0"],
-            ["0", "-1", "0", late, "s", "1", "10", "0"],
-            ["0", "1", "0", late, "g", "0", "10", "0"],
-            ["0", "1", "0", late, "s", "1", "10", "yes"],
-            ["0", "1", "0", "soon", "s", "1", "10", "0"],
-            ["0", "1", "0", late, "s", "1", "10", ""],
+            [
+                "9007199254740993",
+                "1",
+                "0",
+                late,
+                "s",
+                "1",
+                "10",
+                "0",
+                "ab:7",
+                "0",
+            ],
+            ["0", "1", "0", late, "x", "1", "10", "0", "ab:7", "0"],
+            ["0", "1", "0", late, "t", "3", "10", "0", "ab:7", "0"],
+            ["0", "-1", "0", late, "s", "1", "10", "0", "ab:7", "0"],
+            ["0", "1", "0", late, "g", "0", "10", "0", "ab:7", "0"],
+            ["0", "1", "0", late, "s", "1", "10", "yes", "ab:7", "0"],
+            ["0", "1", "0", "soon", "s", "1", "10", "0", "ab:7", "0"],
+            ["0", "1", "0", late, "s", "1", "10", "", "ab:7", "0"],
+            ["0", "1", "0", late, "s", "1", "10", "0", "x7", "0"],
         ] {
             let mut invocation = script.key("raw:{c:r}:seen");
             invocation.key("raw:{c:r}:1");

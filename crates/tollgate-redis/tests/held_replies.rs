@@ -6,6 +6,10 @@
 //! (`tollgate_redis::refund`), and every client's state must equal that of
 //! the in-memory limiter given only the calls the store itself answered.
 //!
+//! The same when the replies never come: the connection drops while it
+//! holds them ([`Relay::cut`]). The store then finds each call by the
+//! receipt it left (`tollgate_redis::lost`) and takes back what it consumed.
+//!
 //! And never more than that: under the token bucket and GCRA, a refund
 //! whose state another call changed meanwhile keeps the consumption (a
 //! blind undo could over-admit); the sliding log takes its units out
@@ -75,10 +79,28 @@ async fn same_state(store: &RedisStore, reference: &PlanLimiter, plan: &Plan, wh
     }
 }
 
-/// One policy under one failure policy, batched or not, through held replies.
-async fn held_run(server: &RedisServer, policy: &str, failure: FailurePolicy, batch_max: usize) {
-    let what = format!("{policy} / {failure:?} / batch_max {batch_max}");
-    let prefix = format!("held-{policy}-{failure:?}-{batch_max}").replace([' ', '{', '}'], "");
+/// How the held replies end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// They pass, late: the store refunds the calls from their replies.
+    Released,
+    /// The connection drops with them: the store finds the calls by their
+    /// receipts.
+    Cut,
+}
+
+/// One policy under one failure policy, batched or not, through held
+/// replies that end as `end` says.
+async fn held_run(
+    server: &RedisServer,
+    policy: &str,
+    failure: FailurePolicy,
+    batch_max: usize,
+    end: End,
+) {
+    let what = format!("{policy} / {failure:?} / batch_max {batch_max} / {end:?}");
+    let prefix =
+        format!("held-{policy}-{failure:?}-{batch_max}-{end:?}").replace([' ', '{', '}'], "");
     let relay = Relay::start(server.port());
     let redis = RedisStore::connect(&relay.url(), config(prefix, batch_max))
         .await
@@ -116,7 +138,10 @@ async fn held_run(server: &RedisServer, policy: &str, failure: FailurePolicy, ba
     }
     let sent = raw.call_counts().decisions - before.decisions;
     assert!(sent >= 4, "{what}: only {sent} calls reached Redis");
-    relay.release_replies();
+    match end {
+        End::Released => relay.release_replies(),
+        End::Cut => relay.cut(),
+    }
 
     let counts = counts_until(&raw, |c| c.refunded - before.refunded >= sent).await;
     let what = format!("{what}: {sent} sent, {counts:?}");
@@ -128,9 +153,14 @@ async fn held_run(server: &RedisServer, policy: &str, failure: FailurePolicy, ba
     );
     assert_eq!(counts.refunds_stale, before.refunds_stale, "{what}");
     assert_eq!(counts.refunds_failed, before.refunds_failed, "{what}");
+    let lost = match end {
+        End::Released => 0,
+        End::Cut => sent,
+    };
+    assert_eq!(counts.replies_lost - before.replies_lost, lost, "{what}");
 }
 
-fn every_policy(batch_max: usize, test: &str) {
+fn every_policy(batch_max: usize, end: End, test: &str) {
     let Some(server) = RedisServer::spawn(test) else {
         return;
     };
@@ -138,7 +168,7 @@ fn every_policy(batch_max: usize, test: &str) {
         load_scripts(&server.url()).await;
         for policy in POLICY_NAMES {
             for failure in FailurePolicy::ALL {
-                held_run(&server, policy, failure, batch_max).await;
+                held_run(&server, policy, failure, batch_max, end).await;
             }
         }
     });
@@ -148,14 +178,26 @@ fn every_policy(batch_max: usize, test: &str) {
 fn calls_whose_replies_came_too_late_are_refunded_when_batched() {
     every_policy(
         64,
+        End::Released,
         "calls_whose_replies_came_too_late_are_refunded_when_batched",
     );
+}
+
+#[test]
+fn calls_whose_replies_were_lost_are_found_by_their_receipts_when_batched() {
+    every_policy(64, End::Cut, "calls_whose_replies_were_lost_batched");
+}
+
+#[test]
+fn calls_whose_replies_were_lost_are_found_by_their_receipts_when_sent_alone() {
+    every_policy(1, End::Cut, "calls_whose_replies_were_lost_alone");
 }
 
 #[test]
 fn calls_whose_replies_came_too_late_are_refunded_when_sent_alone() {
     every_policy(
         1,
+        End::Released,
         "calls_whose_replies_came_too_late_are_refunded_when_sent_alone",
     );
 }

@@ -59,7 +59,9 @@ fn rust_and_lua_bounds_agree_at_the_edge() {
                         .arg(policy.code)
                         .arg(limit)
                         .arg(window)
-                        .arg(0);
+                        .arg(0)
+                        .arg(format!("ab:{calls}")) // receipt id
+                        .arg(0); // watermark
                     let reply: Result<Vec<i64>, _> = invocation.invoke_async(&mut connection).await;
                     match reply {
                         Ok(_) => assert!(ok, "{} at {now}: the script let it through", policy.name),

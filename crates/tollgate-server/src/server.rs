@@ -417,6 +417,7 @@ impl Server {
                 refunded: counts.refunded,
                 refunds_stale: counts.refunds_stale,
                 refunds_failed: counts.refunds_failed,
+                replies_lost: counts.replies_lost,
             }
         });
         if let Some(memory) = &self.inner.memory {

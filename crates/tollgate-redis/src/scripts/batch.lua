@@ -18,9 +18,9 @@
 --              read of its last-seen key).
 -- ARGV[1]      m, the number of calls (at least 1)
 -- then, for each call j in turn: n_j, its number of limits; its 1 + n_j
---              keys, laid out as plan.lua's KEYS; its 4 + 4 n_j arguments,
+--              keys, laid out as plan.lua's KEYS; its 6 + 4 n_j arguments,
 --              laid out as plan.lua's ARGV (its own time, cost, expiry
---              margin and deadline).
+--              margin, deadline, receipt id and watermark).
 --
 -- Returns m entries, entry j for call j: plan.lua's reply to it (each call
 -- reads TIME when it starts and checks its own deadline: a call that starts
@@ -46,8 +46,8 @@ for j = 1, m do
     fail('call ' .. j .. ' of ' .. m .. ' has no arguments')
   end
   local n = parse_int(ARGV[at], 'number of limits of call ' .. j, #ARGV)
-  calls[j] = { key_at = at, keys = 1 + n, arg_at = at + 1 + n, args = 4 + 4 * n }
-  at = at + 1 + (1 + n) + (4 + 4 * n)
+  calls[j] = { key_at = at, keys = 1 + n, arg_at = at + 1 + n, args = 6 + 4 * n }
+  at = at + 1 + (1 + n) + (6 + 4 * n)
 end
 if at ~= #ARGV + 1 then
   fail('the calls add up to ' .. (at - 1) .. ' arguments, got ' .. #ARGV)

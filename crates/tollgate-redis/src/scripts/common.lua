@@ -159,3 +159,23 @@ local function time_after_seen(seen_key, now, limits)
   end
   return now, seen
 end
+
+-- The key of the receipts of a client's open calls (decide.lua), beside
+-- its last-seen key `seen_key` ("...:seen"): same hash tag, so same slot.
+-- A key of its own, so that the last-seen key keeps the format every
+-- version of the scripts reads (servers of two versions share a Redis
+-- during a rolling upgrade).
+local function receipts_key(seen_key)
+  return string.sub(seen_key, 1, -5) .. 'receipts'
+end
+
+-- A call's receipt id, "<tag>:<seq>": the store's tag (up to 16 hex
+-- digits) and the call's number in the store (decimal); returned as the
+-- text and the tag.
+local function receipt_id(value)
+  local tag = type(value) == 'string' and #value <= 40 and string.match(value, '^(%x+):%d+$')
+  if not tag or #tag > 16 then
+    fail('receipt id is not <tag>:<seq> (up to 16 hex digits, a colon, a decimal number): ' .. tostring(value))
+  end
+  return value, tag
+end

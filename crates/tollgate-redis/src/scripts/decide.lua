@@ -9,6 +9,21 @@
 -- deadline against it, so each call of a batch is refused as late, writing
 -- nothing, exactly when a separate call starting then would be.
 --
+-- A call that consumes also leaves a receipt, so that its consumption can
+-- be taken back even when its reply never reaches the store (the
+-- connection dropped on the way back): the store then claims the receipt
+-- by the call's id (claim.lua) once the call's deadline has passed, and
+-- refunds the call with the numbers the receipt holds (src/lost.rs). The
+-- client's receipts are one string at receipts_key (common.lua), newest
+-- first, each "|<tag>:<seq>,<now_used>,<undo1>,<undo2>,..." with two undo
+-- numbers per limit ("x,x" for a limit that did not consume), kept for
+-- RECEIPTS_KEPT_MS after the client's last consuming call. A receipt is
+-- needed only while its call is open (no reply yet, or lost and not yet
+-- claimed): a consuming call drops the receipts of its own store (tag)
+-- numbered below the store's watermark, the lowest number it still has
+-- open, so a client keeps about one receipt per store; and at most
+-- RECEIPTS_KEPT_BYTES of them (the oldest go).
+--
 -- Returns { redis_time_us, now_used, allowed, then per limit: allowed,
 -- remaining, retry_after_ms (-1: never), reset_after_ms }, followed, when
 -- the call consumed (allowed, cost > 0), by two numbers per limit: what
@@ -23,6 +38,86 @@
 -- before the first write, since a failing script does not roll back what it
 -- already wrote; a Redis error of phase 3 (OOM) can only come from its
 -- first write, before which Redis refuses a script's writes, never after.
+
+-- Receipts beyond this many bytes of a client's last-seen value are
+-- dropped, oldest first: a bound on the memory of a client with many calls
+-- open at once (about 200 of one limit).
+local RECEIPTS_KEPT_BYTES = 4096
+
+-- How long a client's receipts are kept after its last consuming call: 180
+-- s, longer than a lost call can wait for its claim (a reply given up on
+-- after 30 s at most, then 60 s of tries: src/lost.rs).
+local RECEIPTS_KEPT_MS = 180000
+
+-- `receipts` without those of the store tagged `tag` numbered below its
+-- `watermark` (closed), and cut to RECEIPTS_KEPT_BYTES.
+local function open_receipts(receipts, tag, watermark)
+  if receipts == '' then
+    return receipts
+  end
+  local mine = '|' .. tag .. ':'
+  local first = string.find(receipts, mine, 1, true)
+  if first == 1 and not string.find(receipts, '|', 2, true) then
+    -- The usual: one receipt, this store's.
+    local seq = string.match(receipts, '^%d+', #mine + 1)
+    if seq and seq + 0 < watermark then
+      return ''
+    end
+    return receipts
+  end
+  if first then
+    local kept = {}
+    local at = 1
+    while at <= #receipts do
+      local stop = string.find(receipts, '|', at + 1, true) or #receipts + 1
+      local closed = false
+      if string.find(receipts, mine, at, true) == at then
+        local seq = string.match(receipts, '^%d+', at + #mine)
+        closed = seq ~= nil and seq + 0 < watermark
+      end
+      if not closed then
+        kept[#kept + 1] = string.sub(receipts, at, stop - 1)
+      end
+      at = stop
+    end
+    receipts = table.concat(kept)
+  end
+  if #receipts > RECEIPTS_KEPT_BYTES then
+    local cut = string.find(receipts, '|', RECEIPTS_KEPT_BYTES, true)
+    if cut then
+      receipts = string.sub(receipts, 1, cut - 1)
+    end
+  end
+  return receipts
+end
+
+-- Stores the receipt of call `id`, which consumed at `now` (`now_text` as
+-- a decimal), in front of the open ones of the client's receipts (see
+-- open_receipts; `tag` and `watermark` are the call's store's), at `key`.
+-- One concatenation for the usual plan of one limit: each string built is
+-- hashed and interned, and later collected.
+local function write_receipt(key, id, tag, watermark, now, limits)
+  local receipts = redis.call('GET', key) or ''
+  receipts = open_receipts(receipts, tag, watermark)
+  local now_text = fmt(now)
+  local value
+  if #limits == 1 then
+    local l = limits[1]
+    value = '|' .. id .. ',' .. now_text .. ',' .. fmt(l.undo1) .. ',' .. fmt(l.undo2) .. receipts
+  else
+    local parts = { '|', id, ',', now_text }
+    for i = 1, #limits do
+      local l = limits[i]
+      if l.consumed then
+        parts[#parts + 1] = ',' .. fmt(l.undo1) .. ',' .. fmt(l.undo2)
+      else
+        parts[#parts + 1] = ',x,x'
+      end
+    end
+    value = table.concat(parts) .. receipts
+  end
+  redis.call('SET', key, value, 'PX', fmt(RECEIPTS_KEPT_MS))
+end
 
 -- Phase 1 for the limits: limit i's policy, numbers and key from argv
 -- (4 each from argv[5]) and keys[1 + i], checked.
@@ -68,14 +163,18 @@ local function decide_limits(limits, now, cost)
   return allowed
 end
 
--- Phase 3, the writes: every limit that consumes (or anchors), then the
--- client's last-seen time at `seen_key` (`seen`: the stored one, or nil).
-local function write_limits(seen_key, seen, limits, now, allowed, cost, margin)
+-- Phase 3, the writes of every limit that consumes (or anchors). Returns
+-- whether any was written, whether any consumed, and the expiry the
+-- client's last-seen key needs.
+local function write_limits(limits, now, allowed, cost, margin)
   local wrote = false
+  local consumed = false
   local seen_ttl = 0
   for i = 1, #limits do
     local l = limits[i]
     local consume = allowed and cost > 0 and l.decision.allowed
+    l.consumed = consume
+    consumed = consumed or consume
     l.undo1, l.undo2 = 0, 0
     if consume or (l.policy.anchors and not l.state) then
       local used = 0
@@ -94,15 +193,22 @@ local function write_limits(seen_key, seen, limits, now, allowed, cost, margin)
       seen_ttl = l.window + margin
     end
   end
-  -- Every call records its time, even one that only asks about an unknown
-  -- client, as the in-memory store does: with the fewest commands that keep
-  -- the key's value the latest time and its expiry at least the longest of
-  -- the state keys'. A call that wrote a state key sets the expiry to the
-  -- longest window + margin of the plan, or keeps a longer one another plan
-  -- set (PTTL). A call that wrote none changes no state key's expiry, so
-  -- the one already set still outlives them all: the new time keeps it
-  -- (KEEPTTL, Redis 6.0 or newer), and a call at the stored time writes
-  -- nothing.
+  return wrote, consumed, seen_ttl
+end
+
+-- Phase 3: the client's last-seen time at `seen_key` (`seen`: the stored
+-- one, or nil), having written a state key or not (`wrote`).
+--
+-- Every call records its time, even one that only asks about an unknown
+-- client, as the in-memory store does: with the fewest commands that keep
+-- the key's value the latest time and its expiry at least the longest of
+-- the state keys'. A call that wrote a state key sets the expiry to the
+-- longest window + margin of the plan (`seen_ttl`), or keeps a longer one
+-- another plan set (PTTL). A call that wrote none changes no state key's
+-- expiry, so the one already set still outlives them all: the new time
+-- keeps it (KEEPTTL, Redis 6.0 or newer), and a call at the stored time
+-- writes nothing.
+local function write_seen(seen_key, seen, now, wrote, seen_ttl)
   if wrote or not seen then
     if seen then
       local left = redis.call('PTTL', seen_key)
@@ -137,8 +243,8 @@ end
 
 local function decide_call(keys, argv)
   local n = #keys - 1
-  if n < 1 or #argv ~= 4 + 4 * n then
-    fail('expected 1 + n keys and 4 + 4n arguments, got ' .. #keys .. ' keys and ' .. #argv .. ' arguments')
+  if n < 1 or #argv ~= 6 + 4 * n then
+    fail('expected 1 + n keys and 6 + 4n arguments, got ' .. #keys .. ' keys and ' .. #argv .. ' arguments')
   end
 
   -- Phase 0.
@@ -152,11 +258,17 @@ local function decide_call(keys, argv)
   local cost = parse_arg(argv[2], 'cost', MAX_U32)
   local margin = parse_arg(argv[3], 'expiry margin', MAX_EXACT)
   local limits = read_limits(keys, argv, n, margin)
+  local id, tag = receipt_id(argv[5 + 4 * n])
+  local watermark = parse_arg(argv[6 + 4 * n], 'watermark', MAX_EXACT)
   -- The backwards-time rule (reads the last-seen time, checks the bounds).
   local seen
   now, seen = time_after_seen(keys[1], now, limits)
   local allowed = decide_limits(limits, now, cost)
-  write_limits(keys[1], seen, limits, now, allowed, cost, margin)
+  local wrote, consumed, seen_ttl = write_limits(limits, now, allowed, cost, margin)
+  write_seen(keys[1], seen, now, wrote, seen_ttl)
+  if consumed then
+    write_receipt(receipts_key(keys[1]), id, tag, watermark, now, limits)
+  end
   keep_args = true
   return call_reply(redis_us, now, allowed, cost, limits)
 end

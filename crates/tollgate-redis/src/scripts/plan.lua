@@ -16,6 +16,13 @@
 -- ARGV[1+4i..4+4i] for limit i: the policy's Redis code (the keys of
 --              `policies`, one per descriptor in src/policies.rs), limit,
 --              window_ms, shadow ("0"/"1")
+-- ARGV[5+4n]   the call's receipt id, "<tag>:<seq>" (the store's tag, up to
+--              16 hex digits, and the call's number in it): when the call
+--              consumes, a receipt under this id is kept beside the
+--              last-seen key (see decide.lua), which claim.lua finds
+--              should the reply never reach the store
+-- ARGV[6+4n]   the store's watermark: the lowest number of a call it still
+--              has open (its receipts below it are dropped)
 --
 -- Returns { redis_time_us, now_used, allowed, then per limit: allowed,
 -- remaining, retry_after_ms (-1: never), reset_after_ms }, then, when the

@@ -1,11 +1,12 @@
 //! A loopback TCP relay in front of a real `redis-server` that can hold
 //! Redis's replies on their way back: the network fault in which Redis runs
 //! a call in time but its answer reaches the caller only after the caller
-//! gave up.
+//! gave up; or drop the connections with the replies they hold: the fault
+//! in which Redis runs a call but its answer never comes.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -19,11 +20,19 @@ struct Shared {
     held: Mutex<bool>,
     released: Condvar,
     stopping: AtomicBool,
+    /// Raised by [`Relay::cut`]: connections of an older generation close.
+    generation: AtomicU64,
+    /// Both ends of every connection relayed, for [`Relay::cut`].
+    open: Mutex<Vec<TcpStream>>,
 }
 
 impl Shared {
     fn stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// Waits while replies are held (or until the relay is dropped).
@@ -73,8 +82,16 @@ impl Relay {
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
                     continue;
                 };
-                pipe(&client, &server, accepting.clone(), false);
-                pipe(&server, &client, accepting.clone(), true);
+                if let (Ok(a), Ok(b)) = (client.try_clone(), server.try_clone()) {
+                    let mut open = accepting
+                        .open
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    open.extend([a, b]);
+                }
+                let generation = accepting.generation();
+                pipe(&client, &server, accepting.clone(), false, generation);
+                pipe(&server, &client, accepting.clone(), true, generation);
             }
         });
         Relay {
@@ -103,6 +120,24 @@ impl Relay {
     pub fn release_replies(&self) {
         self.shared.set_held(false);
     }
+
+    /// Closes every connection made so far, both ways, dropping the replies
+    /// it holds (they never reach the caller); connections made after pass
+    /// replies again.
+    pub fn cut(&self) {
+        self.shared.generation.fetch_add(1, Ordering::SeqCst);
+        let open = std::mem::take(
+            &mut *self
+                .shared
+                .open
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for stream in open {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        self.shared.set_held(false);
+    }
 }
 
 impl Drop for Relay {
@@ -117,9 +152,10 @@ impl Drop for Relay {
     }
 }
 
-/// Copies `from` to `to` in a thread of its own until either side closes
-/// or the relay is dropped; `replies`: the copy waits while replies are held.
-fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, replies: bool) {
+/// Copies `from` to `to` in a thread of its own until either side closes,
+/// the relay is dropped or the connection's `generation` is cut;
+/// `replies`: the copy waits while replies are held.
+fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, replies: bool, generation: u64) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -128,7 +164,8 @@ fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, replies: bool) {
     }
     std::thread::spawn(move || {
         let mut buffer = vec![0u8; 64 * 1024];
-        while !shared.stopping() {
+        let cut = || shared.generation() != generation;
+        while !shared.stopping() && !cut() {
             let n = match from.read(&mut buffer) {
                 Ok(0) => break,
                 Ok(n) => n,
@@ -139,6 +176,9 @@ fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, replies: bool) {
             };
             if replies {
                 shared.wait_released();
+            }
+            if cut() {
+                break;
             }
             if to.write_all(&buffer[..n]).is_err() {
                 break;

@@ -54,6 +54,10 @@ pub struct StoreCalls {
     pub refunds_stale: u64,
     /// Such decisions whose refund failed: kept.
     pub refunds_failed: u64,
+    /// Decisions whose reply never came (the connection dropped after they
+    /// were sent), looked up by the receipt they left in Redis; those that
+    /// consumed are refunded, and counted above.
+    pub replies_lost: u64,
 }
 
 /// Store errors by kind, as the guarded stores counted them.
@@ -164,6 +168,11 @@ impl Gauges {
                     "Script calls to Redis that carried those decisions (fewer when batched)",
                     calls.calls,
                 ),
+                (
+                    "store_replies_lost",
+                    "Decisions whose reply never came (the connection dropped after they were sent), looked up by the receipt they left in Redis and refunded if they consumed",
+                    calls.replies_lost,
+                ),
             ] {
                 let counter = Counter::<u64>::default();
                 counter.inc_by(count);
@@ -179,7 +188,7 @@ impl Gauges {
             }
             registry.register(
                 "store_refunds",
-                "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came, or gave back (an Envoy request another of whose clients refused): restored (taken back), stale (the client was used since, so kept: admits less, never more) or failed (kept)",
+                "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came, whose reply was lost, or that their caller gave back (an Envoy request another of whose clients refused): restored (taken back), stale (the client was used since, so kept: admits less, never more) or failed (kept)",
                 refunds,
             );
         }
