@@ -1,4 +1,4 @@
-//! Calls whose reply never came: found by their receipt, then refunded.
+//! Calls whose reply never came: found by their receipt, and taken back.
 //!
 //! A call can run in Redis and its reply never reach the store: the
 //! connection drops on the way back (a network fault, a proxy cut, a
@@ -14,19 +14,20 @@
 //! client's last-seen key: the time it was decided at and its undo numbers
 //! (`decide.lua`). A call of cost 1 or more that ends in an error leaving its
 //! outcome unknown is queued here. One task of the store claims each queued
-//! call's receipt ([`crate::scripts::CLAIM`]), in the order the calls were
-//! sent, once Redis's clock has passed the call's deadline (after it, a
-//! call that has not started never writes: [`crate::deadline`]), so the
-//! receipt is there exactly when the call consumed. A claim removes the
-//! receipt, so a call is refunded at most once, and hands the refund to
-//! [`crate::refund`], which sends it as any other: compare and restore, the
-//! calls of one group newest first.
+//! call ([`crate::scripts::CLAIM`]) once Redis's clock has passed the
+//! call's deadline (after it, a call that has not started never writes:
+//! [`crate::deadline`]), so the receipt is there exactly when the call
+//! consumed. The claim takes the consumption back as a refund would
+//! (compare and restore; one client's calls newest first) and removes the
+//! receipt, in one script: so a claim whose own answer is lost (the
+//! connection dropped again) is simply sent again, and a call is taken back
+//! at most once.
 //!
 //! A claim that cannot reach Redis (it is still down, or restarting) is
 //! tried again, for up to [`LOST_KEPT`]; the call stays open meanwhile, so
 //! no call of the store drops its receipt. What stays out of reach: a
-//! receipt pushed out of a client's receipts, which keep at most about
-//! 4 KiB (some 100 open calls of one client), receipts kept past 180 s
+//! receipt pushed out of a client's receipts, which keep at most 1 MiB
+//! (some 20,000 open calls of one client), receipts kept past 180 s
 //! (`decide.lua`; longer than a claim is tried), a Redis that lost the
 //! write itself (a restart without persistence), and claims past
 //! [`MAX_LOST`] waiting. Each leaves the consumption in place, towards
@@ -36,9 +37,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::call::{Arg, Call, Scripts};
+use crate::call::{Arg, Call, Claimed, Scripts};
 use crate::receipts::OpenReceipt;
-use crate::refund::{Refund, REFUND_TIMEOUT};
+use crate::refund::REFUND_TIMEOUT;
 
 /// At most this many lost calls wait to be claimed; one past it is counted
 /// as a failed refund.
@@ -48,8 +49,14 @@ pub const MAX_LOST: usize = 65_536;
 /// reached: 60 s, enough for a restart or a failover.
 pub const LOST_KEPT: Duration = Duration::from_secs(60);
 
-/// The longest pause between two tries of a claim.
-const MOST_BETWEEN_TRIES: Duration = Duration::from_secs(1);
+/// The most calls of one client taken back by one claim (a script runs
+/// alone on its node: a bound on how long it holds it).
+const MOST_PER_CLAIM: usize = 256;
+
+/// The longest pause between two tries of a claim: short, since a claim
+/// waiting keeps its store's receipts from being dropped (and a Redis
+/// that refuses connections answers at once).
+const MOST_BETWEEN_TRIES: Duration = Duration::from_millis(100);
 
 #[derive(Default)]
 struct Pending {
@@ -102,9 +109,12 @@ impl LostCalls {
     }
 }
 
-/// Claims what is queued, in order, and queues the refunds of each group
-/// together, until the queue is empty. Waits one turn first, so that the
-/// other calls of the same lost batch or connection queue theirs.
+/// Claims what is queued until the queue is empty, after one turn, so that
+/// the other calls of the same lost batch or connection queue theirs.
+/// Each client's calls go in one claim (which takes them back newest
+/// first), the clients' at once, each from a task of its own: while they
+/// wait, the group's calls stay open, and every call of the store keeps
+/// the receipts it would otherwise drop.
 async fn claim_all(scripts: Arc<Scripts>) {
     let mut place = Running {
         lost: &scripts.lost,
@@ -121,17 +131,40 @@ async fn claim_all(scripts: Arc<Scripts>) {
             }
             std::mem::take(&mut pending.queue)
         };
-        let mut refunds = Vec::new();
-        for (call, _open) in &group {
-            if let Some(refund) = claim(&scripts, call).await {
-                refunds.push(refund);
+        let clients: Vec<_> = by_client(group)
+            .into_iter()
+            .map(|calls| {
+                let scripts = scripts.clone();
+                tokio::spawn(async move {
+                    for chunk in calls.chunks(MOST_PER_CLAIM) {
+                        let chunk: Vec<&Call> = chunk.iter().map(|(call, _)| call).collect();
+                        claim(&scripts, &chunk).await;
+                    }
+                    // Closed once claimed: their receipts are gone.
+                    drop(calls);
+                })
+            })
+            .collect();
+        for client in clients {
+            if client.await.is_err() {
+                scripts.refunds.count_failed();
             }
         }
-        scripts.refunds.push_all(&scripts, refunds);
-        // Only now are the calls closed: until their claims were done, no
-        // call of the store could drop their receipts.
-        drop(group);
     }
+}
+
+/// `group`'s calls by client (last-seen key), each client's in the order
+/// they were sent.
+fn by_client(group: Vec<(Call, OpenReceipt)>) -> Vec<Vec<(Call, OpenReceipt)>> {
+    let mut clients: Vec<Vec<(Call, OpenReceipt)>> = Vec::new();
+    for lost in group {
+        let client = lost.0.keys.first();
+        match clients.iter_mut().find(|c| c[0].0.keys.first() == client) {
+            Some(calls) => calls.push(lost),
+            None => clients.push(vec![lost]),
+        }
+    }
+    clients
 }
 
 /// The claiming task's place, given back if the task ends early (a panic,
@@ -149,34 +182,40 @@ impl Drop for Running<'_> {
     }
 }
 
-/// Claims `call`'s receipt: the refund it makes, or `None` when the call
-/// consumed nothing (no receipt). Waits for the deadline to pass on
-/// Redis's clock, and tries again while Redis cannot be reached, for up to
-/// [`LOST_KEPT`]; then counts a failed refund.
-async fn claim(scripts: &Arc<Scripts>, call: &Call) -> Option<Refund> {
+/// Takes back what `calls` (of one client, in the order they were sent)
+/// consumed, by their receipts, and counts how each ended
+/// ([`crate::CallCounts`]: restored, stale or failed; nothing for a call
+/// that consumed nothing). Waits for their deadlines to pass on Redis's
+/// clock, and tries again while Redis cannot be reached or the claim's
+/// answer does not come, for up to [`LOST_KEPT`]: a claim removes the
+/// receipts in the same script that takes the consumption back, so one
+/// sent twice takes nothing back twice.
+async fn claim(scripts: &Arc<Scripts>, calls: &[&Call]) {
+    let counters = &scripts.refunds.counters;
+    let failed = || {
+        let n = u64::try_from(calls.len()).unwrap_or(u64::MAX);
+        counters.failed.fetch_add(n, Ordering::Relaxed);
+    };
     let started = Instant::now();
-    let mut pause = Duration::from_millis(10);
+    let mut pause = Duration::from_millis(2);
     loop {
-        let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.claim(call)).await;
+        let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.claim(calls)).await;
         let wait = match answer {
-            Ok(Ok(claimed)) => match claimed.split_first() {
-                Some((&0, [])) => return None,
-                Some((&1, found)) => {
-                    let refund = Refund::of_receipt(call, found);
-                    if refund.is_none() {
-                        scripts.refunds.count_failed();
-                    }
-                    return refund;
+            Ok(Ok(Claimed::Calls(claimed))) => {
+                for restored in claimed.into_iter().flatten() {
+                    let counter = if restored.iter().all(|&r| r) {
+                        &counters.restored
+                    } else {
+                        &counters.stale
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
                 }
-                Some((&-1, &[redis_us])) => until_deadline(call, redis_us),
-                _ => {
-                    scripts.refunds.count_failed();
-                    return None;
-                }
-            },
+                return;
+            }
+            Ok(Ok(Claimed::Early(redis_us))) => until_deadlines(calls, redis_us),
             Ok(Err(error)) if !error.is_transient() => {
-                scripts.refunds.count_failed();
-                return None;
+                failed();
+                return;
             }
             Ok(Err(_)) | Err(_) => {
                 pause = (pause * 2).min(MOST_BETWEEN_TRIES);
@@ -184,20 +223,24 @@ async fn claim(scripts: &Arc<Scripts>, call: &Call) -> Option<Refund> {
             }
         };
         if started.elapsed() + wait > LOST_KEPT {
-            scripts.refunds.count_failed();
-            return None;
+            failed();
+            return;
         }
         tokio::time::sleep(wait).await;
     }
 }
 
-/// How long until `call`'s deadline passes, Redis's clock reading
-/// `redis_us` (at least 1 ms, at most [`MOST_BETWEEN_TRIES`]).
-fn until_deadline(call: &Call, redis_us: i64) -> Duration {
-    let deadline_us = match call.args.get(3) {
-        Some(&Arg::Number(deadline)) => deadline,
-        _ => 0,
-    };
-    let left_us = deadline_us.saturating_sub(u64::try_from(redis_us).unwrap_or(0));
+/// How long until the latest deadline of `calls` passes, Redis's clock
+/// reading `redis_us` (at least 1 ms, at most [`MOST_BETWEEN_TRIES`]).
+fn until_deadlines(calls: &[&Call], redis_us: u64) -> Duration {
+    let deadline_us = calls
+        .iter()
+        .filter_map(|call| match call.args.get(3) {
+            Some(&Arg::Number(deadline)) => Some(deadline),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let left_us = deadline_us.saturating_sub(redis_us);
     Duration::from_micros(left_us + 1_000).min(MOST_BETWEEN_TRIES)
 }

@@ -105,6 +105,14 @@ macro_rules! redis_policies {
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/refund.lua")),
         );
 
+        /// The claim script: `common.lua`, each policy's file registered
+        /// under its code, then `claim.lua`.
+        pub(crate) const CLAIM: &str = concat!(
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/common.lua")),
+            $("policies['", $code, "'] = (function()\n", $lua, "end)()\n",)+
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/claim.lua")),
+        );
+
         /// The inspection script: `common.lua`, each policy's file
         /// registered under its code, then `inspect.lua`.
         pub(crate) const INSPECT: &str = concat!(
@@ -190,8 +198,13 @@ mod tests {
         );
         assert_eq!(
             REFUND,
-            registered + include_str!("scripts/refund.lua"),
+            registered.clone() + include_str!("scripts/refund.lua"),
             "the refund script shares the helpers and the policy files"
+        );
+        assert_eq!(
+            CLAIM,
+            registered + include_str!("scripts/claim.lua"),
+            "the claim script shares the helpers and the policy files"
         );
         for driver in [
             include_str!("scripts/plan.lua"),

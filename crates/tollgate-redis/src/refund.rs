@@ -35,14 +35,15 @@
 //! request of several clients that a later one refused.
 //!
 //! A reply that never comes (the connection dropped on the way back, or on
-//! one node a reply later than [`crate::RESPONSE_TIMEOUT`], 30 s) is found
-//! by the receipt its call left, and refunded the same way
-//! ([`crate::lost`]).
+//! one node a reply later than [`crate::RESPONSE_TIMEOUT`], 30 s) is taken
+//! back the same way, by the receipt its call left ([`crate::lost`]).
 //!
-//! What stays out of reach: the replies of a runtime that shut down first; a
-//! refund that Redis refuses (out of memory); refunds past [`MAX_QUEUED`]
-//! waiting; and what [`crate::lost`] names. Each leaves the consumption in
-//! place, counted.
+//! What stays out of reach: the replies of a runtime that shut down first;
+//! a refund that Redis refuses (out of memory) or whose connection drops
+//! before its answer (a refund is not sent twice: the sliding log's undo
+//! would take the units out twice); refunds past [`MAX_QUEUED`] waiting;
+//! and what [`crate::lost`] names. Each leaves the consumption in place,
+//! counted.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -99,51 +100,23 @@ impl Refund {
         if now_used < 0 || allowed != 1 || fields.len() != 6 * limits {
             return None;
         }
-        let (decisions, undo) = fields.split_at(4 * limits);
-        let undo = decisions
-            .chunks_exact(4)
-            .zip(undo.chunks_exact(2))
-            .map(|(decision, undo)| (decision[0] == 1).then_some((undo[0], undo[1])));
-        Refund::consumed(call, now_used, undo)
-    }
-
-    /// The refund of `call`, whose reply never came, from what
-    /// [`crate::scripts::CLAIM`] found in its receipt: `claimed` is
-    /// `now_used`, then per limit whether it consumed (1) and its two undo
-    /// numbers. `None` when the receipt does not fit the call.
-    pub(crate) fn of_receipt(call: &Call, claimed: &[i64]) -> Option<Refund> {
-        let limits = call.keys.len().checked_sub(1)?;
-        let (&now_used, fields) = claimed.split_first()?;
-        if now_used < 0 || fields.len() != 3 * limits {
-            return None;
-        }
-        let undo = fields
-            .chunks_exact(3)
-            .map(|limit| (limit[0] == 1).then_some((limit[1], limit[2])));
-        Refund::consumed(call, now_used, undo)
-    }
-
-    /// The refund of `call` (cost at least 1), decided at `now_used`, for
-    /// each limit whose entry of `undo` holds the two undo numbers of its
-    /// consumption (`None`: it consumed nothing). `None` when nothing was
-    /// consumed.
-    fn consumed(
-        call: &Call,
-        now_used: i64,
-        undo: impl Iterator<Item = Option<(i64, i64)>>,
-    ) -> Option<Refund> {
         let Some(&Arg::Number(cost @ 1..)) = call.args.get(1) else {
             return None;
         };
+        let (decisions, undo) = fields.split_at(4 * limits);
         let mut keys = Vec::new();
         let mut args = vec![Arg::Number(now_used.unsigned_abs()), Arg::Number(cost)];
-        for (i, undo) in undo.enumerate() {
-            let Some((first, second)) = undo else {
+        for (i, (decision, undo)) in decisions
+            .chunks_exact(4)
+            .zip(undo.chunks_exact(2))
+            .enumerate()
+        {
+            if decision[0] != 1 {
                 continue;
-            };
+            }
             keys.push(call.keys.get(1 + i)?.clone());
             args.extend_from_slice(call.args.get(4 + 4 * i..7 + 4 * i)?);
-            args.extend([Arg::Signed(first), Arg::Signed(second)]);
+            args.extend([Arg::Signed(undo[0]), Arg::Signed(undo[1])]);
         }
         if keys.is_empty() {
             return None;
@@ -212,28 +185,15 @@ impl Refunds {
     /// Queues `refund`, and starts the task that sends refunds unless it
     /// runs. Must be called inside a Tokio runtime.
     pub(crate) fn push(&self, scripts: &Arc<Scripts>, refund: Refund) {
-        self.push_all(scripts, vec![refund]);
-    }
-
-    /// Queues `refunds`, in the order Redis ran their calls, together (the
-    /// sending task takes them in one group, newest first), and starts the
-    /// task that sends refunds unless it runs. Must be called inside a
-    /// Tokio runtime.
-    pub(crate) fn push_all(&self, scripts: &Arc<Scripts>, refunds: Vec<Refund>) {
-        if refunds.is_empty() {
-            return;
-        }
         let start = {
             let mut pending = self.lock();
-            for refund in refunds {
-                if pending.queue.len() >= MAX_QUEUED {
-                    self.count_failed();
-                    continue;
-                }
-                let number = pending.next;
-                pending.next += 1;
-                pending.queue.push((number, refund));
+            if pending.queue.len() >= MAX_QUEUED {
+                self.count_failed();
+                return;
             }
+            let number = pending.next;
+            pending.next += 1;
+            pending.queue.push((number, refund));
             !std::mem::replace(&mut pending.running, true)
         };
         if start {

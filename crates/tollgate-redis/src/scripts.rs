@@ -97,23 +97,23 @@ pub const REFUND: &str = policies::REFUND;
 /// The driver of [`CLAIM`]: finds and removes one call's receipt.
 pub const CLAIM_DRIVER: &str = include_str!("scripts/claim.lua");
 
-/// The script that claims the receipt of a call whose reply never reached
-/// the store ([`crate::lost`]), once the call's deadline has passed:
-/// [`COMMON`], then [`CLAIM_DRIVER`]. What it returns makes the call's
-/// [`REFUND`]. Its KEYS and ARGV:
+/// The script that takes back what a call consumed when its reply never
+/// reached the store ([`crate::lost`]), once the call's deadline has
+/// passed, by the receipt the call left, and removes the receipt, in one
+/// run (so it can be sent again): [`COMMON`], each policy's file as in
+/// [`PLAN`], then [`CLAIM_DRIVER`]. Its KEYS and ARGV:
 ///
 /// ```text
-/// KEYS[1]        the call's last-seen key
+/// KEYS[1]        the call's last-seen key (its receipts key is derived)
+/// KEYS[1 + i]    the state key of limit i of the call
 /// ARGV[1]        the call's receipt id, ARGV[2] its deadline (Redis TIME
-///                in µs), ARGV[3] its number of limits n
+///                in µs), ARGV[3] its cost
+/// ARGV[3i+1..3i+3] limit i: policy code, limit, window_ms
 /// reply          { -1, redis_time_us } before the deadline; { 0 } no
-///                receipt; or { 1, now_used, then per limit: consumed
-///                (0/1), undo1, undo2 }, the receipt removed
+///                receipt; or { 1, r_1, ..., r_n } (1 restored, 0 changed
+///                since, kept), the receipt removed
 /// ```
-pub const CLAIM: &str = concat!(
-    include_str!("scripts/common.lua"),
-    include_str!("scripts/claim.lua")
-);
+pub const CLAIM: &str = policies::CLAIM;
 
 /// The whole script run for a decision sent alone: [`COMMON`], each
 /// policy's file registered under its code (one line each, from

@@ -1,7 +1,8 @@
-//! The receipts a consuming call leaves beside the client's last-seen time,
-//! and the claim script that finds one when the call's reply was lost
-//! (`tollgate_redis::lost`), against a real `redis-server`: called raw, as
-//! their KEYS and ARGV are documented in `tollgate_redis::scripts`.
+//! The receipts a consuming call leaves beside the client's last-seen key,
+//! and the claim script that takes the call back by its receipt when its
+//! reply was lost (`tollgate_redis::lost`), against a real `redis-server`:
+//! called raw, as their KEYS and ARGV are documented in
+//! `tollgate_redis::scripts`.
 
 use redis::aio::MultiplexedConnection;
 use redis::Script;
@@ -57,53 +58,139 @@ async fn decide(
     invocation.invoke_async(connection).await.expect("decide")
 }
 
-/// The claim script's reply for receipt `id` of a call with `deadline`.
+/// The claim script's answer for the one call of receipt `id`, of `cost`
+/// with `deadline`, under the token bucket of `limit` per day `decide`
+/// uses: the call's entry (`[0]`, or `[1, restored]`), or `[-1, time]`.
 async fn claim(
     connection: &mut MultiplexedConnection,
     id: &str,
     deadline: u64,
+    cost: u32,
+    limit: u32,
 ) -> redis::RedisResult<Vec<i64>> {
-    Script::new(tollgate_redis::scripts::CLAIM)
-        .key(SEEN)
-        .arg(id)
-        .arg(deadline)
-        .arg(1)
+    let script = Script::new(tollgate_redis::scripts::CLAIM);
+    let reply: redis::Value = claim_invocation(&script, &[(id, deadline, cost)], limit)
         .invoke_async(connection)
-        .await
+        .await?;
+    let redis::Value::Array(mut entries) = reply else {
+        panic!("{reply:?}");
+    };
+    if entries.first() == Some(&redis::Value::Int(-1)) {
+        return Ok(redis::from_redis_value(redis::Value::Array(entries)).expect("numbers"));
+    }
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    Ok(redis::from_redis_value(entries.remove(0)).expect("numbers"))
+}
+
+/// The claim script called for calls `(id, deadline, cost)` of client `r`
+/// under the token bucket of `limit` per day.
+fn claim_invocation<'a>(
+    script: &'a Script,
+    calls: &[(&str, u64, u32)],
+    limit: u32,
+) -> redis::ScriptInvocation<'a> {
+    let mut invocation = script.key(SEEN);
+    invocation.arg(calls.len());
+    for &(id, deadline, cost) in calls {
+        invocation
+            .arg(1)
+            .arg(SEEN)
+            .arg(STATE)
+            .arg(id)
+            .arg(deadline)
+            .arg(cost)
+            .arg("t")
+            .arg(limit)
+            .arg(u64::from(limit) * 86_400_000);
+    }
+    invocation
+}
+
+/// What is left of the bucket of `limit` per day at `now` (a look).
+async fn remaining(connection: &mut MultiplexedConnection, now: u64, limit: u32) -> i64 {
+    decide(connection, now, 0, limit, "f:1", 1).await[4]
 }
 
 #[test]
-fn a_receipt_is_claimed_once_and_only_after_its_calls_deadline() {
-    let Some(server) = RedisServer::spawn("a_receipt_is_claimed_once") else {
+fn a_call_is_taken_back_once_and_only_after_its_deadline() {
+    let Some(server) = RedisServer::spawn("a_call_is_taken_back_once") else {
         return;
     };
     runtime().block_on(async {
         let mut c = connection(&server).await;
-        // A first call anchors the bucket; the second consumes from it,
-        // the first still open (the watermark is its number).
-        let first = decide(&mut c, 1_000, 2, 10, "a:41", 41).await;
-        let second = decide(&mut c, 2_000, 3, 10, "a:42", 41).await;
+        // Two calls use 2 and 3 of 10; the first is still open when the
+        // second is decided (the watermark is its number).
+        decide(&mut c, 1_000, 2, 10, "a:41", 41).await;
+        decide(&mut c, 2_000, 3, 10, "a:42", 41).await;
         // Refused and asking calls leave no receipt.
         decide(&mut c, 3_000, 50, 10, "a:43", 41).await;
         decide(&mut c, 3_001, 0, 10, "a:44", 41).await;
+        assert_eq!(remaining(&mut c, 3_002, 10).await, 5);
 
-        let early = claim(&mut c, "a:42", FAR_AHEAD).await.expect("claim");
+        let early = claim(&mut c, "a:42", FAR_AHEAD, 3, 10)
+            .await
+            .expect("claim");
         assert_eq!((early.len(), early[0]), (2, -1), "{early:?}");
-        let found = claim(&mut c, "a:42", 0).await.expect("claim");
-        // now_used, consumed, then the undo numbers the call's reply held.
-        assert_eq!(found, vec![1, 2_000, 1, second[7], second[8]]);
         assert_eq!(
-            claim(&mut c, "a:42", 0).await.expect("claim"),
+            remaining(&mut c, 3_002, 10).await,
+            5,
+            "nothing before the deadline"
+        );
+        assert_eq!(
+            claim(&mut c, "a:42", 0, 3, 10).await.expect("claim"),
+            vec![1, 1]
+        );
+        assert_eq!(remaining(&mut c, 3_002, 10).await, 8);
+        assert_eq!(
+            claim(&mut c, "a:42", 0, 3, 10).await.expect("claim"),
             vec![0],
             "claimed twice"
         );
         for id in ["a:43", "a:44", "a:4", "b:41", "a:2"] {
-            assert_eq!(claim(&mut c, id, 0).await.expect("claim"), vec![0], "{id}");
+            assert_eq!(
+                claim(&mut c, id, 0, 1, 10).await.expect("claim"),
+                vec![0],
+                "{id}"
+            );
         }
-        let older = claim(&mut c, "a:41", 0).await.expect("claim");
-        assert_eq!(older, vec![1, 1_000, 1, first[7], first[8]]);
+        assert_eq!(
+            remaining(&mut c, 3_002, 10).await,
+            8,
+            "nothing taken back twice"
+        );
+        assert_eq!(
+            claim(&mut c, "a:41", 0, 2, 10).await.expect("claim"),
+            vec![1, 1]
+        );
+        assert_eq!(remaining(&mut c, 3_002, 10).await, 10);
         // The last-seen time stays; the receipts, all claimed, are gone.
-        assert_eq!(server.cli(&["GET", SEEN]).trim(), "3001");
+        assert_eq!(server.cli(&["GET", SEEN]).trim(), "3002");
+        assert_eq!(server.cli(&["EXISTS", RECEIPTS]).trim(), "0");
+    });
+}
+
+/// One claim of a client's lost calls takes them all back, newest first:
+/// under the token bucket each one's state is then still the one it stored
+/// (oldest first, the oldest would find the newest's state and be kept).
+#[test]
+fn one_claim_takes_a_clients_calls_back_newest_first() {
+    let Some(server) = RedisServer::spawn("one_claim_takes_a_clients_calls_back") else {
+        return;
+    };
+    runtime().block_on(async {
+        let mut c = connection(&server).await;
+        decide(&mut c, 1_000, 2, 10, "a:1", 1).await;
+        decide(&mut c, 1_000, 3, 10, "a:2", 1).await;
+        decide(&mut c, 1_001, 1, 10, "a:3", 1).await;
+        assert_eq!(remaining(&mut c, 1_002, 10).await, 4);
+        let script = Script::new(tollgate_redis::scripts::CLAIM);
+        let lost = [("a:1", 0, 2), ("a:2", 0, 3), ("a:9", 0, 1), ("a:3", 0, 1)];
+        let reply: Vec<Vec<i64>> = claim_invocation(&script, &lost, 10)
+            .invoke_async(&mut c)
+            .await
+            .expect("claim");
+        assert_eq!(reply, vec![vec![1, 1], vec![1, 1], vec![0], vec![1, 1]]);
+        assert_eq!(remaining(&mut c, 1_002, 10).await, 10);
         assert_eq!(server.cli(&["EXISTS", RECEIPTS]).trim(), "0");
     });
 }
@@ -125,22 +212,25 @@ fn closed_receipts_are_dropped_by_their_own_store() {
         let value = server.cli(&["GET", RECEIPTS]);
         assert_eq!(value.trim().matches('|').count(), 2, "{value}");
         assert_eq!(
-            claim(&mut c, "a:199", 0).await.expect("claim"),
+            claim(&mut c, "a:199", 0, 1, 1_000).await.expect("claim"),
             vec![0],
             "closed"
         );
         assert_eq!(
-            claim(&mut c, "a:200", 0).await.expect("claim")[..2],
-            [1, 1_200]
+            claim(&mut c, "a:200", 0, 1, 1_000).await.expect("claim"),
+            vec![1, 1]
         );
+        // b's use, from before a's 200, no longer stored as it was: kept.
         assert_eq!(
-            claim(&mut c, "b:7", 0).await.expect("claim")[..2],
-            [1, 1_000]
+            claim(&mut c, "b:7", 0, 1, 1_000).await.expect("claim"),
+            vec![1, 0]
         );
     });
 }
 
-/// Open receipts are kept up to about 4 KiB per client, newest first.
+/// Open receipts are kept up to 1 MiB per client, newest first: a client
+/// whose receipts reached it (as after a long storm of dropped
+/// connections) loses the oldest at its next consuming call.
 #[test]
 fn a_clients_open_receipts_are_bounded_newest_kept() {
     let Some(server) = RedisServer::spawn("a_clients_open_receipts_are_bounded") else {
@@ -148,25 +238,34 @@ fn a_clients_open_receipts_are_bounded_newest_kept() {
     };
     runtime().block_on(async {
         let mut c = connection(&server).await;
-        for seq in 1..=400u64 {
-            let reply = decide(&mut c, 1_000 + seq, 1, 1_000, &format!("a:{seq}"), 1).await;
-            assert_eq!(reply[2], 1, "call {seq} allowed");
-        }
+        decide(&mut c, 1_000, 1, 10_000, "a:1", 1).await;
+        // 70,000 more open receipts of other calls (about 1.3 MiB) after it.
+        let stored = server.cli(&["GET", RECEIPTS]);
+        let newer: String = (2..70_002u64)
+            .rev()
+            .map(|seq| format!("|a:{seq},1000,-1,0"))
+            .collect();
+        let _: () = redis::cmd("SET")
+            .arg(RECEIPTS)
+            .arg(format!("{newer}{}", stored.trim()))
+            .arg("PX")
+            .arg(180_000)
+            .query_async(&mut c)
+            .await
+            .expect("SET");
+        decide(&mut c, 1_001, 1, 10_000, "a:70002", 1).await;
         let value = server.cli(&["GET", RECEIPTS]);
         let length = value.trim().len();
-        assert!((4_000..4_200).contains(&length), "{length} bytes");
+        assert!((1_048_576..1_048_700).contains(&length), "{length} bytes");
+        assert!(value.starts_with("|a:70002,1001,"), "the newest first");
         assert_eq!(
-            claim(&mut c, "a:400", 0).await.expect("claim")[..2],
-            [1, 1_400]
-        );
-        assert_eq!(
-            claim(&mut c, "a:300", 0).await.expect("claim")[..2],
-            [1, 1_300]
-        );
-        assert_eq!(
-            claim(&mut c, "a:1", 0).await.expect("claim"),
+            claim(&mut c, "a:1", 0, 1, 10_000).await.expect("claim"),
             vec![0],
             "pushed out"
+        );
+        assert_eq!(
+            claim(&mut c, "a:70002", 0, 1, 10_000).await.expect("claim"),
+            vec![1, 1]
         );
     });
 }
@@ -179,27 +278,56 @@ fn bad_claims_are_refused_before_any_write() {
     runtime().block_on(async {
         let mut c = connection(&server).await;
         decide(&mut c, 1_000, 1, 10, "a:7", 7).await;
-        let before = server.cli(&["GET", RECEIPTS]);
-        for (id, deadline) in [
-            ("x7", 0),
-            ("", 0),
-            ("7", 0),
-            ("g:7", 0),
-            ("12345678901234567:7", 0),
-        ] {
-            let error = claim(&mut c, id, deadline).await.expect_err("refused");
+        let before = (server.cli(&["GET", RECEIPTS]), server.cli(&["GET", STATE]));
+        for id in ["x7", "", "7", "g:7", "12345678901234567:7"] {
+            let error = claim(&mut c, id, 0, 1, 10).await.expect_err("refused");
             assert_eq!(error.code(), Some("TOLLGATE"), "{id:?}: {error}");
         }
-        // A receipt that does not fit the call (two limits claimed of one).
-        let error = Script::new(tollgate_redis::scripts::CLAIM)
-            .key(SEEN)
-            .arg("a:7")
-            .arg(0)
+        for (cost, limit) in [(0, 10), (1, 0)] {
+            let error = claim(&mut c, "a:7", 0, cost, limit)
+                .await
+                .expect_err("refused");
+            assert_eq!(error.code(), Some("TOLLGATE"), "{cost} {limit}: {error}");
+        }
+        // A receipt that does not fit the call (a call of two limits).
+        let script = Script::new(tollgate_redis::scripts::CLAIM);
+        let mut invocation = script.key(SEEN);
+        invocation
+            .arg(1)
             .arg(2)
-            .invoke_async::<Vec<i64>>(&mut c)
+            .arg(SEEN)
+            .arg(STATE)
+            .arg("receipts:{c:r}:2");
+        invocation.arg("a:7").arg(0).arg(1);
+        for _ in 0..2 {
+            invocation.arg("t").arg(10).arg(864_000_000);
+        }
+        let error = invocation
+            .invoke_async::<redis::Value>(&mut c)
             .await
             .expect_err("refused");
         assert!(error.to_string().contains("undo numbers"), "{error}");
-        assert_eq!(server.cli(&["GET", RECEIPTS]), before, "nothing written");
+        // A call of another client.
+        let script = Script::new(tollgate_redis::scripts::CLAIM);
+        let mut invocation = script.key(SEEN);
+        invocation
+            .arg(1)
+            .arg(1)
+            .arg("receipts:{c:r}:other")
+            .arg(STATE);
+        invocation
+            .arg("a:7")
+            .arg(0)
+            .arg(1)
+            .arg("t")
+            .arg(10)
+            .arg(864_000_000);
+        let error = invocation
+            .invoke_async::<redis::Value>(&mut c)
+            .await
+            .expect_err("refused");
+        assert!(error.to_string().contains("not of the client"), "{error}");
+        let after = (server.cli(&["GET", RECEIPTS]), server.cli(&["GET", STATE]));
+        assert_eq!(after, before, "nothing written");
     });
 }

@@ -1,85 +1,155 @@
--- claim.lua: claims the receipt of one call whose reply never reached the
--- store (the connection dropped on the way back, say): returns what
--- refund.lua needs to take the call's consumption back, and removes the
--- receipt, so that the call is refunded at most once (src/lost.rs).
--- Appended after common.lua (src/scripts.rs); it needs no policy.
+-- claim.lua: takes back what calls of one client consumed when their
+-- replies never reached the store (the connection dropped on the way back,
+-- say), by the receipts the calls left (decide.lua), and removes the
+-- receipts, in one script: so a claim whose own reply is lost can be sent
+-- again, and takes nothing back twice (src/lost.rs). The calls are taken
+-- back newest first (compare and restore unwinds a chain of one client's
+-- calls only that way). Appended after common.lua and the policy chunks
+-- (src/policies.rs); each limit's undo is its policy's, as for refund.lua
+-- (compare and restore; the sliding log takes the units out).
 --
--- Asked only once the call can no longer start: a call that Redis has not
+-- Sent only once the calls can no longer start: a call that Redis has not
 -- started by its deadline writes nothing (decide.lua's phase 0). So past
--- the deadline, on Redis's clock, a receipt under the call's id is there
+-- the deadline, on Redis's clock, a receipt under a call's id is there
 -- exactly when the call consumed (unless newer receipts of the client
 -- pushed it out, or its receipts expired: see decide.lua).
 --
--- KEYS[1]      the client's last-seen key (the call's KEYS[1]); its
---              receipts are at receipts_key(KEYS[1]), same slot (common.lua)
--- ARGV[1]      the call's receipt id (its ARGV[5 + 4n], "<tag>:<seq>")
--- ARGV[2]      the call's deadline (its ARGV[4]: Redis TIME in µs)
--- ARGV[3]      n, the call's number of limits
+-- KEYS[1]      the client's last-seen key; its receipts are at
+--              receipts_key(KEYS[1]), same slot (common.lua)
+-- ARGV[1]      m, the number of calls (at least 1), in the order they
+--              were sent
+-- then, for each call j in turn: n_j, its number of limits; its 1 + n_j
+--              keys (its last-seen key, KEYS[1], then its state keys); its
+--              receipt id, deadline (Redis TIME in µs) and cost (at least
+--              1); then for each of its limits the policy's Redis code,
+--              limit and window_ms
 --
--- Returns { -1, redis_time_us } while Redis's time has not passed the
--- deadline (nothing read or written: ask again after it); { 0 } when no
--- receipt of that id is stored; or { 1, now_used, then per limit: 1 when it
--- consumed (0 when not), undo1, undo2 } having removed the receipt (the
--- client's other receipts and their expiry stay). Bad
+-- Returns { -1, redis_time_us } while Redis's time has not passed every
+-- call's deadline (nothing read or written: send it again after); else m
+-- entries, entry j for call j: { 0 } when no receipt of its id is stored
+-- (the call consumed nothing, or was claimed already), or { 1, r_1, ...,
+-- r_n } having taken its consumption back and removed its receipt: r_i = 1
+-- when limit i was restored (or had nothing to take back), 0 when its
+-- state had changed since (kept as it is, towards admitting less). Bad
 -- arguments, or a receipt that does not hold two undo numbers per limit,
 -- raise "TOLLGATE ..." before any write.
 
-if #KEYS ~= 1 or #ARGV ~= 3 then
-  fail('expected 1 key and 3 arguments, got ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
+local m = parse_int(ARGV[1], 'number of calls', #ARGV)
+if m < 1 then
+  fail('a claim is for at least one call')
 end
-local id = receipt_id(ARGV[1])
-local deadline = parse_int(ARGV[2], 'deadline', MAX_EXACT)
-local n = parse_int(ARGV[3], 'number of limits', MAX_U32)
+
+-- Phase 1: every call's arguments, checked.
+local calls = {}
+local at = 2
+for j = 1, m do
+  local n = parse_int(ARGV[at] or '', 'number of limits of call ' .. j, #ARGV)
+  if n < 1 or at + 1 + n + 3 + 3 * n - 1 > #ARGV then
+    fail('call ' .. j .. ' of ' .. m .. ' does not fit the arguments')
+  end
+  local keys = {}
+  for k = 1, 1 + n do
+    keys[k] = ARGV[at + k]
+  end
+  if keys[1] ~= KEYS[1] then
+    fail('call ' .. j .. ' is not of the client of KEYS[1]')
+  end
+  local a = at + 2 + n
+  local call = { keys = keys, id = receipt_id(ARGV[a]), limits = {},
+    deadline = parse_int(ARGV[a + 1], 'deadline', MAX_EXACT), cost = parse_int(ARGV[a + 2], 'cost', MAX_U32) }
+  if call.cost < 1 then
+    fail('a claim is for a call that used at least 1 unit')
+  end
+  for i = 1, n do
+    local l = a + 3 * i
+    local policy, limit, window = read_limit(i, ARGV[l], ARGV[l + 1], ARGV[l + 2])
+    call.limits[i] = { policy = policy, limit = limit, window = window }
+  end
+  calls[j] = call
+  at = a + 3 + 3 * n
+end
+if at ~= #ARGV + 1 then
+  fail('the calls add up to ' .. (at - 1) .. ' arguments, got ' .. #ARGV)
+end
 
 local clock = redis.call('TIME')
 local redis_us = (clock[1] + 0) * 1000000 + (clock[2] + 0)
-if redis_us <= deadline then
-  return { -1, redis_us }
-end
-
-local key = receipts_key(KEYS[1])
-local value = redis.call('GET', key)
-if not value then
-  return { 0 }
-end
-local at = string.find(value, '|' .. id .. ',', 1, true)
-if not at then
-  return { 0 }
-end
-local stop = string.find(value, '|', at + 1, true) or #value + 1
-local fields = {}
-for field in string.gmatch(string.sub(value, at + 1, stop - 1), '[^,]+') do
-  fields[#fields + 1] = field
-end
-if #fields ~= 2 + 2 * n then
-  fail('receipt ' .. id .. ' of ' .. key .. ' holds ' .. (#fields - 2) .. ' undo numbers, not 2 for each of ' .. n .. ' limits')
+for j = 1, m do
+  if redis_us <= calls[j].deadline then
+    return { -1, redis_us }
+  end
 end
 
 -- An undo number as stored: a whole number, or -1 (none).
-local function undo_number(text)
+local function undo_number(text, id)
   if text == '-1' then
     return -1
   end
   return parse_int(text, 'undo number of receipt ' .. id, MAX_EXACT)
 end
 
-local reply = { 1, parse_int(fields[2], 'time of receipt ' .. id, MAX_EXACT) }
-for i = 1, n do
-  local first, second = fields[1 + 2 * i], fields[2 + 2 * i]
-  if first == 'x' and second == 'x' then
-    reply[#reply + 1] = 0
-    reply[#reply + 1] = 0
-    reply[#reply + 1] = 0
-  else
-    reply[#reply + 1] = 1
-    reply[#reply + 1] = undo_number(first)
-    reply[#reply + 1] = undo_number(second)
+-- Phase 1 for the receipts: each call's found and read, before any write.
+local key = receipts_key(KEYS[1])
+local value = redis.call('GET', key) or ''
+for j = 1, m do
+  local call = calls[j]
+  local found = string.find(value, '|' .. call.id .. ',', 1, true)
+  if found then
+    local stop = string.find(value, '|', found + 1, true) or #value + 1
+    local fields = {}
+    for field in string.gmatch(string.sub(value, found + 1, stop - 1), '[^,]+') do
+      fields[#fields + 1] = field
+    end
+    local n = #call.limits
+    if #fields ~= 2 + 2 * n then
+      fail('receipt ' .. call.id .. ' of ' .. key .. ' holds ' .. (#fields - 2) .. ' undo numbers, not 2 for each of ' .. n .. ' limits')
+    end
+    call.now = parse_int(fields[2], 'time of receipt ' .. call.id, MAX_EXACT)
+    for i = 1, n do
+      local l = call.limits[i]
+      local first, second = fields[1 + 2 * i], fields[2 + 2 * i]
+      l.consumed = not (first == 'x' and second == 'x')
+      if l.consumed then
+        if not l.policy.bound_ok(call.now, l.limit, l.window) then
+          fail('time ' .. fmt(call.now) .. ' exceeds the exact range of Redis numbers for limit ' .. i)
+        end
+        l.undo1, l.undo2 = undo_number(first, call.id), undo_number(second, call.id)
+      end
+    end
   end
 end
-local rest = string.sub(value, 1, at - 1) .. string.sub(value, stop)
-if rest == '' then
-  redis.call('DEL', key)
-else
-  redis.call('SET', key, rest, 'KEEPTTL')
+
+-- Phase 2: newest first, each found call taken back and its receipt cut.
+local replies = {}
+local changed = false
+for j = m, 1, -1 do
+  local call = calls[j]
+  if call.now then
+    local reply = { 1 }
+    for i = 1, #call.limits do
+      local l = call.limits[i]
+      local done = true
+      if l.consumed then
+        done = l.policy.undo(call.keys[1 + i], call.now, call.cost, l.limit, l.window, l.undo1, l.undo2)
+      end
+      reply[#reply + 1] = done and 1 or 0
+    end
+    local found = string.find(value, '|' .. call.id .. ',', 1, true)
+    if found then
+      local stop = string.find(value, '|', found + 1, true) or #value + 1
+      value = string.sub(value, 1, found - 1) .. string.sub(value, stop)
+      changed = true
+    end
+    replies[j] = reply
+  else
+    replies[j] = { 0 }
+  end
 end
-return reply
+if changed then
+  if value == '' then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, value, 'KEEPTTL')
+  end
+end
+return replies

@@ -39,10 +39,15 @@
 -- already wrote; a Redis error of phase 3 (OOM) can only come from its
 -- first write, before which Redis refuses a script's writes, never after.
 
--- Receipts beyond this many bytes of a client's last-seen value are
--- dropped, oldest first: a bound on the memory of a client with many calls
--- open at once (about 200 of one limit).
-local RECEIPTS_KEPT_BYTES = 4096
+-- Receipts beyond this many bytes of a client's receipts are dropped,
+-- oldest first: a backstop on the memory of one client. A client's open
+-- receipts are those of its calls still in flight, and, after a dropped
+-- connection, all of its store's calls since the oldest lost call not yet
+-- claimed (the watermark stays there): about the client's consuming calls
+-- in one timeout and one round trip. A client making 2,000 a second with a
+-- timeout of 100 ms keeps some 200 (11 KiB) while a claim waits; 1 MiB
+-- holds some 20,000.
+local RECEIPTS_KEPT_BYTES = 1048576
 
 -- How long a client's receipts are kept after its last consuming call: 180
 -- s, longer than a lost call can wait for its claim (a reply given up on
