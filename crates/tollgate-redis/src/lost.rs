@@ -33,6 +33,7 @@
 //! [`MAX_LOST`] waiting. Each leaves the consumption in place, towards
 //! admitting less.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -136,7 +137,8 @@ async fn claim_all(scripts: Arc<Scripts>) {
             .map(|calls| {
                 let scripts = scripts.clone();
                 tokio::spawn(async move {
-                    for chunk in calls.chunks(MOST_PER_CLAIM) {
+                    // Newest first across claims too.
+                    for chunk in calls.rchunks(MOST_PER_CLAIM) {
                         let chunk: Vec<&Call> = chunk.iter().map(|(call, _)| call).collect();
                         claim(&scripts, &chunk).await;
                     }
@@ -156,12 +158,16 @@ async fn claim_all(scripts: Arc<Scripts>) {
 /// `group`'s calls by client (last-seen key), each client's in the order
 /// they were sent.
 fn by_client(group: Vec<(Call, OpenReceipt)>) -> Vec<Vec<(Call, OpenReceipt)>> {
+    let mut index: HashMap<String, usize> = HashMap::new();
     let mut clients: Vec<Vec<(Call, OpenReceipt)>> = Vec::new();
     for lost in group {
-        let client = lost.0.keys.first();
-        match clients.iter_mut().find(|c| c[0].0.keys.first() == client) {
-            Some(calls) => calls.push(lost),
-            None => clients.push(vec![lost]),
+        let client = lost.0.keys.first().cloned().unwrap_or_default();
+        match index.get(&client) {
+            Some(&at) => clients[at].push(lost),
+            None => {
+                index.insert(client, clients.len());
+                clients.push(vec![lost]);
+            }
         }
     }
     clients

@@ -12,8 +12,8 @@
 -- A call that consumes also leaves a receipt, so that its consumption can
 -- be taken back even when its reply never reaches the store (the
 -- connection dropped on the way back): the store then claims the receipt
--- by the call's id (claim.lua) once the call's deadline has passed, and
--- refunds the call with the numbers the receipt holds (src/lost.rs). The
+-- by the call's id (claim.lua) once the call's deadline has passed, which
+-- takes the call back with the numbers the receipt holds (src/lost.rs). The
 -- client's receipts are one string at receipts_key (common.lua), newest
 -- first, each "|<tag>:<seq>,<now_used>,<undo1>,<undo2>,..." with two undo
 -- numbers per limit ("x,x" for a limit that did not consume), kept for
@@ -96,9 +96,9 @@ local function open_receipts(receipts, tag, watermark)
   return receipts
 end
 
--- Stores the receipt of call `id`, which consumed at `now` (`now_text` as
--- a decimal), in front of the open ones of the client's receipts (see
--- open_receipts; `tag` and `watermark` are the call's store's), at `key`.
+-- Stores the receipt of call `id`, which consumed at `now`, in front of the
+-- open ones of the client's receipts at `key` (see open_receipts; `tag` and
+-- `watermark` are the call's store's).
 -- One concatenation for the usual plan of one limit: each string built is
 -- hashed and interned, and later collected.
 local function write_receipt(key, id, tag, watermark, now, limits)
