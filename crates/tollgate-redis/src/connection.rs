@@ -14,15 +14,19 @@ use redis::{
 use crate::lazy_cluster::LazyCluster;
 use crate::{RedisStoreError, RedisTarget};
 
-/// How long a call on one node waits for its reply before redis-rs drops
-/// it: 30 s. A reply that comes later is thrown away, and with it the
-/// refund of a call whose caller gave up ([`crate::refund`]): redis-rs's
-/// default of 500 ms lost every reply a Redis held longer (a SIGSTOP of
-/// seconds, a blocking command), so their calls stayed counted. Not
-/// unbounded: a reply that never comes must not hold the batch in flight,
-/// and the decisions queued behind it, for ever. (A cluster connection has
-/// no response timeout: `masters.rs`.)
-pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a call on one node waits for its reply before redis-rs gives
+/// up on it: 5 s. Long enough for any reply a caller still waits for (a
+/// store timeout longer than this is cut to it), and for most replies a
+/// stalled Redis holds (a SIGSTOP of seconds, a blocking command), which
+/// are then refunded as late ([`crate::refund`]). A reply later than this
+/// is given up on, and its call taken back by the receipt it left
+/// ([`crate::lost`]), so a shorter wait loses nothing: it was 30 s before
+/// the receipts, since such a reply was lost with its refund. Not longer:
+/// a call whose reply never comes (seen when Redis closes connections
+/// every 10 ms: a call sent on a connection as it died was never failed)
+/// holds the batch in flight, and every decision queued behind it, this
+/// long. (A cluster connection has no response timeout: `masters.rs`.)
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One connection attempt per reconnect, no retries: the next call after a
 /// failed attempt starts a new one. With retries, every call made while the

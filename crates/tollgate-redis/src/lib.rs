@@ -75,7 +75,7 @@
 //! admitting less: a call whose client was used by an answered call (token
 //! bucket, GCRA; the sliding log takes the units out all the same) before its
 //! refund ran. A reply that never comes (the connection dropped on the way
-//! back, or, on one node, a reply later than 30 s, `RESPONSE_TIMEOUT`:
+//! back, or, on one node, a reply later than 5 s, `RESPONSE_TIMEOUT`:
 //! redis-rs's default of 500 ms dropped the replies of a Redis stopped for
 //! seconds) is refunded too: its call left a receipt under an id of its own,
 //! which the store claims once the call's deadline has passed ([`lost`]);

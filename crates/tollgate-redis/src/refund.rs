@@ -35,7 +35,7 @@
 //! request of several clients that a later one refused.
 //!
 //! A reply that never comes (the connection dropped on the way back, or on
-//! one node a reply later than [`crate::RESPONSE_TIMEOUT`], 30 s) is taken
+//! one node a reply later than [`crate::RESPONSE_TIMEOUT`], 5 s) is taken
 //! back the same way, by the receipt its call left ([`crate::lost`]).
 //!
 //! What stays out of reach: the replies of a runtime that shut down first;

@@ -51,7 +51,7 @@ local RECEIPTS_KEPT_BYTES = 1048576
 
 -- How long a client's receipts are kept after its last consuming call: 180
 -- s, longer than a lost call can wait for its claim (a reply given up on
--- after 30 s at most, then 60 s of tries: src/lost.rs).
+-- after 5 s at most, then 60 s of tries: src/lost.rs).
 local RECEIPTS_KEPT_MS = 180000
 
 -- `receipts` without those of the store tagged `tag` numbered below its
