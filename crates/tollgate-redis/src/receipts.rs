@@ -44,23 +44,21 @@ impl Receipts {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A new call's receipt, open until the returned value is dropped.
-    pub(crate) fn open(self: &Arc<Self>) -> OpenReceipt {
+    /// A new call's receipt, open until the returned value is dropped, and
+    /// the store's watermark with it open: the lowest number of a call
+    /// still open (every call below it has been answered, or claimed).
+    pub(crate) fn open(self: &Arc<Self>) -> (OpenReceipt, u64) {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(seq);
-        OpenReceipt {
+        let watermark = {
+            let mut open = self.lock();
+            open.insert(seq);
+            open.first().copied().unwrap_or(seq)
+        };
+        let receipt = OpenReceipt {
             receipts: self.clone(),
             seq,
-        }
-    }
-
-    /// The lowest number of a call still open (every call below it has
-    /// been answered, or claimed): the next number when none is open.
-    pub(crate) fn watermark(&self) -> u64 {
-        let open = self.lock();
-        open.first()
-            .copied()
-            .unwrap_or_else(|| self.next.load(Ordering::Relaxed))
+        };
+        (receipt, watermark)
     }
 }
 
@@ -100,17 +98,17 @@ mod tests {
     #[test]
     fn the_watermark_is_the_lowest_call_still_open() {
         let receipts = Arc::new(Receipts::new());
-        assert_eq!(receipts.watermark(), 1, "none open: the next");
-        let first = receipts.open();
-        let second = receipts.open();
-        let third = receipts.open();
-        assert_eq!(receipts.watermark(), 1);
+        let (first, watermark) = receipts.open();
+        assert_eq!(watermark, 1, "none open before: its own number");
+        let (second, watermark) = receipts.open();
+        assert_eq!(watermark, 1);
+        let (third, _) = receipts.open();
         drop(second);
-        assert_eq!(receipts.watermark(), 1, "the first is still open");
+        assert_eq!(receipts.open().1, 1, "the first is still open");
         drop(first);
-        assert_eq!(receipts.watermark(), 3);
+        assert_eq!(receipts.open().1, 3);
         drop(third);
-        assert_eq!(receipts.watermark(), 4, "none open: the next");
+        assert_eq!(receipts.open().1, 6, "none other open: its own number");
         let a = Receipts::new();
         assert_ne!(a.tag, receipts.tag, "each store its own tag");
     }

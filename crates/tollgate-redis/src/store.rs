@@ -228,8 +228,8 @@ impl RedisStore {
             Offset::Unknown => measure::measure_offset(&self.scripts).await?,
         };
         let deadline_us = deadline::deadline_us(started_us, offset_us, self.config.timeout);
-        let open = self.scripts.receipts.open();
-        let call = self.call(plan, client, now_ms, cost, deadline_us, &open)?;
+        let (open, watermark) = self.scripts.receipts.open();
+        let call = self.call(plan, client, now_ms, cost, deadline_us, (&open, watermark))?;
         // Only a caller deciding several clients together keeps its call.
         let kept = keep.then(|| call.clone());
         let whole = match &self.queues {
@@ -334,7 +334,7 @@ impl RedisStore {
         now_ms: u64,
         cost: u32,
         deadline_us: u64,
-        open: &OpenReceipt,
+        (open, watermark): (&OpenReceipt, u64),
     ) -> Result<Call, RedisStoreError> {
         let limits = plan.limits();
         let base = self.keys.client_base(client);
@@ -350,7 +350,7 @@ impl RedisStore {
             args.push(Arg::Text(if limit.is_shadow() { "1" } else { "0" }));
         }
         args.push(open.arg());
-        args.push(Arg::Number(self.scripts.receipts.watermark()));
+        args.push(Arg::Number(watermark));
         Ok(Call { keys, args })
     }
 }
