@@ -80,14 +80,6 @@ for j = 1, m do
   end
 end
 
--- An undo number as stored: a whole number, or -1 (none).
-local function undo_number(text, id)
-  if text == '-1' then
-    return -1
-  end
-  return parse_int(text, 'undo number of receipt ' .. id, MAX_EXACT)
-end
-
 -- Phase 1 for the receipts: each call's found and read, before any write.
 local key = receipts_key(KEYS[1])
 local value = redis.call('GET', key) or ''
@@ -113,7 +105,8 @@ for j = 1, m do
         if not l.policy.bound_ok(call.now, l.limit, l.window) then
           fail('time ' .. fmt(call.now) .. ' exceeds the exact range of Redis numbers for limit ' .. i)
         end
-        l.undo1, l.undo2 = undo_number(first, call.id), undo_number(second, call.id)
+        local what = 'undo number of receipt ' .. call.id
+        l.undo1, l.undo2 = parse_undo(first, what), parse_undo(second, what)
       end
     end
   end

@@ -160,6 +160,14 @@ local function time_after_seen(seen_key, now, limits)
   return now, seen
 end
 
+-- An undo number (refund.lua, claim.lua): a whole number, or -1 (none).
+local function parse_undo(value, what)
+  if value == '-1' then
+    return -1
+  end
+  return parse_int(value, what, MAX_EXACT)
+end
+
 -- The key of the receipts of a client's open calls (decide.lua), beside
 -- its last-seen key `seen_key` ("...:seen"): same hash tag, so same slot.
 -- A key of its own, so that the last-seen key keeps the format every

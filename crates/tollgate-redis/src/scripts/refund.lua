@@ -43,14 +43,6 @@ if n < 1 or #ARGV ~= 2 + 5 * n then
   fail('expected n keys and 2 + 5n arguments, got ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
 end
 
--- A whole number or -1 (none), as the undo numbers are.
-local function parse_undo(value, what)
-  if value == '-1' then
-    return -1
-  end
-  return parse_int(value, what, MAX_EXACT)
-end
-
 local now = parse_int(ARGV[1], 'now_ms', MAX_EXACT)
 local cost = parse_int(ARGV[2], 'cost', MAX_U32)
 if cost < 1 then
