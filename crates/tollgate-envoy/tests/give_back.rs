@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use common::Running;
+use common::{Running, IP_AND_KEY_RULES};
 use tollgate::{
     AnyPolicy, FailurePolicy, GivenBack, Inspection, Limit, ManualClock, MemoryBackend, Plan,
     PlanDecision, Receipt, Returnable, Store, StoreFuture, POLICY_NAMES,
@@ -40,19 +40,6 @@ use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 use tollgate_guard::{BreakerConfig, GuardedStore};
 use tollgate_redis::testing::{counts_until, load_scripts, wait_until, RedisServer, Relay};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
-
-/// Addresses on `per-ip`, API keys on `per-key`.
-const RULES: &str = r#"
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "remote_address" }]
-plan = "per-ip"
-
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "api_key" }]
-plan = "per-key"
-"#;
 
 /// Each client may make this many requests a day.
 const LIMIT: u32 = 5;
@@ -303,7 +290,11 @@ impl Service {
 /// The service over `store`, with the plans of `policy`.
 async fn serve(policy: &str, store: Faulty) -> Running {
     let plans = plans(policy);
-    let rules = Rules::new(RulesConfig::from_toml(RULES).expect("rules"), &plans).expect("rules");
+    let rules = Rules::new(
+        RulesConfig::from_toml(IP_AND_KEY_RULES).expect("rules"),
+        &plans,
+    )
+    .expect("rules");
     let clock = Arc::new(ManualClock::new(1_000));
     Running::start(ServiceConfig::new(rules, Arc::new(store), clock)).await
 }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::Running;
+use common::{Running, IP_AND_KEY_RULES};
 use std::sync::Arc;
 
 use tollgate::testing::FailingStore;
@@ -19,18 +19,6 @@ use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tollgate_envoy::pb::google::protobuf::UInt64Value;
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
-
-const RULES: &str = r#"
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "remote_address" }]
-plan = "per-ip"
-
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "api_key" }]
-plan = "per-key"
-"#;
 
 /// Per address: 2 a second. Per key: 5 a second and 100 an hour.
 fn plans() -> Vec<Plan> {
@@ -64,7 +52,8 @@ impl Server {
     }
 
     async fn with_store(store: Arc<dyn Store>, max_cost: u32) -> Self {
-        let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &plans()).unwrap();
+        let rules =
+            Rules::new(RulesConfig::from_toml(IP_AND_KEY_RULES).unwrap(), &plans()).unwrap();
         let config =
             ServiceConfig::new(rules, store, Arc::new(ManualClock::new(0))).max_cost(max_cost);
         Server {

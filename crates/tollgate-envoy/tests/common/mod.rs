@@ -1,5 +1,6 @@
 //! The rate limit service on a loopback port, started in-process by the
-//! tests of this crate, with a client connected to it.
+//! tests of this crate, with a client connected to it; and rules several
+//! of them share.
 
 use std::net::SocketAddr;
 
@@ -8,6 +9,21 @@ use tokio::sync::oneshot;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_envoy::ServiceConfig;
 use tonic::transport::Channel;
+
+/// Rules of two plans: an address (`remote_address`) on `per-ip`, an API
+/// key (`api_key`) on `per-key`.
+#[allow(dead_code)] // not every test crate that includes this module uses it
+pub const IP_AND_KEY_RULES: &str = r#"
+[[rules]]
+domain = "edge"
+descriptor = [{ key = "remote_address" }]
+plan = "per-ip"
+
+[[rules]]
+domain = "edge"
+descriptor = [{ key = "api_key" }]
+plan = "per-key"
+"#;
 
 /// `tollgate_envoy::run` on 127.0.0.1:0, and a client of it.
 pub struct Running {
