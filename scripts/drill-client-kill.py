@@ -9,6 +9,10 @@ counted for the client must equal the requests the store allowed; the
 script prints both, and the store's refund counters from /metrics.
 
     scripts/drill-client-kill.py BINARY [SECONDS]     # env SETTLE=8 (s)
+
+With CLUSTER=1 the same on a private three-master Redis Cluster, whose
+every node has its normal connections killed (redis-rs's cluster client
+then sends a command whose connection dropped again on a new one).
 """
 import http.client, json, os, socket, subprocess, sys, tempfile, threading, time
 
@@ -17,13 +21,42 @@ SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 4.0
 LIMIT = 1_000_000
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+    # Below 55536: a cluster node's bus listens on its port + 10000.
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+        if port < 55536:
+            return port
 
-rport, hport = free_port(), free_port()
+CLUSTER = os.environ.get("CLUSTER") == "1"
+hport = free_port()
+rports = [free_port() for _ in range(3 if CLUSTER else 1)]
 work = tempfile.mkdtemp()
-redis = subprocess.Popen(["redis-server", "--port", str(rport), "--save", "", "--appendonly", "no"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+redises = []
+for i, port in enumerate(rports):
+    extra = ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{i}.conf"] if CLUSTER else []
+    redises.append(subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", work] + extra,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+for port in rports:
+    for _ in range(100):
+        ping = subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True, text=True)
+        if ping.stdout.strip() == "PONG":
+            break
+        time.sleep(0.05)
+if CLUSTER:
+    subprocess.run(["redis-cli", "-p", str(rports[0]), "--cluster", "create"]
+                   + [f"127.0.0.1:{p}" for p in rports] + ["--cluster-yes"],
+                   stdout=subprocess.DEVNULL, check=True)
+    for _ in range(100):
+        infos = [subprocess.run(["redis-cli", "-p", str(p), "CLUSTER", "INFO"], capture_output=True, text=True).stdout
+                 for p in rports]
+        if all("cluster_state:ok" in i for i in infos):
+            break
+        time.sleep(0.1)
+    store = "cluster = [%s]" % ", ".join(f'"redis://127.0.0.1:{p}"' for p in rports)
+else:
+    store = f'url = "redis://127.0.0.1:{rports[0]}"'
 cfg = os.path.join(work, "c.toml")
 open(cfg, "w").write(f"""listen = ["127.0.0.1:{hport}"]
 [[plans.default]]
@@ -32,15 +65,14 @@ policy = "sliding-window"
 limit = {LIMIT}
 window = "1h"
 [store]
-url = "redis://127.0.0.1:{rport}"
+{store}
 failure_policy = "fail-closed"
 timeout = "100ms"
 breaker_failures = 0
 [envoy]
 grpc_listen = "off"
 """)
-time.sleep(0.3)
-serve = subprocess.Popen([BIN, "serve", "--config", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+serve = subprocess.Popen([BIN, "serve", "--config", cfg], stdout=subprocess.DEVNULL, stderr=open(os.environ.get("SERVE_LOG", os.devnull), "w"))
 for _ in range(200):
     try:
         c = http.client.HTTPConnection("127.0.0.1", hport, timeout=2); c.request("GET", "/healthz"); c.getresponse().read(); break
@@ -64,11 +96,12 @@ def load():
         for k in mine: counts[k] += mine[k]
 
 def killer():
-    s = socket.create_connection(("127.0.0.1", rport))
+    nodes = [socket.create_connection(("127.0.0.1", p)) for p in rports]
     kills = 0
     while time.time() < stop:
-        s.sendall(b"CLIENT KILL TYPE normal SKIPME yes\r\n")
-        s.recv(100); kills += 1
+        for s in nodes:
+            s.sendall(b"CLIENT KILL TYPE normal SKIPME yes\r\n")
+            s.recv(100); kills += 1
         time.sleep(0.01)
     counts["kills"] = kills
 
@@ -91,8 +124,9 @@ c.request("GET", "/metrics"); m = c.getresponse().read().decode()
 lines = [l for l in m.splitlines() if l.startswith(("tollgate_store_refunds_total", "tollgate_store_replies_lost_total", "tollgate_store_errors_total"))]
 serve.terminate()
 serve.wait()
-redis.terminate()
-redis.wait()
+for redis in redises:
+    redis.terminate()
+    redis.wait()
 counted = LIMIT - remaining
 print(f"{BIN}: allowed by the store {counts['store_allowed']}, other answers {counts['other']}, kills {counts.get('kills')}, counted in Redis {counted}, over by {counted - counts['store_allowed']}")
 for l in lines: print("   ", l)

@@ -74,18 +74,25 @@ impl Answer {
 
     /// Hands `reply` to the caller of `call`; when the caller is gone and
     /// the call consumed, takes the consumption back; when no reply came
-    /// although the call may have run, looks the call up by its receipt
-    /// ([`crate::lost`]). Must be called inside a Tokio runtime.
+    /// although the call may have run (or, on a connection that sends a
+    /// command again, the last attempt came too late to run), looks the
+    /// call up by its receipt ([`crate::lost`]). Must be called inside a
+    /// Tokio runtime.
     pub(crate) fn send(self, scripts: &Arc<Scripts>, call: Call, reply: CallReply) {
         let Answer {
             sender,
             _outstanding,
             open,
         } = self;
-        if let (Err(e), Some(open)) = (&reply, open) {
-            if e.outcome_unknown() {
-                scripts.lost.push(scripts, &call, open);
-            }
+        let resent = scripts.connection.resends();
+        let unknown = match &reply {
+            Err(e) => e.outcome_unknown(resent),
+            // Started past its deadline, so this attempt wrote nothing; an
+            // earlier attempt of a command sent again may have.
+            Ok(reply) => resent && reply.get(1) == Some(&-1),
+        };
+        if let (true, Some(open)) = (unknown, open) {
+            scripts.lost.push(scripts, &call, open);
         }
         if let Err((call, Ok(reply))) = sender.send((call, reply)) {
             refund_abandoned(scripts, &call, &reply);

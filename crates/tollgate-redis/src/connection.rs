@@ -14,8 +14,7 @@ use redis::{
 use crate::lazy_cluster::LazyCluster;
 use crate::{RedisStoreError, RedisTarget};
 
-/// How long a call on one node waits for its reply before redis-rs gives
-/// up on it: 5 s. Long enough for any reply a caller still waits for (a
+/// How long a call waits for its reply before redis-rs gives up on it: 5 s. Long enough for any reply a caller still waits for (a
 /// store timeout longer than this is cut to it), and for most replies a
 /// stalled Redis holds (a SIGSTOP of seconds, a blocking command), which
 /// are then refunded as late ([`crate::refund`]). A reply later than this
@@ -25,7 +24,7 @@ use crate::{RedisStoreError, RedisTarget};
 /// a call whose reply never comes (seen when Redis closes connections
 /// every 10 ms: a call sent on a connection as it died was never failed)
 /// holds the batch in flight, and every decision queued behind it, this
-/// long. (A cluster connection has no response timeout: `masters.rs`.)
+/// long. The same bound holds on a cluster, retries included.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One connection attempt per reconnect, no retries: the next call after a
@@ -89,6 +88,14 @@ impl Connection {
         let client = target.client()?;
         let manager = ConnectionManager::new_lazy_with_config(client, manager_config())?;
         Ok(Connection::Single(manager))
+    }
+
+    /// Whether a command whose connection dropped is sent again on a new
+    /// one (a cluster's, `ClusterClientBuilder::retries`; one node's
+    /// manager never resends), so that any error, or a reply of a call
+    /// that started too late, may follow an earlier attempt that ran.
+    pub(crate) fn resends(&self) -> bool {
+        self.is_cluster()
     }
 
     /// Whether this is a cluster (whose nodes each have their own clock).

@@ -105,9 +105,13 @@ impl RedisStoreError {
     /// the store: the connection dropped after the call was sent, or the
     /// reply did not come in time. Such a call is looked up by its receipt
     /// ([`crate::lost`]). A refused connection sent nothing, and an error
-    /// reply means the script did not run or wrote nothing.
-    pub(crate) fn outcome_unknown(&self) -> bool {
+    /// reply means the script did not run or wrote nothing; except on a
+    /// connection that sends a command again after its connection dropped
+    /// (`resent`: a cluster's), whose error is its last attempt's: an
+    /// earlier attempt may have run whatever the last one met.
+    pub(crate) fn outcome_unknown(&self, resent: bool) -> bool {
         match self {
+            RedisStoreError::Redis(_) if resent => true,
             RedisStoreError::Redis(e) => {
                 (e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
                     && !e.is_connection_refusal()

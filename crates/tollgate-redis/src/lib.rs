@@ -75,12 +75,14 @@
 //! admitting less: a call whose client was used by an answered call (token
 //! bucket, GCRA; the sliding log takes the units out all the same) before its
 //! refund ran. A reply that never comes (the connection dropped on the way
-//! back, or, on one node, a reply later than 5 s, `RESPONSE_TIMEOUT`:
+//! back, or a reply later than 5 s, `RESPONSE_TIMEOUT`:
 //! redis-rs's default of 500 ms dropped the replies of a Redis stopped for
 //! seconds) is refunded too: its call left a receipt under an id of its own,
 //! which the store claims once the call's deadline has passed ([`lost`]);
+//! the same receipt makes a call run once when redis-rs's cluster client
+//! sends it again after its connection dropped (`decide.lua`);
 //! [`CallCounts`] counts refunds by outcome (`tests/held_replies.rs`,
-//! `tests/refund_model.rs`, `tests/receipts.rs`). Errors of the estimate
+//! `tests/refund_model.rs`, `tests/receipts.rs`, `tests/cluster_replies.rs`). Errors of the estimate
 //! only make the deadline earlier (by up to the measuring round trip, plus 1
 //! ms of slack), never later, unless Redis's clock steps back or runs slow,
 //! which the next measurement (within 1 to 2 s, while every master answers)

@@ -18,9 +18,9 @@
 //! only a new reading names the new master.
 //!
 //! A reading gives up after the store's timeout: `CLUSTER SLOTS` goes to any
-//! one node, and redis-rs sets no response timeout of its own, so a reading
-//! sent to a stalled node would otherwise wait for as long as the node
-//! stalls, and no other reading could start meanwhile.
+//! one node, and a reading sent to a stalled node would otherwise wait up
+//! to [`crate::RESPONSE_TIMEOUT`] (5 s), and no other reading could start
+//! meanwhile.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

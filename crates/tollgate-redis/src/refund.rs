@@ -62,9 +62,9 @@ pub(crate) use give_back::give_back;
 pub const MAX_QUEUED: usize = 65_536;
 
 /// How long one refund waits for its answer before the next is sent: 5 s.
-/// A cluster connection has no response timeout (and one node's is
-/// [`crate::RESPONSE_TIMEOUT`]), and a connection that hangs must not stop
-/// every later refund for that long. A refund given up on is counted
+/// As long as the connections' own [`crate::RESPONSE_TIMEOUT`] (one node's
+/// and a cluster's), and kept apart from it: a connection that hangs must
+/// not stop every later refund for longer. A refund given up on is counted
 /// failed, though Redis may still run it, which is as exact (compare and
 /// restore).
 pub const REFUND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -19,7 +19,10 @@
 //! ARGV[1+4i..4+4i] limit i: policy code (crate::policies), limit, window_ms, shadow (0/1)
 //! ARGV[5+4n]     the call's receipt id, <tag>:<seq>: a call that consumes
 //!                leaves a receipt under it, for [`CLAIM`] should its reply
-//!                be lost (crate::receipts)
+//!                be lost (crate::receipts); a call of cost > 0 whose
+//!                receipt is already stored has run, and is answered from
+//!                it without consuming again (sent again by redis-rs's
+//!                cluster client after its connection dropped)
 //! ARGV[6+4n]     the store's watermark: its lowest call number still open
 //! reply          { redis_time_us, now_used, allowed, then per limit: allowed,
 //!                  remaining, retry_after_ms (-1: never), reset_after_ms },

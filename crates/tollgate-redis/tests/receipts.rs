@@ -169,6 +169,44 @@ fn a_call_is_taken_back_once_and_only_after_its_deadline() {
     });
 }
 
+/// A call sent again (redis-rs's cluster client resends a command whose
+/// connection dropped, though it may have run) runs once: it answers as it
+/// did, with the same undo numbers, and consumes nothing more; its claim
+/// then takes back the one consumption.
+#[test]
+fn a_call_sent_again_answers_as_it_did_and_consumes_once() {
+    let Some(server) = RedisServer::spawn("a_call_sent_again_runs_once") else {
+        return;
+    };
+    runtime().block_on(async {
+        let mut c = connection(&server).await;
+        decide(&mut c, 1_000, 2, 10, "a:1", 1).await;
+        let first = decide(&mut c, 1_000, 3, 10, "a:2", 1).await;
+        let again = decide(&mut c, 1_000, 3, 10, "a:2", 1).await;
+        assert_eq!(first[2], 1, "allowed: {first:?}");
+        assert_eq!(&again[1..], &first[1..], "answered as it was");
+        assert_eq!(remaining(&mut c, 1_000, 10).await, 5);
+        // Sent again once another call has consumed after it, it still
+        // answers allowed (it was), counting both once.
+        decide(&mut c, 1_000, 4, 10, "b:1", 1).await;
+        let late = decide(&mut c, 1_000, 3, 10, "a:2", 1).await;
+        assert_eq!((late[2], late[4]), (1, 1), "allowed: {late:?}");
+        assert_eq!(&late[7..], &first[7..], "its undo numbers");
+        assert_eq!(remaining(&mut c, 1_000, 10).await, 1);
+        // A call that asks (cost 0) or is refused leaves no receipt, so it
+        // is simply decided again.
+        let refused = decide(&mut c, 1_000, 5, 10, "a:3", 1).await;
+        assert_eq!(refused[2], 0, "{refused:?}");
+        let refused_again = decide(&mut c, 1_000, 5, 10, "a:3", 1).await;
+        assert_eq!(&refused_again[1..], &refused[1..]);
+        assert_eq!(
+            claim(&mut c, "a:2", 0, 3, 10).await.expect("claim"),
+            vec![1, 0],
+            "a token bucket changed since is kept as it is"
+        );
+    });
+}
+
 /// One claim of a client's lost calls takes them all back, newest first:
 /// under the token bucket each one's state is then still the one it stored
 /// (oldest first, the oldest would find the newest's state and be kept).

@@ -85,31 +85,7 @@ local key = receipts_key(KEYS[1])
 local value = redis.call('GET', key) or ''
 for j = 1, m do
   local call = calls[j]
-  local found = string.find(value, '|' .. call.id .. ',', 1, true)
-  if found then
-    local stop = string.find(value, '|', found + 1, true) or #value + 1
-    local fields = {}
-    for field in string.gmatch(string.sub(value, found + 1, stop - 1), '[^,]+') do
-      fields[#fields + 1] = field
-    end
-    local n = #call.limits
-    if #fields ~= 2 + 2 * n then
-      fail('receipt ' .. call.id .. ' of ' .. key .. ' holds ' .. (#fields - 2) .. ' undo numbers, not 2 for each of ' .. n .. ' limits')
-    end
-    call.now = parse_int(fields[2], 'time of receipt ' .. call.id, MAX_EXACT)
-    for i = 1, n do
-      local l = call.limits[i]
-      local first, second = fields[1 + 2 * i], fields[2 + 2 * i]
-      l.consumed = not (first == 'x' and second == 'x')
-      if l.consumed then
-        if not l.policy.bound_ok(call.now, l.limit, l.window) then
-          fail('time ' .. fmt(call.now) .. ' exceeds the exact range of Redis numbers for limit ' .. i)
-        end
-        local what = 'undo number of receipt ' .. call.id
-        l.undo1, l.undo2 = parse_undo(first, what), parse_undo(second, what)
-      end
-    end
-  end
+  call.now = read_receipt(value, key, call.id, call.limits)
 end
 
 -- Phase 2: newest first, each found call taken back and its receipt cut.

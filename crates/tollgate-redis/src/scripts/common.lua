@@ -187,3 +187,39 @@ local function receipt_id(value)
   end
   return value, tag
 end
+
+-- The receipt of call `id` in a client's receipts `value` (stored at
+-- `key`), read for the call's `limits` (as read_limit reads them): nil when
+-- none is stored; else the time the call consumed at, having set each
+-- limit's `consumed` and, for one that consumed, its two undo numbers
+-- (`undo1`, `undo2`). Raises "TOLLGATE ..." for a receipt that does not
+-- hold two undo numbers per limit. Reads only.
+local function read_receipt(value, key, id, limits)
+  local found = string.find(value, '|' .. id .. ',', 1, true)
+  if not found then
+    return nil
+  end
+  local stop = string.find(value, '|', found + 1, true) or #value + 1
+  local fields = {}
+  for field in string.gmatch(string.sub(value, found + 1, stop - 1), '[^,]+') do
+    fields[#fields + 1] = field
+  end
+  local n = #limits
+  if #fields ~= 2 + 2 * n then
+    fail('receipt ' .. id .. ' of ' .. key .. ' holds ' .. (#fields - 2) .. ' undo numbers, not 2 for each of ' .. n .. ' limits')
+  end
+  local now = parse_int(fields[2], 'time of receipt ' .. id, MAX_EXACT)
+  for i = 1, n do
+    local l = limits[i]
+    local first, second = fields[1 + 2 * i], fields[2 + 2 * i]
+    l.consumed = not (first == 'x' and second == 'x')
+    if l.consumed then
+      if not l.policy.bound_ok(now, l.limit, l.window) then
+        fail('time ' .. fmt(now) .. ' exceeds the exact range of Redis numbers for limit ' .. i)
+      end
+      local what = 'undo number of receipt ' .. id
+      l.undo1, l.undo2 = parse_undo(first, what), parse_undo(second, what)
+    end
+  end
+  return now
+end

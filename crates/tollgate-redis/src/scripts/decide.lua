@@ -22,7 +22,9 @@
 -- claimed): a consuming call drops the receipts of its own store (tag)
 -- numbered below the store's watermark, the lowest number it still has
 -- open, so a client keeps about one receipt per store; and at most
--- RECEIPTS_KEPT_BYTES of them (the oldest go).
+-- RECEIPTS_KEPT_BYTES of them (the oldest go). The receipt also makes a
+-- call run once: a call of cost > 0 whose receipt is stored has run, and is
+-- answered from it without consuming again (answer_again).
 --
 -- Returns { redis_time_us, now_used, allowed, then per limit: allowed,
 -- remaining, retry_after_ms (-1: never), reset_after_ms }, followed, when
@@ -97,12 +99,11 @@ local function open_receipts(receipts, tag, watermark)
 end
 
 -- Stores the receipt of call `id`, which consumed at `now`, in front of the
--- open ones of the client's receipts at `key` (see open_receipts; `tag` and
--- `watermark` are the call's store's).
+-- open ones of the client's receipts `receipts`, read from `key` (see
+-- open_receipts; `tag` and `watermark` are the call's store's).
 -- One concatenation for the usual plan of one limit: each string built is
 -- hashed and interned, and later collected.
-local function write_receipt(key, id, tag, watermark, now, limits)
-  local receipts = redis.call('GET', key) or ''
+local function write_receipt(key, receipts, id, tag, watermark, now, limits)
   receipts = open_receipts(receipts, tag, watermark)
   local now_text = fmt(now)
   local value
@@ -246,6 +247,31 @@ local function call_reply(redis_us, now, allowed, cost, limits)
   return reply
 end
 
+-- The answer to a call that has already run: its receipt, of the time
+-- `ran_at`, is stored (read_receipt has marked each limit consumed or
+-- not). A connection that drops after Redis ran a call makes redis-rs's
+-- cluster client send the call again on a new one, since it cannot know
+-- whether it ran; run twice, it would consume twice for one request. So it
+-- is answered as it was, allowed, with its receipt's time and undo numbers
+-- (what a refund or a claim takes back is that one consumption), each
+-- limit as it stands now (remaining counts the call once), writing nothing.
+local function answer_again(seen_key, ran_at, cost, limits, redis_us)
+  local now = time_after_seen(seen_key, ran_at, limits)
+  for i = 1, #limits do
+    local l = limits[i]
+    local state = l.policy.load(l.key, now, l.limit, l.window)
+    if l.consumed then
+      l.decision = l.policy.decide(state, now, 0, l.limit, l.window)
+    else
+      -- A shadow limit that refused the call, and was not charged.
+      l.decision = l.policy.decide(state, now, cost, l.limit, l.window)
+      l.decision.allowed = false
+      l.undo1, l.undo2 = 0, 0
+    end
+  end
+  return call_reply(redis_us, ran_at, true, cost, limits)
+end
+
 local function decide_call(keys, argv)
   local n = #keys - 1
   if n < 1 or #argv ~= 6 + 4 * n then
@@ -265,6 +291,17 @@ local function decide_call(keys, argv)
   local limits = read_limits(keys, argv, n, margin)
   local id, tag = receipt_id(argv[5 + 4 * n])
   local watermark = parse_arg(argv[6 + 4 * n], 'watermark', MAX_EXACT)
+  keep_args = true
+  -- A call that may consume runs once: sent again, it finds its receipt.
+  local at, receipts
+  if cost > 0 then
+    at = receipts_key(keys[1])
+    receipts = redis.call('GET', at) or ''
+    local ran_at = read_receipt(receipts, at, id, limits)
+    if ran_at then
+      return answer_again(keys[1], ran_at, cost, limits, redis_us)
+    end
+  end
   -- The backwards-time rule (reads the last-seen time, checks the bounds).
   local seen
   now, seen = time_after_seen(keys[1], now, limits)
@@ -272,8 +309,7 @@ local function decide_call(keys, argv)
   local wrote, consumed, seen_ttl = write_limits(limits, now, allowed, cost, margin)
   write_seen(keys[1], seen, now, wrote, seen_ttl)
   if consumed then
-    write_receipt(receipts_key(keys[1]), id, tag, watermark, now, limits)
+    write_receipt(at, receipts, id, tag, watermark, now, limits)
   end
-  keep_args = true
   return call_reply(redis_us, now, allowed, cost, limits)
 end

@@ -20,7 +20,9 @@
 --              16 hex digits, and the call's number in it): when the call
 --              consumes, a receipt under this id is kept beside the
 --              last-seen key (see decide.lua), which claim.lua finds
---              should the reply never reach the store
+--              should the reply never reach the store; a call of cost > 0
+--              whose receipt is stored has run already, and is answered
+--              from it without consuming again (decide.lua)
 -- ARGV[6+4n]   the store's watermark: the lowest number of a call it still
 --              has open (its receipts below it are dropped)
 --

@@ -1,0 +1,246 @@
+//! Replies lost on their way back from a Redis Cluster, on a real
+//! three-master cluster: one master announces a [`Relay`] in front of it as
+//! its address, so that the store's connection to that master goes through
+//! the relay, which can hold the replies or drop the connection with them.
+//!
+//! - A connection that drops after Redis ran a call: redis-rs's cluster
+//!   client sends the call again on a new connection
+//!   (`ClusterClientBuilder::retries`), since it cannot know whether it
+//!   ran. Run twice, a decision that consumed would charge the client twice
+//!   for one request; the scripts run a call once (a call whose receipt is
+//!   already stored answers from it, writing nothing: `decide.lua`).
+//!   Sent again too late to run, it answers "late": an earlier attempt may
+//!   have run, so its receipt is claimed all the same.
+//! - A reply that never comes (the connection is silent, not closed): the
+//!   call is given up on after `RESPONSE_TIMEOUT`, then taken back by its
+//!   receipt (`src/lost.rs`), as on one node.
+
+mod batching;
+
+use std::time::Duration;
+
+use batching::{config, plan, runtime};
+use tollgate::PlanLimiter;
+use tollgate_redis::testing::{wait_for, wait_until, RedisCluster, RedisServer, Relay};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RESPONSE_TIMEOUT};
+
+/// Makes the first master announce `relay` as its address, and waits
+/// (bounded) until every node's map of slots says so.
+fn announce_through(cluster: &RedisCluster, relay: &Relay) {
+    let nodes = cluster.nodes();
+    let port = relay.port().to_string();
+    let set = nodes[0].cli(&["CONFIG", "SET", "cluster-announce-port", &port]);
+    assert_eq!(set.trim(), "OK", "{set}");
+    let announced = wait_for(500, || {
+        nodes
+            .iter()
+            .all(|node| node.cli(&["CLUSTER", "SLOTS"]).contains(&port))
+    });
+    assert!(
+        announced,
+        "the nodes never announced the relay's port {port}"
+    );
+}
+
+#[test]
+fn a_call_sent_again_after_its_connection_dropped_is_charged_once() {
+    let Some(cluster) = RedisCluster::spawn("cluster_resent_call") else {
+        return;
+    };
+    let first = &cluster.nodes()[0];
+    let relay = Relay::start(first.port());
+    announce_through(&cluster, &relay);
+    runtime().block_on(async {
+        for batch_max in [1, 16] {
+            let config = RedisStoreConfig {
+                batch_max,
+                ..config(&format!("resent{batch_max}"), 1)
+            };
+            let (store, client) = connect(&cluster, config).await;
+            let plan = plan();
+            let reference = PlanLimiter::new();
+            // Three calls use up the shadow limit (3 per 10 s), so that the
+            // held call's receipt has a limit that did not consume.
+            for _ in 0..3 {
+                let answer = store.decide(&plan, &client, 1_000, 1).await;
+                assert_eq!(
+                    answer.expect("decided"),
+                    reference.check(&plan, &client, 1_000, 1)
+                );
+            }
+
+            let receipt_of_call = |seq: u64| has_receipt(first, &store, &client, seq);
+            relay.hold_replies();
+            let held = {
+                let (store, plan, client) = (store.clone(), plan.clone(), client.clone());
+                tokio::spawn(async move { store.decide(&plan, &client, 1_000, 1).await })
+            };
+            // The store's fourth call (numbered from 1) has run in Redis
+            // once its receipt is there; its reply is held.
+            assert!(
+                wait_until(500, || receipt_of_call(4)).await,
+                "the held call never ran"
+            );
+            relay.cut();
+            let answer = held.await.expect("task");
+            let expected = reference.check(&plan, &client, 1_000, 1);
+            assert_eq!(
+                answer.expect("decided, once"),
+                expected,
+                "batch_max {batch_max}"
+            );
+
+            // What the client has left: one consumption, not two.
+            let left = store.decide(&plan, &client, 1_000, 0).await;
+            assert_eq!(
+                left.expect("decided"),
+                reference.check(&plan, &client, 1_000, 0),
+                "batch_max {batch_max}"
+            );
+            let counts = store.call_counts();
+            assert_eq!(counts.replies_lost, 0, "{counts:?}");
+        }
+    });
+}
+
+#[test]
+fn a_reply_that_never_comes_is_given_up_on_and_its_call_taken_back() {
+    let Some(cluster) = RedisCluster::spawn("cluster_reply_never_comes") else {
+        return;
+    };
+    let first = &cluster.nodes()[0];
+    let relay = Relay::start(first.port());
+    announce_through(&cluster, &relay);
+    runtime().block_on(async {
+        let config = RedisStoreConfig {
+            batch_max: 1,
+            timeout: Duration::from_millis(300),
+            ..config("silent", 1)
+        };
+        let (store, client) = connect(&cluster, config).await;
+        let plan = plan();
+        let reference = PlanLimiter::new();
+        let answer = store.decide(&plan, &client, 1_000, 1).await;
+        assert_eq!(
+            answer.expect("decided"),
+            reference.check(&plan, &client, 1_000, 1)
+        );
+
+        relay.hold_replies();
+        // The caller gives up at the store's timeout, as `GuardedStore`
+        // does; the call's reply is still waited for.
+        let timeout = Duration::from_millis(300);
+        let answer = tokio::time::timeout(timeout, store.decide(&plan, &client, 1_000, 1)).await;
+        assert!(answer.is_err(), "no reply: {answer:?}");
+        assert!(has_receipt(first, &store, &client, 2), "the call ran");
+        // Polled every 10 ms, for at most three times the response timeout.
+        let tries = u32::try_from(3 * RESPONSE_TIMEOUT.as_millis() / 10).expect("small");
+        let lost = wait_until(tries, || store.call_counts().replies_lost == 1).await;
+        assert!(
+            lost,
+            "the reply was never given up on: {:?}",
+            store.call_counts()
+        );
+        // The silent connection is reset; the claim goes on a new one.
+        relay.cut();
+        let taken_back = wait_until(tries, || store.call_counts().refunded == 1).await;
+        let counts = store.call_counts();
+        assert!(taken_back, "never claimed: {counts:?}");
+        assert_eq!(
+            (counts.refunds_stale, counts.refunds_failed),
+            (0, 0),
+            "{counts:?}"
+        );
+        assert!(
+            !has_receipt(first, &store, &client, 2),
+            "the receipt is claimed"
+        );
+        let left = store.decide(&plan, &client, 1_000, 0).await;
+        assert_eq!(
+            left.expect("decided"),
+            reference.check(&plan, &client, 1_000, 0)
+        );
+    });
+}
+
+/// The connection drops after Redis ran a call whose caller has given up;
+/// redis-rs sends the call again, past its deadline, so the second attempt
+/// writes nothing and answers "late". The first attempt's consumption is
+/// still found by its receipt, and taken back.
+#[test]
+fn a_call_sent_again_too_late_is_taken_back_by_its_receipt() {
+    let Some(cluster) = RedisCluster::spawn("cluster_resent_too_late") else {
+        return;
+    };
+    let first = &cluster.nodes()[0];
+    let relay = Relay::start(first.port());
+    announce_through(&cluster, &relay);
+    runtime().block_on(async {
+        let timeout = Duration::from_millis(300);
+        let config = RedisStoreConfig {
+            batch_max: 1,
+            timeout,
+            ..config("late", 1)
+        };
+        let (store, client) = connect(&cluster, config).await;
+        let plan = plan();
+        let reference = PlanLimiter::new();
+        let answer = store.decide(&plan, &client, 1_000, 1).await;
+        assert_eq!(
+            answer.expect("decided"),
+            reference.check(&plan, &client, 1_000, 1)
+        );
+
+        relay.hold_replies();
+        // The caller gives up at the store's timeout, as `GuardedStore`
+        // does: the call's deadline has passed by then.
+        let answer = tokio::time::timeout(timeout, store.decide(&plan, &client, 1_000, 1)).await;
+        assert!(answer.is_err(), "no reply: {answer:?}");
+        assert!(has_receipt(first, &store, &client, 2), "the call ran");
+        relay.cut();
+        let tries = u32::try_from(3 * RESPONSE_TIMEOUT.as_millis() / 10).expect("small");
+        let taken_back = wait_until(tries, || store.call_counts().refunded == 1).await;
+        let counts = store.call_counts();
+        assert!(taken_back, "never claimed: {counts:?}");
+        assert_eq!(counts.replies_lost, 1, "{counts:?}");
+        assert!(
+            !has_receipt(first, &store, &client, 2),
+            "the receipt is claimed"
+        );
+        let left = store.decide(&plan, &client, 1_000, 0).await;
+        assert_eq!(
+            left.expect("decided"),
+            reference.check(&plan, &client, 1_000, 0)
+        );
+    });
+}
+
+/// A store on `cluster`, and a client of the first master (slots 0-5460),
+/// whose calls go through the relay.
+async fn connect(cluster: &RedisCluster, config: RedisStoreConfig) -> (RedisStore, String) {
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let store = RedisStore::connect_cluster(&urls, config)
+        .await
+        .expect("connect");
+    let first = &cluster.nodes()[0];
+    let client = (0..)
+        .map(|i| format!("c{i}"))
+        .find(|c| slot_of(first, &store.keys().seen_key(c)) < 5_461)
+        .expect("a client");
+    (store, client)
+}
+
+/// Whether `node` holds the receipt of `store`'s call number `seq` (from 1)
+/// for `client`: the call has run in Redis and consumed.
+fn has_receipt(node: &RedisServer, store: &RedisStore, client: &str, seq: u64) -> bool {
+    let receipts = store.keys().seen_key(client).replace(":seen", ":receipts");
+    node.cli(&["GET", &receipts]).contains(&format!(":{seq},"))
+}
+
+fn slot_of(node: &RedisServer, key: &str) -> u16 {
+    node.cli(&["CLUSTER", "KEYSLOT", key])
+        .trim()
+        .parse()
+        .expect("a slot")
+}
