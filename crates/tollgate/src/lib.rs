@@ -78,4 +78,4 @@ pub use plan::{
 };
 pub use policy::{AnyPolicy, AnyState, Policy, Reclaim, POLICY_NAMES};
 pub use receipt::{GivenBack, Receipt, Returnable};
-pub use store::{Access, Entry, Eviction, LeastRecentlySeen, MemoryStore};
+pub use store::{Access, Entry, Eviction, LeastRecentlySeen, Lineage, MemoryStore, SameEntry};

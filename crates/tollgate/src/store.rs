@@ -47,6 +47,34 @@ struct Slot<S> {
 #[repr(align(128))]
 struct Shard<S> {
     map: Mutex<HashTable<Slot<S>>>,
+    /// How many entries left this shard (evicted, reclaimed, swept,
+    /// cleared): a [`Lineage`]. Changed and read under `map`'s lock only.
+    removals: AtomicU64,
+}
+
+/// Which stored entry a client's state was read from, for telling later
+/// whether the client's entry is still that one: the count of entries
+/// removed from its shard then. An entry removed (a capped store's
+/// eviction, a sweep) and made anew under the same id, even within the same
+/// millisecond, may hold a state equal to the old one's, so the state alone
+/// cannot tell them apart; while no entry of the shard has been removed,
+/// the entry under an id is the one that was read. Per shard, not per
+/// entry, so that it costs no byte per client: a removal of another client
+/// of the shard also makes the entry unsure ([`SameEntry::Unsure`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lineage(u64);
+
+/// What [`MemoryStore::with_same_entry`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SameEntry<R> {
+    /// The client's entry is the one read under the lineage: the closure's
+    /// result.
+    Same(R),
+    /// The client is not stored.
+    Gone,
+    /// The client is stored, but an entry of its shard was removed since,
+    /// so this may be a new entry under the same id: not handed over.
+    Unsure,
 }
 
 /// What [`MemoryStore::with_entry`] hands to its closure.
@@ -58,6 +86,8 @@ pub struct Access<'a, S> {
     pub now_ms: u64,
     /// True when the client was unknown before this call.
     pub is_new: bool,
+    /// Which entry this is, for [`MemoryStore::with_same_entry`].
+    pub lineage: Lineage,
 }
 
 /// A concurrent map from client id to per-client state `S`.
@@ -121,6 +151,7 @@ impl<S> MemoryStore<S> {
             shards: (0..SHARDS)
                 .map(|_| Shard {
                     map: Mutex::new(HashTable::new()),
+                    removals: AtomicU64::new(0),
                 })
                 .collect(),
             hasher: RandomState::default(),
@@ -155,8 +186,11 @@ impl<S> MemoryStore<S> {
     /// The shard for a hash. Uses bits the shard's own table does not use
     /// for its bucket index (low bits) or its tag (top 7 bits).
     fn shard(&self, hash: u64) -> MutexGuard<'_, HashTable<Slot<S>>> {
-        let index = (hash >> 40) as usize % SHARDS;
-        self.shards[index].map.lock()
+        self.shard_of(hash).map.lock()
+    }
+
+    fn shard_of(&self, hash: u64) -> &Shard<S> {
+        &self.shards[(hash >> 40) as usize % SHARDS]
     }
 
     /// Runs `f` on the client's state under the client's shard lock.
@@ -194,7 +228,8 @@ impl<S> MemoryStore<S> {
         f: impl FnOnce(Access<'_, S>) -> R,
     ) -> R {
         let hash = self.hash(client);
-        let mut map = self.shard(hash);
+        let shard = self.shard_of(hash);
+        let mut map = shard.map.lock();
         let same = |slot: &Slot<S>| same_id(slot.client.as_bytes(), client.as_bytes());
         if let Some(slot) = map.find_mut(hash, same) {
             slot.last_seen = slot.last_seen.max(now_ms);
@@ -202,17 +237,21 @@ impl<S> MemoryStore<S> {
                 state: &mut slot.state,
                 now_ms: slot.last_seen,
                 is_new: false,
+                lineage: shard.lineage(),
             });
+        }
+        // Room first, so that the new entry's lineage is the one it is
+        // stored under.
+        if map.len() >= self.shard_cap {
+            self.make_room(shard, &mut map, now_ms, &mut eviction);
         }
         let mut state = init(now_ms);
         let result = f(Access {
             state: &mut state,
             now_ms,
             is_new: true,
+            lineage: shard.lineage(),
         });
-        if map.len() >= self.shard_cap {
-            self.make_room(&mut map, now_ms, &mut eviction);
-        }
         let hasher = &self.hasher;
         map.insert_unique(
             hash,
@@ -236,12 +275,13 @@ impl<S> MemoryStore<S> {
     /// cache.
     fn make_room(
         &self,
+        shard: &Shard<S>,
         map: &mut HashTable<Slot<S>>,
         now_ms: u64,
         eviction: &mut impl Eviction<S>,
     ) {
         let target = self.shard_cap - (self.shard_cap / 8).max(1);
-        let reclaimed = drop_where(map, now_ms, &mut |state, now| {
+        let reclaimed = drop_where(shard, map, now_ms, &mut |state, now| {
             eviction.reclaimable(state, now)
         });
         self.reclaimed
@@ -267,6 +307,7 @@ impl<S> MemoryStore<S> {
                 entry.remove();
             }
         }
+        shard.removed(excess);
         self.evicted.fetch_add(excess as u64, Ordering::Relaxed);
     }
 
@@ -287,16 +328,27 @@ impl<S> MemoryStore<S> {
     }
 
     /// Runs `f` on the state of `client` under its shard lock, when the
-    /// client is stored: `None`, and nothing stored, when it is not (unlike
+    /// client is stored in the entry read under `lineage` (an
+    /// [`Access::lineage`]); nothing is stored when it is not (unlike
     /// [`MemoryStore::with_entry`], which stores an unknown client). The
     /// latest seen time stays as it is.
-    pub fn with_existing<R>(&self, client: &str, f: impl FnOnce(&mut S) -> R) -> Option<R> {
+    pub fn with_same_entry<R>(
+        &self,
+        client: &str,
+        lineage: Lineage,
+        f: impl FnOnce(&mut S) -> R,
+    ) -> SameEntry<R> {
         let hash = self.hash(client);
-        let mut map = self.shard(hash);
-        let slot = map.find_mut(hash, |slot| {
+        let shard = self.shard_of(hash);
+        let mut map = shard.map.lock();
+        let found = map.find_mut(hash, |slot| {
             same_id(slot.client.as_bytes(), client.as_bytes())
-        })?;
-        Some(f(&mut slot.state))
+        });
+        match found {
+            None => SameEntry::Gone,
+            Some(_) if shard.lineage() != lineage => SameEntry::Unsure,
+            Some(slot) => SameEntry::Same(f(&mut slot.state)),
+        }
     }
 
     /// Number of clients with stored state.
@@ -320,7 +372,7 @@ impl<S> MemoryStore<S> {
         let mut removed = 0;
         for shard in self.shards.iter() {
             let mut map = shard.map.lock();
-            removed += drop_where(&mut map, now_ms, &mut remove);
+            removed += drop_where(shard, &mut map, now_ms, &mut remove);
         }
         removed
     }
@@ -328,7 +380,9 @@ impl<S> MemoryStore<S> {
     /// Removes every client.
     pub fn clear(&self) {
         for shard in self.shards.iter() {
-            shard.map.lock().clear();
+            let mut map = shard.map.lock();
+            shard.removed(map.len());
+            map.clear();
         }
     }
 
@@ -354,10 +408,12 @@ impl<S> MemoryStore<S> {
     }
 }
 
-/// Drops the entries of one shard for which `remove(state, now)` is true,
-/// with `now` clamped to each entry's latest seen time (so a stale clock
-/// never removes live state). Returns how many were dropped.
+/// Drops the entries of `shard` (its locked table `map`) for which
+/// `remove(state, now)` is true, with `now` clamped to each entry's latest
+/// seen time (so a stale clock never removes live state). Returns how many
+/// were dropped.
 fn drop_where<S>(
+    shard: &Shard<S>,
     map: &mut HashTable<Slot<S>>,
     now_ms: u64,
     remove: &mut impl FnMut(&mut S, u64) -> bool,
@@ -367,5 +423,22 @@ fn drop_where<S>(
         let now = now_ms.max(slot.last_seen);
         !remove(&mut slot.state, now)
     });
-    before - map.len()
+    let dropped = before - map.len();
+    shard.removed(dropped);
+    dropped
+}
+
+impl<S> Shard<S> {
+    /// The shard's lineage now (its table locked by the caller).
+    fn lineage(&self) -> Lineage {
+        Lineage(self.removals.load(Ordering::Relaxed))
+    }
+
+    /// Records that `count` entries left the shard (its table locked by the
+    /// caller).
+    fn removed(&self, count: usize) {
+        if count > 0 {
+            self.removals.fetch_add(count as u64, Ordering::Relaxed);
+        }
+    }
 }

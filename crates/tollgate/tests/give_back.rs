@@ -241,3 +241,56 @@ fn a_client_gone_since_has_nothing_left_to_take_back() {
     assert_eq!(limiter.give_back(receipt), GivenBack::Restored);
     assert_eq!(limiter.clients(), 0, "nothing stored for it");
 }
+
+/// A client evicted after its check and stored anew in the same
+/// millisecond holds another request's use, even one equal to the check's:
+/// giving the check back must take none of it (every policy; the new
+/// request's cost equal to the check's, then larger).
+#[test]
+fn a_client_evicted_and_stored_anew_keeps_the_new_requests_use() {
+    for policy in POLICY_NAMES {
+        for cost in [1, 2] {
+            let plan = plan(policy);
+            // One client per shard: a newcomer in a shard evicts its client.
+            let limiter = PlanLimiter::with_max_clients(64);
+            let answer = limiter.check_returnable(&plan, "a", 1_000, 1);
+            let receipt = answer.receipt.expect("a use");
+            let mut newcomers = 0;
+            while limiter.store().get("a").is_some() {
+                newcomers += 1;
+                assert!(newcomers < 10_000, "a was never evicted");
+                limiter.check(&plan, &format!("n{newcomers}"), 1_000, 1);
+            }
+            assert!(limiter.check(&plan, "a", 1_000, cost).allowed);
+            let expected = limiter.peek(&plan, "a", 1_000);
+            assert_eq!(
+                limiter.give_back(receipt),
+                GivenBack::Kept,
+                "{policy}, cost {cost}"
+            );
+            assert_eq!(
+                limiter.peek(&plan, "a", 1_000),
+                expected,
+                "{policy}, cost {cost}: the new use stays"
+            );
+        }
+    }
+}
+
+/// Giving back still restores when other clients of the store, but none
+/// removed, came and went in between.
+#[test]
+fn a_check_given_back_in_a_busy_capped_store_is_restored() {
+    let plan = plan("sliding-window");
+    let limiter = PlanLimiter::with_max_clients(6_400);
+    let answer = limiter.check_returnable(&plan, "a", 1_000, 2);
+    for i in 0..50 {
+        limiter.check(&plan, &format!("n{i}"), 1_000, 1);
+    }
+    assert_eq!(limiter.store().evicted(), 0);
+    assert_eq!(
+        limiter.give_back(answer.receipt.expect("a use")),
+        GivenBack::Restored
+    );
+    assert!(limiter.check(&plan, "a", 1_000, 3).allowed, "all 3 back");
+}

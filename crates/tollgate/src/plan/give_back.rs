@@ -16,10 +16,14 @@ use compact_str::CompactString;
 use super::{check_plan, Plan, PlanLimiter, PlanStates};
 use crate::policy::{AnyState, Policy};
 use crate::receipt::{GivenBack, Receipt, Returnable};
+use crate::store::{Lineage, SameEntry};
 
 /// What a memory check consumed, for [`PlanLimiter::give_back`].
 struct MemoryReceipt {
     client: CompactString,
+    /// The entry the check used: a client evicted and stored anew since
+    /// holds none of this check's use.
+    lineage: Lineage,
     /// The time the check was decided at (the client's latest seen time,
     /// when later than the call's).
     used_at: u64,
@@ -63,6 +67,7 @@ impl PlanLimiter {
                 let receipt = decision.allowed.then(|| {
                     Receipt::new(MemoryReceipt {
                         client: CompactString::new(client),
+                        lineage: access.lineage,
                         used_at: now,
                         cost,
                         limits: changed(plan, &refused, access.state),
@@ -77,18 +82,23 @@ impl PlanLimiter {
     /// is put back to what a refused check would have left when nothing
     /// used it since; otherwise the sliding log takes the use out and the
     /// others keep it ([`GivenBack::Kept`]). A client no longer stored has
-    /// nothing left to take back. A receipt of another store is kept.
+    /// nothing left to take back. A client whose entry may have been
+    /// removed and made anew since (an eviction in its shard,
+    /// [`SameEntry::Unsure`]) keeps what it holds: its state may be another
+    /// request's, even one equal to the check's, and taking that back would
+    /// admit more than the limit. A receipt of another store is kept.
     pub fn give_back(&self, receipt: Receipt) -> GivenBack {
         let Ok(receipt) = receipt.into_inner::<MemoryReceipt>() else {
             return GivenBack::Kept;
         };
         let MemoryReceipt {
             client,
+            lineage,
             used_at,
             cost,
             limits,
         } = receipt;
-        let restored = self.store.with_existing(&client, |states| {
+        let restored = self.store.with_same_entry(&client, lineage, |states| {
             // Every limit, even after one that keeps its use.
             let mut all = true;
             for changed in limits {
@@ -97,8 +107,8 @@ impl PlanLimiter {
             all
         });
         match restored {
-            Some(false) => GivenBack::Kept,
-            Some(true) | None => GivenBack::Restored,
+            SameEntry::Same(false) | SameEntry::Unsure => GivenBack::Kept,
+            SameEntry::Same(true) | SameEntry::Gone => GivenBack::Restored,
         }
     }
 }
