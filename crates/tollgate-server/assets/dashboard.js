@@ -97,11 +97,13 @@ function drawStore(store) {
     rows.push(["errors", store.calls.transient_errors + store.calls.permanent_errors]);
   }
   // Calls Redis ran and counted whose reply came after the caller gave up,
-  // or that an Envoy request gave back when another of its clients refused:
-  // taken back, or kept (the client was used since, or the refund failed).
+  // or never came, or that an Envoy request gave back when another of its
+  // clients refused: taken back, or kept (the client was used since, or the
+  // refund failed); and how many replies never came.
   if (store.refunds) {
     rows.push(["uses taken back", store.refunds.restored]);
     rows.push(["uses not taken back", store.refunds.stale + store.refunds.failed]);
+    rows.push(["replies lost", store.refunds.replies_lost]);
   }
   const kv = el("div", { class: "kv" });
   for (const [k, v] of rows) kv.append(el("div", {}, k), el("div", {}, v));

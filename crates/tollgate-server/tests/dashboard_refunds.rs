@@ -1,9 +1,12 @@
-//! The dashboard of `serve` on Redis after a reply came too late, in a real
-//! headless Chromium: a relay in front of the test's own `redis-server`
-//! holds Redis's replies, a check is answered by the failure policy, the
-//! replies pass, the store takes the call back, and the store panel says
-//! so ("uses taken back: 1"), as `/v1/stats` does. The screenshot
-//! is kept in target/test-artefacts/.
+//! The dashboard of `serve` on Redis after a reply came too late, and after
+//! one never came, in a real headless Chromium: a relay in front of the
+//! test's own `redis-server` holds Redis's replies, a check is answered by
+//! the failure policy, the replies pass, the store takes the call back, and
+//! the store panel says so ("uses taken back: 1"), as `/v1/stats` does;
+//! then the relay drops its connections with a held reply, and the panel
+//! shows the reply lost and its call taken back by its receipt ("replies
+//! lost: 1", "uses taken back: 2"). The screenshot is kept in
+//! target/test-artefacts/.
 
 mod common;
 
@@ -35,7 +38,7 @@ window = "1d"
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_store_panel_shows_a_late_reply_taken_back_in_a_real_browser() {
+async fn the_store_panel_shows_late_and_lost_replies_taken_back_in_a_real_browser() {
     let Some(redis) = RedisServer::spawn("dashboard_refunds") else {
         return;
     };
@@ -55,20 +58,66 @@ async fn the_store_panel_shows_a_late_reply_taken_back_in_a_real_browser() {
     assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
     relay.release_replies();
 
-    // The refund, seen in /v1/stats (bounded: 2 s).
+    let late = serde_json::json!({"restored": 1, "stale": 0, "failed": 0, "replies_lost": 0});
+    assert_eq!(refunds_once(&t, |r| r["restored"] == 1).await, late);
+    let shown = browser_shows(&browser, &t, &[("uses taken back", 1), ("replies lost", 0)]).await;
+    assert!(shown, "the store panel shows the late reply taken back");
+
+    relay.hold_replies();
+    let held = t.check("lost", 1).await;
+    assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
+    relay.cut();
+    let lost = serde_json::json!({"restored": 2, "stale": 0, "failed": 0, "replies_lost": 1});
+    assert_eq!(refunds_once(&t, |r| r["restored"] == 2).await, lost);
+    let shown = browser_shows(
+        &browser,
+        &t,
+        &[
+            ("uses taken back", 2),
+            ("uses not taken back", 0),
+            ("replies lost", 1),
+        ],
+    )
+    .await;
+    assert!(shown, "the store panel shows the lost reply taken back");
+    for client in ["held", "lost"] {
+        let look = t.get(&format!("/v1/remaining/{client}")).await;
+        assert_eq!(
+            look.json()["limits"][0]["remaining"],
+            5,
+            "{client}: taken back: {}",
+            look.body
+        );
+    }
+
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/test-artefacts/dashboard-refunds.png");
+    let png = browser.screenshot(&[path.as_path()]).await;
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    browser.finish().await;
+    t.stop().await;
+}
+
+/// `/v1/stats`'s store refunds once `done` holds of them (polled every
+/// 20 ms, at most 5 s), or the last read.
+async fn refunds_once(
+    t: &TestServer,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
     let mut refunds = serde_json::Value::Null;
-    for _ in 0..100 {
+    for _ in 0..250 {
         refunds = t.get("/v1/stats").await.json()["store"]["refunds"].clone();
-        if refunds["restored"] == 1 {
+        if done(&refunds) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(
-        refunds,
-        serde_json::json!({"restored": 1, "stale": 0, "failed": 0})
-    );
+    refunds
+}
 
+/// Whether the dashboard, opened anew, shows each `(row, value)` in its
+/// store panel within 15 s.
+async fn browser_shows(browser: &Browser, t: &TestServer, rows: &[(&str, u64)]) -> bool {
     browser
         .client()
         .goto(&format!("{}/", t.base))
@@ -81,22 +130,11 @@ async fn the_store_panel_shows_a_late_reply_taken_back_in_a_real_browser() {
                && cell.nextElementSibling.textContent === '{value}')"
         )
     };
-    let shown = browser
+    let all: Vec<String> = rows.iter().map(|&(name, value)| row(name, value)).collect();
+    browser
         .wait_until(
-            &format!(
-                "return {} && {};",
-                row("uses taken back", 1),
-                row("uses not taken back", 0)
-            ),
+            &format!("return {};", all.join(" && ")),
             Duration::from_secs(15),
         )
-        .await;
-    assert!(shown, "the store panel shows the late reply taken back");
-
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/test-artefacts/dashboard-refunds.png");
-    let png = browser.screenshot(&[path.as_path()]).await;
-    assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    browser.finish().await;
-    t.stop().await;
+        .await
 }

@@ -99,9 +99,9 @@ pub struct StoreHealth {
     /// a call); empty for one node or memory.
     pub circuits: Vec<PartCircuit>,
     /// Since start (Redis only): calls Redis ran and counted whose reply came
-    /// after their caller had given up, or that their caller gave back (an
-    /// Envoy request another of whose clients refused), by what became of
-    /// their refund.
+    /// after their caller had given up, or never came, or that their caller
+    /// gave back (an Envoy request another of whose clients refused), by
+    /// what became of their refund.
     pub refunds: Option<StoreRefunds>,
 }
 
@@ -115,6 +115,11 @@ pub struct StoreRefunds {
     pub stale: u64,
     /// Kept: the refund failed or got no answer.
     pub failed: u64,
+    /// Calls whose reply never came (the connection dropped, or no reply
+    /// within `tollgate_redis::RESPONSE_TIMEOUT`; on a cluster, any call
+    /// that failed), each looked up by its receipt: those that had consumed
+    /// are counted above as well.
+    pub replies_lost: u64,
 }
 
 /// One master's circuit breaker, as the dashboard shows it.
@@ -211,6 +216,7 @@ impl Server {
                     restored: c.refunded,
                     stale: c.refunds_stale,
                     failed: c.refunds_failed,
+                    replies_lost: c.replies_lost,
                 }
             }),
             circuits: self.inner.guarded.as_ref().map_or_else(Vec::new, |g| {
