@@ -26,7 +26,7 @@ pub(crate) struct Call {
     /// The client's last-seen key, then one state key per limit.
     pub(crate) keys: Vec<String>,
     /// now, cost, expiry margin, deadline, then four per limit, then the
-    /// call's receipt id and its store's watermark ([`crate::receipts`]).
+    /// call's receipt id and its watermark ([`crate::receipts`]).
     /// An inspection's: now, then three per limit.
     pub(crate) args: Vec<Arg>,
 }

@@ -5,11 +5,21 @@
 //! store's tag (random, 64 bits, so that no two stores of a fleet share
 //! one) and the call's number in the store, `<tag hex>:<seq>`. A receipt is
 //! of use only while its call is open: sent or about to be, with no reply
-//! yet, or lost and not yet claimed. Each call also carries the store's
-//! watermark, the lowest number still open, and a consuming call drops the
-//! client's receipts of its own store below it (`decide.lua`), so a client
-//! keeps about one receipt per store that called it, not one per call
-//! (and none 180 s after its last consuming call).
+//! yet, or lost and not yet claimed. Each call also carries a watermark,
+//! the lowest number still open among the store's calls of clients near
+//! its own (of the same group of 16 cluster slots), and a consuming call
+//! drops the client's receipts of its own store below it (`decide.lua`), so
+//! a client keeps about one receipt per store that called it, not one per
+//! call (and none 180 s after its last consuming call).
+//!
+//! By group of slots, not for the whole store: a lost call holds the
+//! watermark of its group until it is claimed, which, on a cluster with a
+//! master down, can take up to [`crate::lost::LOST_KEPT`]; meanwhile the
+//! clients of that group keep every receipt of the store's calls (up to
+//! 1 MiB each, read and written by each of their calls). Clients of the
+//! masters still up are in other groups (a master serves ranges of
+//! consecutive slots), so a master's outage does not slow down the
+//! others'.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,11 +27,17 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::call::Arg;
 
-/// The receipt ids of one store's calls, and those still open.
+/// Consecutive cluster slots per group of open calls.
+const SLOTS_PER_GROUP: u16 = 16;
+/// Groups of open calls: 16,384 slots in groups of 16.
+const GROUPS: usize = 16_384 / SLOTS_PER_GROUP as usize;
+
+/// The receipt ids of one store's calls, and those still open, by group
+/// of their client's slot.
 pub(crate) struct Receipts {
     tag: u64,
     next: AtomicU64,
-    open: Mutex<BTreeSet<u64>>,
+    open: Box<[Mutex<BTreeSet<u64>>]>,
 }
 
 impl Receipts {
@@ -36,26 +52,32 @@ impl Receipts {
         Self {
             tag,
             next: AtomicU64::new(1),
-            open: Mutex::new(BTreeSet::new()),
+            open: (0..GROUPS).map(|_| Mutex::default()).collect(),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeSet<u64>> {
-        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self, group: usize) -> MutexGuard<'_, BTreeSet<u64>> {
+        self.open[group]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A new call's receipt, open until the returned value is dropped, and
-    /// the store's watermark with it open: the lowest number of a call
-    /// still open (every call below it has been answered, or claimed).
-    pub(crate) fn open(self: &Arc<Self>) -> (OpenReceipt, u64) {
+    /// A new call's receipt for a client of cluster slot `slot` (its keys'
+    /// hash tag's, on one node too), open until the returned value is
+    /// dropped, and the watermark with it open: the lowest number of a call
+    /// still open among the store's calls of clients of the same group of
+    /// slots (every call of theirs below it has been answered, or claimed).
+    pub(crate) fn open(self: &Arc<Self>, slot: u16) -> (OpenReceipt, u64) {
+        let group = usize::from(slot / SLOTS_PER_GROUP) % GROUPS;
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
         let watermark = {
-            let mut open = self.lock();
+            let mut open = self.lock(group);
             open.insert(seq);
             open.first().copied().unwrap_or(seq)
         };
         let receipt = OpenReceipt {
             receipts: self.clone(),
+            group,
             seq,
         };
         (receipt, watermark)
@@ -66,6 +88,7 @@ impl Receipts {
 /// its claim done, or the call never sent).
 pub(crate) struct OpenReceipt {
     receipts: Arc<Receipts>,
+    group: usize,
     seq: u64,
 }
 
@@ -87,7 +110,7 @@ impl std::fmt::Debug for OpenReceipt {
 
 impl Drop for OpenReceipt {
     fn drop(&mut self) {
-        self.receipts.lock().remove(&self.seq);
+        self.receipts.lock(self.group).remove(&self.seq);
     }
 }
 
@@ -98,18 +121,31 @@ mod tests {
     #[test]
     fn the_watermark_is_the_lowest_call_still_open() {
         let receipts = Arc::new(Receipts::new());
-        let (first, watermark) = receipts.open();
+        let (first, watermark) = receipts.open(0);
         assert_eq!(watermark, 1, "none open before: its own number");
-        let (second, watermark) = receipts.open();
+        let (second, watermark) = receipts.open(0);
         assert_eq!(watermark, 1);
-        let (third, _) = receipts.open();
+        let (third, _) = receipts.open(0);
         drop(second);
-        assert_eq!(receipts.open().1, 1, "the first is still open");
+        assert_eq!(receipts.open(0).1, 1, "the first is still open");
         drop(first);
-        assert_eq!(receipts.open().1, 3);
+        assert_eq!(receipts.open(0).1, 3);
         drop(third);
-        assert_eq!(receipts.open().1, 6, "none other open: its own number");
+        assert_eq!(receipts.open(0).1, 6, "none other open: its own number");
         let a = Receipts::new();
         assert_ne!(a.tag, receipts.tag, "each store its own tag");
+    }
+
+    #[test]
+    fn a_call_still_open_holds_back_only_its_group_of_slots() {
+        let receipts = Arc::new(Receipts::new());
+        let (_lost, watermark) = receipts.open(100);
+        assert_eq!(watermark, 1);
+        // Slots 96-111 are one group; 112 and the far slots are others'.
+        assert_eq!(receipts.open(111).1, 1, "same group: held back");
+        assert_eq!(receipts.open(96).1, 1, "same group: held back");
+        assert_eq!(receipts.open(112).1, 4, "the next group: its own number");
+        assert_eq!(receipts.open(16_383).1, 5);
+        assert_eq!(receipts.open(0).1, 6);
     }
 }

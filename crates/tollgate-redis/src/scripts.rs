@@ -23,7 +23,8 @@
 //!                receipt is already stored has run, and is answered from
 //!                it without consuming again (sent again by redis-rs's
 //!                cluster client after its connection dropped)
-//! ARGV[6+4n]     the store's watermark: its lowest call number still open
+//! ARGV[6+4n]     the watermark: no call of the store for this client
+//!                numbered below it is still open (crate::receipts)
 //! reply          { redis_time_us, now_used, allowed, then per limit: allowed,
 //!                  remaining, retry_after_ms (-1: never), reset_after_ms },
 //!                then, when the call consumed (allowed, cost > 0), two undo

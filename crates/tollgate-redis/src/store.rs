@@ -14,9 +14,9 @@ use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
 use crate::masters::Queues;
 use crate::measure;
-use crate::receipts::OpenReceipt;
 use crate::refund::Refund;
 use crate::reply::read_reply;
+use crate::slots;
 use crate::{policies, scripts, RedisStoreConfig, RedisStoreError, RedisTarget, TimeSource};
 
 mod as_store;
@@ -228,8 +228,11 @@ impl RedisStore {
             Offset::Unknown => measure::measure_offset(&self.scripts).await?,
         };
         let deadline_us = deadline::deadline_us(started_us, offset_us, self.config.timeout);
-        let (open, watermark) = self.scripts.receipts.open();
-        let call = self.call(plan, client, now_ms, cost, deadline_us, (&open, watermark))?;
+        let mut call = self.call(plan, client, now_ms, cost, deadline_us)?;
+        let slot = slots::slot_of(call.keys[0].as_bytes());
+        let (open, watermark) = self.scripts.receipts.open(slot);
+        call.args.push(open.arg());
+        call.args.push(Arg::Number(watermark));
         // Only a caller deciding several clients together keeps its call.
         let kept = keep.then(|| call.clone());
         let whole = match &self.queues {
@@ -326,7 +329,8 @@ impl RedisStore {
         }
     }
 
-    /// The script's KEYS and ARGV for one call (see [`scripts`]).
+    /// The script's KEYS and ARGV for one call (see [`scripts`]), but its
+    /// receipt id and watermark, which go last.
     fn call(
         &self,
         plan: &Plan,
@@ -334,7 +338,6 @@ impl RedisStore {
         now_ms: u64,
         cost: u32,
         deadline_us: u64,
-        (open, watermark): (&OpenReceipt, u64),
     ) -> Result<Call, RedisStoreError> {
         let limits = plan.limits();
         let base = self.keys.client_base(client);
@@ -349,8 +352,6 @@ impl RedisStore {
             push_limit(&base, limit, &mut keys, &mut args)?;
             args.push(Arg::Text(if limit.is_shadow() { "1" } else { "0" }));
         }
-        args.push(open.arg());
-        args.push(Arg::Number(watermark));
         Ok(Call { keys, args })
     }
 }

@@ -14,6 +14,9 @@
 //! - A reply that never comes (the connection is silent, not closed): the
 //!   call is given up on after `RESPONSE_TIMEOUT`, then taken back by its
 //!   receipt (`src/lost.rs`), as on one node.
+//! - A master down: its clients' lost calls wait for it to come back, and
+//!   hold back the drop of closed receipts of their own group of slots
+//!   only (`src/receipts.rs`), not of the other masters' clients.
 
 mod batching;
 
@@ -212,6 +215,52 @@ fn a_call_sent_again_too_late_is_taken_back_by_its_receipt() {
             left.expect("decided"),
             reference.check(&plan, &client, 1_000, 0)
         );
+    });
+}
+
+/// A master down: its clients' failed calls are lost calls whose claims
+/// cannot run until it is back, and each holds back the drop of closed
+/// receipts, but only for clients of its own group of slots: a client of
+/// another master keeps one receipt, not one per call.
+#[test]
+fn a_master_down_holds_back_no_other_masters_receipts() {
+    let options = tollgate_redis::testing::ClusterOptions::one_master_may_fail();
+    let Some(mut cluster) = RedisCluster::spawn_with("cluster_master_down_receipts", &options)
+    else {
+        return;
+    };
+    runtime().block_on(async {
+        let config = RedisStoreConfig {
+            batch_max: 1,
+            ..config("down", 1)
+        };
+        let (store, down) = connect(&cluster, config).await;
+        // A client of the second master (slots 5461-10922), away from the
+        // group of slots the first master's last slots share with it.
+        let up = (0..)
+            .map(|i| format!("u{i}"))
+            .find(|c| {
+                (5_472..10_923).contains(&slot_of(&cluster.nodes()[1], &store.keys().seen_key(c)))
+            })
+            .expect("a client");
+        let plan = plan();
+        store.decide(&plan, &down, 1_000, 1).await.expect("decided");
+
+        cluster.nodes_mut()[0].kill();
+        let failed = store.decide(&plan, &down, 1_000, 1).await;
+        assert!(failed.is_err(), "its master is down: {failed:?}");
+        assert_eq!(
+            store.call_counts().replies_lost,
+            1,
+            "claimed once it is back"
+        );
+
+        for now in 1_000..1_010 {
+            store.decide(&plan, &up, now, 1).await.expect("decided");
+        }
+        let receipts = store.keys().seen_key(&up).replace(":seen", ":receipts");
+        let stored = cluster.nodes()[1].cli(&["GET", &receipts]);
+        assert_eq!(stored.matches('|').count(), 1, "one receipt: {stored}");
     });
 }
 

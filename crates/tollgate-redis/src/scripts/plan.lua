@@ -23,8 +23,10 @@
 --              should the reply never reach the store; a call of cost > 0
 --              whose receipt is stored has run already, and is answered
 --              from it without consuming again (decide.lua)
--- ARGV[6+4n]   the store's watermark: the lowest number of a call it still
---              has open (its receipts below it are dropped)
+-- ARGV[6+4n]   the watermark: no call of the store for this client
+--              numbered below it is still open (its receipts below it are
+--              dropped; the store's lowest open number among its calls of
+--              clients of the same group of slots: src/receipts.rs)
 --
 -- Returns { redis_time_us, now_used, allowed, then per limit: allowed,
 -- remaining, retry_after_ms (-1: never), reset_after_ms }, then, when the
