@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""A fault drill, by hand: `tollgate serve` (fail-closed, timeout 100 ms, the
+circuit breaker as by default) on a private three-master Redis Cluster, 8
+threads of requests spread over 2,000 clients, and the first master killed
+(SIGKILL) after 2 s. Prints, per second, the answers the store decided and
+those the failure policy gave, serve's CPU time, and at the end the store's
+lost-reply and refund counters from /metrics: a master down must cost only
+its own clients, not the others' throughput.
+
+    scripts/drill-master-down.py BINARY [SECONDS]     # default 8 s
+
+With BREAKER=off, no circuit breaker: every call for the dead master's
+clients is sent, and fails.
+"""
+import http.client, json, os, random, socket, subprocess, sys, tempfile, threading, time
+
+BIN = sys.argv[1]
+SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 8.0
+KILL_AT = 2.0
+CLIENTS = 2_000
+
+
+def free_port():
+    # Below 55536: a cluster node's bus listens on its port + 10000.
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+        if port < 55536:
+            return port
+
+
+def cli(port, *args):
+    return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True).stdout
+
+
+work = tempfile.mkdtemp()
+hport, rports = free_port(), [free_port() for _ in range(3)]
+redises = [subprocess.Popen(
+    ["redis-server", "--port", str(p), "--save", "", "--appendonly", "no", "--dir", work,
+     "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{i}.conf",
+     "--cluster-require-full-coverage", "no", "--cluster-node-timeout", "1000"],
+    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, p in enumerate(rports)]
+for p in rports:
+    for _ in range(100):
+        if cli(p, "PING").strip() == "PONG":
+            break
+        time.sleep(0.05)
+subprocess.run(["redis-cli", "-p", str(rports[0]), "--cluster", "create"]
+               + [f"127.0.0.1:{p}" for p in rports] + ["--cluster-yes"], stdout=subprocess.DEVNULL, check=True)
+for _ in range(100):
+    if all("cluster_state:ok" in cli(p, "CLUSTER", "INFO") for p in rports):
+        break
+    time.sleep(0.1)
+cfg = os.path.join(work, "c.toml")
+seeds = ", ".join(f'"redis://127.0.0.1:{p}"' for p in rports)
+open(cfg, "w").write(f"""listen = ["127.0.0.1:{hport}"]
+[[plans.default]]
+name = "1h"
+policy = "sliding-window"
+limit = 1000000
+window = "1h"
+[store]
+cluster = [{seeds}]
+failure_policy = "fail-closed"
+timeout = "100ms"
+{"breaker_failures = 0" if os.environ.get("BREAKER") == "off" else ""}
+[envoy]
+grpc_listen = "off"
+""")
+serve = subprocess.Popen([BIN, "serve", "--config", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(200):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", hport, timeout=2); c.request("GET", "/healthz"); c.getresponse().read(); break
+    except OSError:
+        time.sleep(0.05)
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+start = time.time()
+stop = start + SECONDS
+seconds = int(SECONDS) + 1
+store = [0] * seconds
+failure = [0] * seconds
+lock = threading.Lock()
+
+
+def load(seed):
+    rng = random.Random(seed)
+    c = http.client.HTTPConnection("127.0.0.1", hport, timeout=5)
+    mine_store, mine_failure = [0] * seconds, [0] * seconds
+    while time.time() < stop:
+        body = json.dumps({"client": f"c{rng.randrange(CLIENTS)}"})
+        c.request("POST", "/v1/check", body=body, headers={"Content-Type": "application/json"})
+        d = json.loads(c.getresponse().read())
+        second = min(int(time.time() - start), seconds - 1)
+        if d.get("decided_by") == "store":
+            mine_store[second] += 1
+        else:
+            mine_failure[second] += 1
+    with lock:
+        for i in range(seconds):
+            store[i] += mine_store[i]; failure[i] += mine_failure[i]
+
+
+cpu = []
+def sampler():
+    while time.time() < stop:
+        cpu.append(cpu_seconds(serve.pid)); time.sleep(1)
+
+
+threads = [threading.Thread(target=load, args=(i,)) for i in range(8)] + [threading.Thread(target=sampler)]
+for t in threads: t.start()
+time.sleep(KILL_AT)
+redises[0].kill()
+for t in threads: t.join()
+c = http.client.HTTPConnection("127.0.0.1", hport, timeout=5)
+c.request("GET", "/metrics"); m = c.getresponse().read().decode()
+lines = [l for l in m.splitlines() if l.startswith(("tollgate_store_refunds_total", "tollgate_store_replies_lost_total"))]
+serve.terminate(); serve.wait()
+for r in redises:
+    r.kill(); r.wait()
+print(f"{BIN}: master 0 killed at {KILL_AT:.0f} s")
+print("second  store  failure-policy  serve-cpu-s")
+for i in range(int(SECONDS)):
+    used = cpu[i + 1] - cpu[i] if i + 1 < len(cpu) else float("nan")
+    print(f"{i:6d} {store[i]:6d} {failure[i]:15d} {used:12.2f}")
+for l in lines: print("   ", l)
