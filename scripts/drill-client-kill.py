@@ -14,52 +14,17 @@ With CLUSTER=1 the same on a private three-master Redis Cluster, whose
 every node has its normal connections killed (redis-rs's cluster client
 then sends a command whose connection dropped again on a new one).
 """
-import http.client, json, os, socket, subprocess, sys, tempfile, threading, time
+import http.client, json, os, socket, sys, tempfile, threading, time
+
+from drills import start_redis, start_serve
 
 BIN = sys.argv[1]
 SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 4.0
 LIMIT = 1_000_000
 
-def free_port():
-    # Below 55536: a cluster node's bus listens on its port + 10000.
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-        if port < 55536:
-            return port
-
-CLUSTER = os.environ.get("CLUSTER") == "1"
-hport = free_port()
-rports = [free_port() for _ in range(3 if CLUSTER else 1)]
 work = tempfile.mkdtemp()
-redises = []
-for i, port in enumerate(rports):
-    extra = ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{i}.conf"] if CLUSTER else []
-    redises.append(subprocess.Popen(
-        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", work] + extra,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-for port in rports:
-    for _ in range(100):
-        ping = subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True, text=True)
-        if ping.stdout.strip() == "PONG":
-            break
-        time.sleep(0.05)
-if CLUSTER:
-    subprocess.run(["redis-cli", "-p", str(rports[0]), "--cluster", "create"]
-                   + [f"127.0.0.1:{p}" for p in rports] + ["--cluster-yes"],
-                   stdout=subprocess.DEVNULL, check=True)
-    for _ in range(100):
-        infos = [subprocess.run(["redis-cli", "-p", str(p), "CLUSTER", "INFO"], capture_output=True, text=True).stdout
-                 for p in rports]
-        if all("cluster_state:ok" in i for i in infos):
-            break
-        time.sleep(0.1)
-    store = "cluster = [%s]" % ", ".join(f'"redis://127.0.0.1:{p}"' for p in rports)
-else:
-    store = f'url = "redis://127.0.0.1:{rports[0]}"'
-cfg = os.path.join(work, "c.toml")
-open(cfg, "w").write(f"""listen = ["127.0.0.1:{hport}"]
-[[plans.default]]
+rports, redises, store = start_redis(work, cluster=os.environ.get("CLUSTER") == "1")
+serve, hport = start_serve(BIN, work, f"""[[plans.default]]
 name = "1h"
 policy = "sliding-window"
 limit = {LIMIT}
@@ -72,12 +37,6 @@ breaker_failures = 0
 [envoy]
 grpc_listen = "off"
 """)
-serve = subprocess.Popen([BIN, "serve", "--config", cfg], stdout=subprocess.DEVNULL, stderr=open(os.environ.get("SERVE_LOG", os.devnull), "w"))
-for _ in range(200):
-    try:
-        c = http.client.HTTPConnection("127.0.0.1", hport, timeout=2); c.request("GET", "/healthz"); c.getresponse().read(); break
-    except OSError:
-        time.sleep(0.05)
 
 stop = time.time() + SECONDS
 counts = {"store_allowed": 0, "other": 0}

@@ -12,67 +12,31 @@ its own clients, not the others' throughput.
 With BREAKER=off, no circuit breaker: every call for the dead master's
 clients is sent, and fails.
 """
-import http.client, json, os, random, socket, subprocess, sys, tempfile, threading, time
+import http.client, json, os, random, sys, tempfile, threading, time
+
+from drills import start_redis, start_serve
 
 BIN = sys.argv[1]
 SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 8.0
 KILL_AT = 2.0
 CLIENTS = 2_000
 
-
-def free_port():
-    # Below 55536: a cluster node's bus listens on its port + 10000.
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-        if port < 55536:
-            return port
-
-
-def cli(port, *args):
-    return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True).stdout
-
-
 work = tempfile.mkdtemp()
-hport, rports = free_port(), [free_port() for _ in range(3)]
-redises = [subprocess.Popen(
-    ["redis-server", "--port", str(p), "--save", "", "--appendonly", "no", "--dir", work,
-     "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{i}.conf",
-     "--cluster-require-full-coverage", "no", "--cluster-node-timeout", "1000"],
-    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, p in enumerate(rports)]
-for p in rports:
-    for _ in range(100):
-        if cli(p, "PING").strip() == "PONG":
-            break
-        time.sleep(0.05)
-subprocess.run(["redis-cli", "-p", str(rports[0]), "--cluster", "create"]
-               + [f"127.0.0.1:{p}" for p in rports] + ["--cluster-yes"], stdout=subprocess.DEVNULL, check=True)
-for _ in range(100):
-    if all("cluster_state:ok" in cli(p, "CLUSTER", "INFO") for p in rports):
-        break
-    time.sleep(0.1)
-cfg = os.path.join(work, "c.toml")
-seeds = ", ".join(f'"redis://127.0.0.1:{p}"' for p in rports)
-open(cfg, "w").write(f"""listen = ["127.0.0.1:{hport}"]
-[[plans.default]]
+rports, redises, store = start_redis(
+    work, cluster=True, extra=["--cluster-require-full-coverage", "no", "--cluster-node-timeout", "1000"])
+serve, hport = start_serve(BIN, work, f"""[[plans.default]]
 name = "1h"
 policy = "sliding-window"
 limit = 1000000
 window = "1h"
 [store]
-cluster = [{seeds}]
+{store}
 failure_policy = "fail-closed"
 timeout = "100ms"
 {"breaker_failures = 0" if os.environ.get("BREAKER") == "off" else ""}
 [envoy]
 grpc_listen = "off"
 """)
-serve = subprocess.Popen([BIN, "serve", "--config", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-for _ in range(200):
-    try:
-        c = http.client.HTTPConnection("127.0.0.1", hport, timeout=2); c.request("GET", "/healthz"); c.getresponse().read(); break
-    except OSError:
-        time.sleep(0.05)
 
 
 def cpu_seconds(pid):

@@ -111,58 +111,16 @@ fn a_reply_that_never_comes_is_given_up_on_and_its_call_taken_back() {
     let Some(cluster) = RedisCluster::spawn("cluster_reply_never_comes") else {
         return;
     };
-    let first = &cluster.nodes()[0];
-    let relay = Relay::start(first.port());
+    let relay = Relay::start(cluster.nodes()[0].port());
     announce_through(&cluster, &relay);
     runtime().block_on(async {
-        let config = RedisStoreConfig {
-            batch_max: 1,
-            timeout: Duration::from_millis(300),
-            ..config("silent", 1)
-        };
-        let (store, client) = connect(&cluster, config).await;
-        let plan = plan();
-        let reference = PlanLimiter::new();
-        let answer = store.decide(&plan, &client, 1_000, 1).await;
-        assert_eq!(
-            answer.expect("decided"),
-            reference.check(&plan, &client, 1_000, 1)
-        );
-
-        relay.hold_replies();
-        // The caller gives up at the store's timeout, as `GuardedStore`
-        // does; the call's reply is still waited for.
-        let timeout = Duration::from_millis(300);
-        let answer = tokio::time::timeout(timeout, store.decide(&plan, &client, 1_000, 1)).await;
-        assert!(answer.is_err(), "no reply: {answer:?}");
-        assert!(has_receipt(first, &store, &client, 2), "the call ran");
-        // Polled every 10 ms, for at most three times the response timeout.
-        let tries = u32::try_from(3 * RESPONSE_TIMEOUT.as_millis() / 10).expect("small");
-        let lost = wait_until(tries, || store.call_counts().replies_lost == 1).await;
-        assert!(
-            lost,
-            "the reply was never given up on: {:?}",
-            store.call_counts()
-        );
+        let (store, client) = a_call_given_up_on(&cluster, &relay, "silent").await;
+        let lost = wait_until(TRIES, || store.call_counts().replies_lost == 1).await;
+        let counts = store.call_counts();
+        assert!(lost, "the reply was never given up on: {counts:?}");
         // The silent connection is reset; the claim goes on a new one.
         relay.cut();
-        let taken_back = wait_until(tries, || store.call_counts().refunded == 1).await;
-        let counts = store.call_counts();
-        assert!(taken_back, "never claimed: {counts:?}");
-        assert_eq!(
-            (counts.refunds_stale, counts.refunds_failed),
-            (0, 0),
-            "{counts:?}"
-        );
-        assert!(
-            !has_receipt(first, &store, &client, 2),
-            "the receipt is claimed"
-        );
-        let left = store.decide(&plan, &client, 1_000, 0).await;
-        assert_eq!(
-            left.expect("decided"),
-            reference.check(&plan, &client, 1_000, 0)
-        );
+        assert_taken_back(&cluster, &store, &client).await;
     });
 }
 
@@ -175,47 +133,77 @@ fn a_call_sent_again_too_late_is_taken_back_by_its_receipt() {
     let Some(cluster) = RedisCluster::spawn("cluster_resent_too_late") else {
         return;
     };
-    let first = &cluster.nodes()[0];
-    let relay = Relay::start(first.port());
+    let relay = Relay::start(cluster.nodes()[0].port());
     announce_through(&cluster, &relay);
     runtime().block_on(async {
-        let timeout = Duration::from_millis(300);
-        let config = RedisStoreConfig {
-            batch_max: 1,
-            timeout,
-            ..config("late", 1)
-        };
-        let (store, client) = connect(&cluster, config).await;
-        let plan = plan();
-        let reference = PlanLimiter::new();
-        let answer = store.decide(&plan, &client, 1_000, 1).await;
-        assert_eq!(
-            answer.expect("decided"),
-            reference.check(&plan, &client, 1_000, 1)
-        );
-
-        relay.hold_replies();
-        // The caller gives up at the store's timeout, as `GuardedStore`
-        // does: the call's deadline has passed by then.
-        let answer = tokio::time::timeout(timeout, store.decide(&plan, &client, 1_000, 1)).await;
-        assert!(answer.is_err(), "no reply: {answer:?}");
-        assert!(has_receipt(first, &store, &client, 2), "the call ran");
+        let (store, client) = a_call_given_up_on(&cluster, &relay, "late").await;
         relay.cut();
-        let tries = u32::try_from(3 * RESPONSE_TIMEOUT.as_millis() / 10).expect("small");
-        let taken_back = wait_until(tries, || store.call_counts().refunded == 1).await;
-        let counts = store.call_counts();
-        assert!(taken_back, "never claimed: {counts:?}");
-        assert_eq!(counts.replies_lost, 1, "{counts:?}");
-        assert!(
-            !has_receipt(first, &store, &client, 2),
-            "the receipt is claimed"
-        );
-        let left = store.decide(&plan, &client, 1_000, 0).await;
-        assert_eq!(
-            left.expect("decided"),
-            reference.check(&plan, &client, 1_000, 0)
-        );
+        assert_taken_back(&cluster, &store, &client).await;
     });
+}
+
+/// Polls every 10 ms, for at most three times the response timeout.
+const TRIES: u32 = (3 * RESPONSE_TIMEOUT.as_millis() / 10) as u32;
+
+/// A store (keys under `prefix`, timeout 300 ms, no batching) and its
+/// client of the first master, whose first call is answered, and whose
+/// second runs in Redis but has its reply held by `relay`, and is given up
+/// on by its caller at the timeout, as `GuardedStore` does (the call's
+/// deadline has passed by then); its reply is still waited for.
+async fn a_call_given_up_on(
+    cluster: &RedisCluster,
+    relay: &Relay,
+    prefix: &str,
+) -> (RedisStore, String) {
+    let timeout = Duration::from_millis(300);
+    let config = RedisStoreConfig {
+        batch_max: 1,
+        timeout,
+        ..config(prefix, 1)
+    };
+    let (store, client) = connect(cluster, config).await;
+    let plan = plan();
+    let answer = store.decide(&plan, &client, 1_000, 1).await;
+    let expected = PlanLimiter::new().check(&plan, &client, 1_000, 1);
+    assert_eq!(answer.expect("decided"), expected);
+
+    relay.hold_replies();
+    let answer = tokio::time::timeout(timeout, store.decide(&plan, &client, 1_000, 1)).await;
+    assert!(answer.is_err(), "no reply: {answer:?}");
+    let first = &cluster.nodes()[0];
+    assert!(has_receipt(first, &store, &client, 2), "the call ran");
+    (store, client)
+}
+
+/// Waits until the store's one lost call, its second, is claimed, and
+/// checks that it was taken back: its receipt is gone, and the client is as
+/// the in-memory limiter leaves it after the first call alone.
+async fn assert_taken_back(cluster: &RedisCluster, store: &RedisStore, client: &str) {
+    let taken_back = wait_until(TRIES, || store.call_counts().refunded == 1).await;
+    let counts = store.call_counts();
+    assert!(taken_back, "never claimed: {counts:?}");
+    assert_eq!(
+        (
+            counts.replies_lost,
+            counts.refunds_stale,
+            counts.refunds_failed
+        ),
+        (1, 0, 0),
+        "{counts:?}"
+    );
+    let first = &cluster.nodes()[0];
+    assert!(
+        !has_receipt(first, store, client, 2),
+        "the receipt is claimed"
+    );
+    let plan = plan();
+    let reference = PlanLimiter::new();
+    reference.check(&plan, client, 1_000, 1);
+    let left = store.decide(&plan, client, 1_000, 0).await;
+    assert_eq!(
+        left.expect("decided"),
+        reference.check(&plan, client, 1_000, 0)
+    );
 }
 
 /// A master down: its clients' failed calls are lost calls whose claims

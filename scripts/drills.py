@@ -1,0 +1,66 @@
+"""What the fault drills share (drill-client-kill.py, drill-master-down.py):
+private redis-server processes on free loopback ports, one node or a
+three-master cluster, and `tollgate serve` started on them and waited for.
+Never the shared Redis on 6379."""
+import http.client, os, socket, subprocess, time
+
+
+def free_port():
+    # Below 55536: a cluster node's bus listens on its port + 10000.
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+        if port < 55536:
+            return port
+
+
+def cli(port, *args):
+    return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True).stdout
+
+
+def start_redis(work, cluster, extra=()):
+    """One redis-server, or three joined into a cluster, in `work`, without
+    persistence; waits (bounded) until they answer, and the cluster is ok.
+    Returns their ports, their processes and the `[store]` line that
+    reaches them."""
+    ports = [free_port() for _ in range(3 if cluster else 1)]
+    processes = []
+    for i, port in enumerate(ports):
+        args = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", work, *extra]
+        if cluster:
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{i}.conf"]
+        processes.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for port in ports:
+        for _ in range(100):
+            if cli(port, "PING").strip() == "PONG":
+                break
+            time.sleep(0.05)
+    if not cluster:
+        return ports, processes, f'url = "redis://127.0.0.1:{ports[0]}"'
+    subprocess.run(["redis-cli", "-p", str(ports[0]), "--cluster", "create"]
+                   + [f"127.0.0.1:{p}" for p in ports] + ["--cluster-yes"],
+                   stdout=subprocess.DEVNULL, check=True)
+    for _ in range(100):
+        if all("cluster_state:ok" in cli(p, "CLUSTER", "INFO") for p in ports):
+            break
+        time.sleep(0.1)
+    seeds = ", ".join(f'"redis://127.0.0.1:{p}"' for p in ports)
+    return ports, processes, f"cluster = [{seeds}]"
+
+
+def start_serve(binary, work, config):
+    """`binary serve` with `config` (the text after its `listen` line) on a
+    free port; waits (bounded) for /healthz. Returns the process and the
+    port. serve's log goes to $SERVE_LOG when set."""
+    port = free_port()
+    path = os.path.join(work, "c.toml")
+    open(path, "w").write(f'listen = ["127.0.0.1:{port}"]\n{config}')
+    log = open(os.environ.get("SERVE_LOG", os.devnull), "w")
+    serve = subprocess.Popen([binary, "serve", "--config", path], stdout=subprocess.DEVNULL, stderr=log)
+    for _ in range(200):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/healthz"); c.getresponse().read(); break
+        except OSError:
+            time.sleep(0.05)
+    return serve, port
