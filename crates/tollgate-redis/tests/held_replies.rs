@@ -22,8 +22,8 @@ use tollgate::{
     AnyPolicy, DecidedBy, Limit, Plan, PlanDecision, PlanLimiter, Store, StoreError, POLICY_NAMES,
 };
 use tollgate_guard::{BreakerConfig, GuardedStore};
-use tollgate_redis::testing::{counts_until, load_scripts, RedisServer, Relay};
-use tollgate_redis::{CallCounts, RedisStore, RedisStoreConfig};
+use tollgate_redis::testing::{counts_until, load_scripts, wait_until, RedisServer, Relay};
+use tollgate_redis::{CallCounts, RedisStore, RedisStoreConfig, RESPONSE_TIMEOUT};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
 const DAY_MS: u64 = 86_400_000;
@@ -278,6 +278,42 @@ fn a_reply_held_for_a_second_is_refunded_too() {
         relay.release_replies();
         let counts = counts_until(&store, |c| c.refunded >= 1).await;
         assert_eq!(counts.refunded, 1, "{counts:?}");
+        let peek = store.decide(&plan, "a", 1_001, 0).await.expect("peek");
+        assert_eq!(peek.limits[0].decision.remaining, 10, "nothing consumed");
+    });
+}
+
+/// A reply held past `RESPONSE_TIMEOUT` (a call stuck on a connection that
+/// went silent) is given up on, so that the batch it rode in stops holding
+/// the queue, and its call is taken back by its receipt; the reply, when it
+/// finally comes, takes nothing back a second time.
+#[test]
+fn a_reply_held_past_the_response_timeout_is_given_up_on_and_claimed() {
+    let Some(server) = RedisServer::spawn("a_reply_held_past_the_response_timeout") else {
+        return;
+    };
+    runtime().block_on(async {
+        load_scripts(&server.url()).await;
+        let relay = Relay::start(server.port());
+        let store = RedisStore::connect(&relay.url(), config("stuck".into(), 64))
+            .await
+            .expect("connect");
+        let guard = GuardedStore::new(store.clone(), TIMEOUT, FailurePolicy::FailClosed);
+        let plan = plan("sliding-window");
+        relay.hold_replies();
+        let answer = guard.check(&plan, "a", 1_000, 4).await.expect("check");
+        assert_ne!(answer.decided_by, DecidedBy::Store);
+        // Polled every 10 ms, for at most three times the response timeout.
+        let tries = u32::try_from(3 * RESPONSE_TIMEOUT.as_millis() / 10).expect("small");
+        let lost = wait_until(tries, || store.call_counts().replies_lost == 1).await;
+        assert!(lost, "never given up on: {:?}", store.call_counts());
+        relay.release_replies();
+        let counts = counts_until(&store, |c| c.refunded >= 1).await;
+        assert_eq!(
+            (counts.refunded, counts.refunds_stale, counts.refunds_failed),
+            (1, 0, 0),
+            "{counts:?}"
+        );
         let peek = store.decide(&plan, "a", 1_001, 0).await.expect("peek");
         assert_eq!(peek.limits[0].decision.remaining, 10, "nothing consumed");
     });
