@@ -55,8 +55,9 @@ pub struct StoreCalls {
     /// Such decisions whose refund failed: kept.
     pub refunds_failed: u64,
     /// Decisions whose reply never came (the connection dropped after they
-    /// were sent), looked up by the receipt they left in Redis; those that
-    /// consumed are refunded, and counted above.
+    /// were sent, or no reply within 5 s; on a cluster, any that failed),
+    /// looked up by the receipt they left in Redis; those that consumed are
+    /// refunded, and counted above.
     pub replies_lost: u64,
 }
 
@@ -170,7 +171,7 @@ impl Gauges {
                 ),
                 (
                     "store_replies_lost",
-                    "Decisions whose reply never came (the connection dropped after they were sent), looked up by the receipt they left in Redis and refunded if they consumed",
+                    "Decisions whose reply never came (the connection dropped after they were sent, or no reply within 5 s; on a Redis Cluster, any failed decision, since the cluster client sends a command again), looked up by the receipt they left in Redis and refunded if they consumed",
                     calls.replies_lost,
                 ),
             ] {
