@@ -14,7 +14,8 @@ use redis::{
 use crate::lazy_cluster::LazyCluster;
 use crate::{RedisStoreError, RedisTarget};
 
-/// How long a call waits for its reply before redis-rs gives up on it: 5 s. Long enough for any reply a caller still waits for (a
+/// How long a call waits for its reply before redis-rs gives up on it:
+/// 5 s. Long enough for any reply a caller still waits for (a
 /// store timeout longer than this is cut to it), and for most replies a
 /// stalled Redis holds (a SIGSTOP of seconds, a blocking command), which
 /// are then refunded as late ([`crate::refund`]). A reply later than this

@@ -69,11 +69,15 @@ impl Receipts {
     /// slots (every call of theirs below it has been answered, or claimed).
     pub(crate) fn open(self: &Arc<Self>, slot: u16) -> (OpenReceipt, u64) {
         let group = usize::from(slot / SLOTS_PER_GROUP) % GROUPS;
-        let seq = self.next.fetch_add(1, Ordering::Relaxed);
-        let watermark = {
+        // The number is taken under the group's lock: taken before it, a
+        // call could read a watermark above the number of a call of its
+        // group that has its number but is not yet open, and drop that
+        // call's receipt.
+        let (seq, watermark) = {
             let mut open = self.lock(group);
+            let seq = self.next.fetch_add(1, Ordering::Relaxed);
             open.insert(seq);
-            open.first().copied().unwrap_or(seq)
+            (seq, open.first().copied().unwrap_or(seq))
         };
         let receipt = OpenReceipt {
             receipts: self.clone(),

@@ -22,10 +22,10 @@
 -- claimed): a consuming call drops the receipts of its own store (tag)
 -- numbered below the call's watermark, under which none of the store's
 -- calls for the client is still open, so a client keeps about one receipt
--- per store; and at most
--- RECEIPTS_KEPT_BYTES of them (the oldest go). The receipt also makes a
--- call run once: a call of cost > 0 whose receipt is stored has run, and is
--- answered from it without consuming again (answer_again).
+-- per store; and at most RECEIPTS_KEPT_BYTES of them (the oldest go). The
+-- receipt also makes a call run once: a call of cost > 0 whose receipt is
+-- stored has run, and is answered from it without consuming again
+-- (answer_again).
 --
 -- Returns { redis_time_us, now_used, allowed, then per limit: allowed,
 -- remaining, retry_after_ms (-1: never), reset_after_ms }, followed, when
@@ -46,11 +46,10 @@
 -- oldest first: a backstop on the memory of one client. A client's open
 -- receipts are those of its calls still in flight, and, after a dropped
 -- connection, all of its store's calls since the oldest lost call of its
--- group of slots not yet claimed (the watermark stays there: src/receipts.rs):
--- about the client's consuming calls
--- in one timeout and one round trip. A client making 2,000 a second with a
--- timeout of 100 ms keeps some 200 (11 KiB) while a claim waits; 1 MiB
--- holds some 20,000.
+-- group of slots not yet claimed (the watermark stays there:
+-- src/receipts.rs): about the client's consuming calls in one timeout and
+-- one round trip. A client making 2,000 a second with a timeout of 100 ms
+-- keeps some 200 (11 KiB) while a claim waits; 1 MiB holds some 20,000.
 local RECEIPTS_KEPT_BYTES = 1048576
 
 -- How long a client's receipts are kept after its last consuming call: 180
