@@ -194,7 +194,7 @@ impl Scripts {
     pub(crate) async fn refund(&self, refund: &Refund) -> Result<Vec<i64>, RedisStoreError> {
         let invocation = refund.call().invocation(&self.refund);
         self.connection
-            .invoke(&invocation)
+            .invoke_once(&invocation)
             .await
             .map_err(script_error)
     }

@@ -1,7 +1,8 @@
 //! A Redis Cluster connection made at its first use, so that a service
 //! can start while the cluster is down (as [`crate::RedisStore::connect_lazy`]
 //! does for one node): until the cluster answers, each call fails as a
-//! transient error and the failure policy answers it.
+//! transient error and the failure policy answers it. A store that
+//! connects eagerly makes it at once (`connection.rs`).
 
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;

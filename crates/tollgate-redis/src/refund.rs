@@ -41,7 +41,10 @@
 //! What stays out of reach: the replies of a runtime that shut down first;
 //! a refund that Redis refuses (out of memory) or whose connection drops
 //! before its answer (a refund is not sent twice: the sliding log's undo
-//! would take the units out twice); refunds past [`MAX_QUEUED`] waiting;
+//! would take the units out twice; so on a cluster refunds go on a
+//! connection of their own that redis-rs never sends a command again on,
+//! which also fails a refund that meets a slot moving); refunds past
+//! [`MAX_QUEUED`] waiting;
 //! and what [`crate::lost`] names. Each leaves the consumption in place,
 //! counted.
 

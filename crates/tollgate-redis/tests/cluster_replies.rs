@@ -23,8 +23,10 @@ mod batching;
 use std::time::Duration;
 
 use batching::{config, plan, runtime};
-use tollgate::PlanLimiter;
-use tollgate_redis::testing::{wait_for, wait_until, RedisCluster, RedisServer, Relay};
+use tollgate::{PlanLimiter, Store};
+use tollgate_redis::testing::{
+    load_scripts, wait_for, wait_until, RedisCluster, RedisServer, Relay,
+};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RESPONSE_TIMEOUT};
 
 /// Makes the first master announce `relay` as its address, and waits
@@ -139,6 +141,77 @@ fn a_call_sent_again_too_late_is_taken_back_by_its_receipt() {
         let (store, client) = a_call_given_up_on(&cluster, &relay, "late").await;
         relay.cut();
         assert_taken_back(&cluster, &store, &client).await;
+    });
+}
+
+/// A refund (here the give-back of an Envoy request another of whose
+/// clients refused) whose connection drops after Redis ran it: the cluster
+/// client would send it again, and the sliding log's undo, which takes the
+/// call's units out of the log, would take out another request's units
+/// logged at the same time. It runs once, or is counted failed.
+#[test]
+fn a_refund_whose_connection_dropped_takes_back_once() {
+    let Some(cluster) = RedisCluster::spawn("cluster_refund_resent") else {
+        return;
+    };
+    let first = &cluster.nodes()[0];
+    let relay = Relay::start(first.port());
+    announce_through(&cluster, &relay);
+    runtime().block_on(async {
+        let config = RedisStoreConfig {
+            batch_max: 1,
+            ..config("refund", 1)
+        };
+        // The refund script is loaded, as in a store that has run a while
+        // (a first EVALSHA's NOSCRIPT would be held too).
+        load_scripts(&first.url()).await;
+        let (store, client) = connect(&cluster, config).await;
+        let policy =
+            tollgate::AnyPolicy::from_name("sliding-window", 5, 86_400_000).expect("policy");
+        let plan = tollgate::Plan::new("day", vec![tollgate::Limit::new("1d", policy, false)])
+            .expect("plan");
+        store
+            .decide(&plan, &client, 1_000, 2)
+            .await
+            .expect("decided");
+        let taken = Store::check_returnable(&store, &plan, &client, 1_000, 1)
+            .await
+            .expect("decided");
+        let receipt = taken.receipt.expect("consumed");
+        let log_key = store.keys().seen_key(&client).replace(":seen", ":");
+        let log = || {
+            let keys = first.cli(&["KEYS", &format!("{log_key}*:v2")]);
+            first.cli(&["LRANGE", keys.trim(), "0", "-1"])
+        };
+        let before = log();
+        assert!(before.contains("1000:3:"), "three units at 1000: {before}");
+
+        relay.hold_replies();
+        let given = {
+            let store = store.clone();
+            tokio::spawn(async move { Store::give_back(&store, receipt).await })
+        };
+        assert!(
+            wait_until(500, || log().contains("1000:2:")).await,
+            "the refund never ran: {}",
+            log()
+        );
+        relay.cut();
+        let given = given.await.expect("task");
+        // Not sent again: its outcome unknown, it is counted failed.
+        assert!(given.is_err(), "{given:?}");
+        assert_eq!(store.call_counts().refunds_failed, 1);
+        // Taken back once: the two units of the first request stay.
+        let left = store
+            .decide(&plan, &client, 1_000, 0)
+            .await
+            .expect("decided");
+        assert_eq!(
+            left.limits[0].decision.remaining,
+            3,
+            "given back: {given:?}, log {}",
+            log()
+        );
     });
 }
 
