@@ -14,6 +14,9 @@
 //! - A reply that never comes (the connection is silent, not closed): the
 //!   call is given up on after `RESPONSE_TIMEOUT`, then taken back by its
 //!   receipt (`src/lost.rs`), as on one node.
+//! - A refund whose connection drops after Redis ran it: sent again, the
+//!   sliding log's undo would take out another request's units; refunds
+//!   go on a connection that is never resent (`connection.rs`).
 //! - A master down: its clients' lost calls wait for it to come back, and
 //!   hold back the drop of closed receipts of their own group of slots
 //!   only (`src/receipts.rs`), not of the other masters' clients.
@@ -29,10 +32,13 @@ use tollgate_redis::testing::{
 };
 use tollgate_redis::{RedisStore, RedisStoreConfig, RESPONSE_TIMEOUT};
 
-/// Makes the first master announce `relay` as its address, and waits
-/// (bounded) until every node's map of slots says so.
-fn announce_through(cluster: &RedisCluster, relay: &Relay) {
+/// A three-master cluster whose first master announces a [`Relay`] in
+/// front of it as its address, once every node's map of slots says so
+/// (waited for, bounded); `None` when Redis is not installed.
+fn cluster_behind_relay(test: &str) -> Option<(RedisCluster, Relay)> {
+    let cluster = RedisCluster::spawn(test)?;
     let nodes = cluster.nodes();
+    let relay = Relay::start(nodes[0].port());
     let port = relay.port().to_string();
     let set = nodes[0].cli(&["CONFIG", "SET", "cluster-announce-port", &port]);
     assert_eq!(set.trim(), "OK", "{set}");
@@ -45,16 +51,15 @@ fn announce_through(cluster: &RedisCluster, relay: &Relay) {
         announced,
         "the nodes never announced the relay's port {port}"
     );
+    Some((cluster, relay))
 }
 
 #[test]
 fn a_call_sent_again_after_its_connection_dropped_is_charged_once() {
-    let Some(cluster) = RedisCluster::spawn("cluster_resent_call") else {
+    let Some((cluster, relay)) = cluster_behind_relay("cluster_resent_call") else {
         return;
     };
     let first = &cluster.nodes()[0];
-    let relay = Relay::start(first.port());
-    announce_through(&cluster, &relay);
     runtime().block_on(async {
         for batch_max in [1, 16] {
             let config = RedisStoreConfig {
@@ -110,11 +115,9 @@ fn a_call_sent_again_after_its_connection_dropped_is_charged_once() {
 
 #[test]
 fn a_reply_that_never_comes_is_given_up_on_and_its_call_taken_back() {
-    let Some(cluster) = RedisCluster::spawn("cluster_reply_never_comes") else {
+    let Some((cluster, relay)) = cluster_behind_relay("cluster_reply_never_comes") else {
         return;
     };
-    let relay = Relay::start(cluster.nodes()[0].port());
-    announce_through(&cluster, &relay);
     runtime().block_on(async {
         let (store, client) = a_call_given_up_on(&cluster, &relay, "silent").await;
         let lost = wait_until(TRIES, || store.call_counts().replies_lost == 1).await;
@@ -132,11 +135,9 @@ fn a_reply_that_never_comes_is_given_up_on_and_its_call_taken_back() {
 /// still found by its receipt, and taken back.
 #[test]
 fn a_call_sent_again_too_late_is_taken_back_by_its_receipt() {
-    let Some(cluster) = RedisCluster::spawn("cluster_resent_too_late") else {
+    let Some((cluster, relay)) = cluster_behind_relay("cluster_resent_too_late") else {
         return;
     };
-    let relay = Relay::start(cluster.nodes()[0].port());
-    announce_through(&cluster, &relay);
     runtime().block_on(async {
         let (store, client) = a_call_given_up_on(&cluster, &relay, "late").await;
         relay.cut();
@@ -151,12 +152,10 @@ fn a_call_sent_again_too_late_is_taken_back_by_its_receipt() {
 /// logged at the same time. It runs once, or is counted failed.
 #[test]
 fn a_refund_whose_connection_dropped_takes_back_once() {
-    let Some(cluster) = RedisCluster::spawn("cluster_refund_resent") else {
+    let Some((cluster, relay)) = cluster_behind_relay("cluster_refund_resent") else {
         return;
     };
     let first = &cluster.nodes()[0];
-    let relay = Relay::start(first.port());
-    announce_through(&cluster, &relay);
     runtime().block_on(async {
         let config = RedisStoreConfig {
             batch_max: 1,
