@@ -15,7 +15,7 @@
 //! blind undo could over-admit); the sliding log takes its units out
 //! exactly all the same.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tollgate::FailurePolicy;
 use tollgate::{
@@ -262,24 +262,14 @@ fn a_reply_held_for_a_second_is_refunded_too() {
         return;
     };
     runtime().block_on(async {
-        load_scripts(&server.url()).await;
-        let relay = Relay::start(server.port());
-        let store = RedisStore::connect(&relay.url(), config("long-hold".into(), 64))
-            .await
-            .expect("connect");
-        let guard = GuardedStore::new(store.clone(), TIMEOUT, FailurePolicy::FailClosed);
-        let plan = plan("gcra");
-        relay.hold_replies();
-        let held_since = Instant::now();
-        let answer = guard.check(&plan, "a", 1_000, 4).await.expect("check");
-        assert_ne!(answer.decided_by, DecidedBy::Store);
-        // The fault's length: the relay holds the reply this long.
-        tokio::time::sleep(Duration::from_millis(1_200).saturating_sub(held_since.elapsed())).await;
+        let (relay, store, plan) = one_reply_held(&server, "long-hold", "gcra").await;
+        // The fault's length: the relay holds the reply this long after the
+        // check gave up.
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
         relay.release_replies();
         let counts = counts_until(&store, |c| c.refunded >= 1).await;
         assert_eq!(counts.refunded, 1, "{counts:?}");
-        let peek = store.decide(&plan, "a", 1_001, 0).await.expect("peek");
-        assert_eq!(peek.limits[0].decision.remaining, 10, "nothing consumed");
+        assert_nothing_consumed(&store, &plan).await;
     });
 }
 
@@ -293,16 +283,7 @@ fn a_reply_held_past_the_response_timeout_is_given_up_on_and_claimed() {
         return;
     };
     runtime().block_on(async {
-        load_scripts(&server.url()).await;
-        let relay = Relay::start(server.port());
-        let store = RedisStore::connect(&relay.url(), config("stuck".into(), 64))
-            .await
-            .expect("connect");
-        let guard = GuardedStore::new(store.clone(), TIMEOUT, FailurePolicy::FailClosed);
-        let plan = plan("sliding-window");
-        relay.hold_replies();
-        let answer = guard.check(&plan, "a", 1_000, 4).await.expect("check");
-        assert_ne!(answer.decided_by, DecidedBy::Store);
+        let (relay, store, plan) = one_reply_held(&server, "stuck", "sliding-window").await;
         // Polled every 10 ms, for at most three times the response timeout.
         let tries = u32::try_from(3 * RESPONSE_TIMEOUT.as_millis() / 10).expect("small");
         let lost = wait_until(tries, || store.call_counts().replies_lost == 1).await;
@@ -314,9 +295,36 @@ fn a_reply_held_past_the_response_timeout_is_given_up_on_and_claimed() {
             (1, 0, 0),
             "{counts:?}"
         );
-        let peek = store.decide(&plan, "a", 1_001, 0).await.expect("peek");
-        assert_eq!(peek.limits[0].decision.remaining, 10, "nothing consumed");
+        assert_nothing_consumed(&store, &plan).await;
     });
+}
+
+/// A store on `server` through a relay of its own (keys under `prefix`,
+/// batches of up to 64) whose relay holds the reply of one check of client
+/// "a", cost 4, under `policy`'s plan: the check, given up on at `TIMEOUT`,
+/// is answered by the failure policy. The relay still holds the reply.
+async fn one_reply_held(
+    server: &RedisServer,
+    prefix: &str,
+    policy: &str,
+) -> (Relay, RedisStore, Plan) {
+    load_scripts(&server.url()).await;
+    let relay = Relay::start(server.port());
+    let store = RedisStore::connect(&relay.url(), config(prefix.into(), 64))
+        .await
+        .expect("connect");
+    let guard = GuardedStore::new(store.clone(), TIMEOUT, FailurePolicy::FailClosed);
+    let plan = plan(policy);
+    relay.hold_replies();
+    let answer = guard.check(&plan, "a", 1_000, 4).await.expect("check");
+    assert_ne!(answer.decided_by, DecidedBy::Store);
+    (relay, store, plan)
+}
+
+/// Client "a" has its whole limit (10): the held check took nothing.
+async fn assert_nothing_consumed(store: &RedisStore, plan: &Plan) {
+    let peek = store.decide(plan, "a", 1_001, 0).await.expect("peek");
+    assert_eq!(peek.limits[0].decision.remaining, 10, "nothing consumed");
 }
 
 /// `RedisStore::settle`, which a front end awaits before it exits: not
