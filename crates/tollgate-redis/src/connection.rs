@@ -43,34 +43,18 @@ fn manager_config() -> ConnectionManagerConfig {
 }
 
 /// A connection to one Redis node (reconnecting by itself) or to a cluster.
+///
+/// A cluster's connection sends a command again when its connection drops
+/// (up to 3 times: see `target.rs`), and follows a slot that moved (MOVED,
+/// ASK). So does the store itself on one node, for refunds and claims. A
+/// script run twice this way still acts once: a decision whose receipt is
+/// already stored answers from it (`decide.lua`), a refund whose own key
+/// holds its answer answers from that (`refund.lua`), and a claim removes
+/// the receipt it takes back by.
 #[derive(Clone)]
 pub(crate) enum Connection {
     Single(ConnectionManager),
-    Cluster(Arc<Clusters>),
-}
-
-/// A Redis Cluster's two connections, each made at its first use (or at
-/// once, by [`Connection::connect`]: see [`LazyCluster`]).
-pub(crate) struct Clusters {
-    /// For every call but refunds: redis-rs sends a command again when its
-    /// connection drops (up to 3 times), and follows a slot that moved
-    /// (MOVED, ASK). A decision runs once all the same (its receipt), and a
-    /// claim takes back once.
-    resending: LazyCluster,
-    /// For refunds, never sent again: a refund's undo is not idempotent (the
-    /// sliding log takes the call's units out of the log), so one whose
-    /// connection drops is counted failed, as on one node; so is one that
-    /// meets a slot moving (both towards admitting less).
-    once: LazyCluster,
-}
-
-impl Clusters {
-    fn new(target: &RedisTarget) -> Result<Self, RedisStoreError> {
-        Ok(Self {
-            resending: LazyCluster::new(target.cluster_client(3)?),
-            once: LazyCluster::new(target.cluster_client(0)?),
-        })
-    }
+    Cluster(Arc<LazyCluster>),
 }
 
 impl Connection {
@@ -81,15 +65,13 @@ impl Connection {
     pub(crate) async fn connect(target: &RedisTarget) -> Result<Self, RedisStoreError> {
         let failed = |e| RedisStoreError::connect(target, e);
         if target.is_cluster() {
-            let clusters = Clusters::new(target)?;
-            for cluster in [&clusters.resending, &clusters.once] {
-                let mut connection = cluster.get().await.map_err(failed)?;
-                redis::cmd("PING")
-                    .query_async::<()>(&mut connection)
-                    .await
-                    .map_err(failed)?;
-            }
-            Ok(Connection::Cluster(Arc::new(clusters)))
+            let cluster = LazyCluster::new(target.cluster_client()?);
+            let mut connection = cluster.get().await.map_err(failed)?;
+            redis::cmd("PING")
+                .query_async::<()>(&mut connection)
+                .await
+                .map_err(failed)?;
+            Ok(Connection::Cluster(Arc::new(cluster)))
         } else {
             let client = target.client()?;
             let mut manager = ConnectionManager::new_with_config(client, manager_config())
@@ -107,7 +89,8 @@ impl Connection {
     /// yet (needs a Tokio runtime).
     pub(crate) fn lazy(target: &RedisTarget) -> Result<Self, RedisStoreError> {
         if target.is_cluster() {
-            return Ok(Connection::Cluster(Arc::new(Clusters::new(target)?)));
+            let cluster = LazyCluster::new(target.cluster_client()?);
+            return Ok(Connection::Cluster(Arc::new(cluster)));
         }
         let client = target.client()?;
         let manager = ConnectionManager::new_lazy_with_config(client, manager_config())?;
@@ -142,20 +125,7 @@ impl Connection {
                     answer => answer,
                 }
             }
-            Connection::Cluster(c) => call.run(&mut c.resending.get().await?).await,
-        }
-    }
-
-    /// Runs a script that must not run twice (a refund): on a cluster, on
-    /// the connection that never sends a command again ([`Clusters`]); on
-    /// one node, as [`Connection::invoke`] (whose manager never does).
-    pub(crate) async fn invoke_once<T: FromRedisValue>(
-        &self,
-        call: &Evalsha<'_>,
-    ) -> RedisResult<T> {
-        match self {
-            Connection::Single(_) => self.invoke(call).await,
-            Connection::Cluster(c) => call.run(&mut c.once.get().await?).await,
+            Connection::Cluster(c) => call.run(&mut c.get().await?).await,
         }
     }
 
@@ -172,12 +142,7 @@ impl Connection {
             Connection::Single(_) => Err(RedisStoreError::Reply(
                 "CLUSTER SLOTS asked of a single node".into(),
             )),
-            Connection::Cluster(c) => Ok(c
-                .resending
-                .get()
-                .await?
-                .route_command(command(), routing)
-                .await?),
+            Connection::Cluster(c) => Ok(c.get().await?.route_command(command(), routing).await?),
         }
     }
 
@@ -190,7 +155,7 @@ impl Connection {
                     redis::cmd("TIME").query_async(&mut c.clone()).await?;
                 Ok(time_us(secs, micros))
             }
-            Connection::Cluster(c) => cluster_time_us(c.resending.get().await?).await,
+            Connection::Cluster(c) => cluster_time_us(c.get().await?).await,
         }
     }
 }

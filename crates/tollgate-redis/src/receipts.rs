@@ -88,6 +88,16 @@ impl Receipts {
     }
 }
 
+impl Receipts {
+    /// An id no other call or refund of any store shares, `<tag hex>:<seq>`,
+    /// for one refund ([`crate::refund`]): its answer is kept under it, so
+    /// that the refund sent again answers from it.
+    pub(crate) fn refund_id(&self) -> String {
+        let seq = self.next.fetch_add(1, Ordering::Relaxed);
+        format!("{:016x}:{seq}", self.tag)
+    }
+}
+
 /// One open call's receipt id; closed when dropped (its reply handed over,
 /// its claim done, or the call never sent).
 pub(crate) struct OpenReceipt {

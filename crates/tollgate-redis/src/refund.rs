@@ -38,22 +38,29 @@
 //! one node a reply later than [`crate::RESPONSE_TIMEOUT`], 5 s) is taken
 //! back the same way, by the receipt its call left ([`crate::lost`]).
 //!
+//! A refund whose connection drops before its answer may or may not have
+//! reached Redis, so it is sent again (`Scripts::refund`, up to 3 times;
+//! on a cluster redis-rs sends it again too, and follows its client's slot
+//! to another master). It runs once all the same: each refund is sent
+//! under an id of its own, and the script keeps its answer under that id,
+//! so a copy that finds it answers from it (run twice, the sliding log's
+//! undo would take out another request's units logged at the same time).
+//!
 //! What stays out of reach: the replies of a runtime that shut down first;
-//! a refund that Redis refuses (out of memory) or whose connection drops
-//! before its answer (a refund is not sent twice: the sliding log's undo
-//! would take the units out twice; so on a cluster refunds go on a
-//! connection of their own that redis-rs never sends a command again on,
-//! which also fails a refund that meets a slot moving); refunds past
-//! [`MAX_QUEUED`] waiting;
-//! and what [`crate::lost`] names. Each leaves the consumption in place,
-//! counted.
+//! a refund that Redis refuses (out of memory), or whose connection drops
+//! on every send; refunds past [`MAX_QUEUED`] waiting; and what
+//! [`crate::lost`] names. Each leaves the consumption in place, counted.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tollgate::GivenBack;
 
+use redis::Script;
+
 use crate::call::{Arg, Call, Scripts};
+use crate::connection::Evalsha;
+use crate::keys::KeyLayout;
 use crate::RedisStoreError;
 
 mod give_back;
@@ -130,9 +137,20 @@ impl Refund {
         })
     }
 
-    /// The refund script's KEYS and ARGV.
-    pub(crate) fn call(&self) -> &Call {
-        &self.call
+    /// The refund script's KEYS and ARGV, sent under `id`, an id of its own
+    /// ([`crate::receipts::Receipts::refund_id`]): its state keys, then the
+    /// key its answer is kept in.
+    pub(crate) fn invocation<'a>(&self, script: &'a Script, id: &str) -> Evalsha<'a> {
+        let keys = self.call.keys.len() + 1;
+        let mut invocation = Evalsha::new(script, keys, self.call.words() + 1);
+        for key in &self.call.keys {
+            invocation.arg(key);
+        }
+        invocation.arg(KeyLayout::refund_key(&self.client, id));
+        for arg in &self.call.args {
+            invocation.arg(arg);
+        }
+        invocation
     }
 }
 

@@ -190,20 +190,20 @@ impl RedisTarget {
         })
     }
 
-    /// The client for a cluster, which sends a command again up to
-    /// `retries` times (after its connection dropped, or to follow a slot
-    /// that moved: see `connection.rs`'s `Clusters`). Its calls wait for
+    /// The client for a cluster, which sends a command again up to 3 times
+    /// (after its connection dropped, or to follow a slot that moved: every
+    /// script acts once all the same, see `connection.rs`). Its calls wait for
     /// their replies up to [`crate::RESPONSE_TIMEOUT`] in all, retries
     /// included, as on one node: without it a call whose reply never comes
     /// would hold its master's batch in flight for good, and never be
     /// claimed ([`crate::lost`]).
-    pub(crate) fn cluster_client(&self, retries: u32) -> Result<ClusterClient, RedisStoreError> {
+    pub(crate) fn cluster_client(&self) -> Result<ClusterClient, RedisStoreError> {
         install_crypto_provider();
         let infos = self.infos()?;
         let mut builder = ClusterClient::builder(infos)
             .connection_timeout(Duration::from_millis(500))
             .response_timeout(crate::RESPONSE_TIMEOUT)
-            .retries(retries);
+            .retries(3);
         if let Some(certificates) = self.certificates() {
             builder = builder.certs(certificates);
         }

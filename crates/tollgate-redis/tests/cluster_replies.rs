@@ -15,8 +15,11 @@
 //!   call is given up on after `RESPONSE_TIMEOUT`, then taken back by its
 //!   receipt (`src/lost.rs`), as on one node.
 //! - A refund whose connection drops after Redis ran it: sent again, the
-//!   sliding log's undo would take out another request's units; refunds
-//!   go on a connection that is never resent (`connection.rs`).
+//!   sliding log's undo would take out another request's units; the copy
+//!   finds the answer the first run kept under the refund's own key, and
+//!   answers from it (`refund.lua`).
+//! - A refund sent to the master that held its client's slot before the
+//!   slot moved: redirected (MOVED) to the new one, where it runs.
 //! - A master down: its clients' lost calls wait for it to come back, and
 //!   hold back the drop of closed receipts of their own group of slots
 //!   only (`src/receipts.rs`), not of the other masters' clients.
@@ -26,7 +29,7 @@ mod batching;
 use std::time::Duration;
 
 use batching::{config, plan, runtime};
-use tollgate::{PlanLimiter, Store};
+use tollgate::{AnyPolicy, GivenBack, Limit, Plan, PlanLimiter, Store};
 use tollgate_redis::testing::{
     load_scripts, wait_for, wait_until, RedisCluster, RedisServer, Relay,
 };
@@ -149,7 +152,7 @@ fn a_call_sent_again_too_late_is_taken_back_by_its_receipt() {
 /// clients refused) whose connection drops after Redis ran it: the cluster
 /// client would send it again, and the sliding log's undo, which takes the
 /// call's units out of the log, would take out another request's units
-/// logged at the same time. It runs once, or is counted failed.
+/// logged at the same time. The copy answers from what the first run kept.
 #[test]
 fn a_refund_whose_connection_dropped_takes_back_once() {
     let Some((cluster, relay)) = cluster_behind_relay("cluster_refund_resent") else {
@@ -157,61 +160,87 @@ fn a_refund_whose_connection_dropped_takes_back_once() {
     };
     let first = &cluster.nodes()[0];
     runtime().block_on(async {
-        let config = RedisStoreConfig {
-            batch_max: 1,
-            ..config("refund", 1)
-        };
-        // The refund script is loaded, as in a store that has run a while
-        // (a first EVALSHA's NOSCRIPT would be held too).
-        load_scripts(&first.url()).await;
-        let (store, client) = connect(&cluster, config).await;
-        let policy =
-            tollgate::AnyPolicy::from_name("sliding-window", 5, 86_400_000).expect("policy");
-        let plan = tollgate::Plan::new("day", vec![tollgate::Limit::new("1d", policy, false)])
-            .expect("plan");
-        store
-            .decide(&plan, &client, 1_000, 2)
-            .await
-            .expect("decided");
-        let taken = Store::check_returnable(&store, &plan, &client, 1_000, 1)
-            .await
-            .expect("decided");
-        let receipt = taken.receipt.expect("consumed");
-        let log_key = store.keys().seen_key(&client).replace(":seen", ":");
-        let log = || {
-            let keys = first.cli(&["KEYS", &format!("{log_key}*:v2")]);
-            first.cli(&["LRANGE", keys.trim(), "0", "-1"])
-        };
-        let before = log();
-        assert!(before.contains("1000:3:"), "three units at 1000: {before}");
-
+        let (store, plan, client, receipt) = a_give_back_ready(&cluster, "refund").await;
         relay.hold_replies();
         let given = {
             let store = store.clone();
             tokio::spawn(async move { Store::give_back(&store, receipt).await })
         };
+        let ran = wait_until(500, || log_of(first, &store, &client).contains("1000:2:")).await;
         assert!(
-            wait_until(500, || log().contains("1000:2:")).await,
+            ran,
             "the refund never ran: {}",
-            log()
+            log_of(first, &store, &client)
         );
         relay.cut();
         let given = given.await.expect("task");
-        // Not sent again: its outcome unknown, it is counted failed.
-        assert!(given.is_err(), "{given:?}");
-        assert_eq!(store.call_counts().refunds_failed, 1);
-        // Taken back once: the two units of the first request stay.
-        let left = store
-            .decide(&plan, &client, 1_000, 0)
-            .await
-            .expect("decided");
-        assert_eq!(
-            left.limits[0].decision.remaining,
-            3,
-            "given back: {given:?}, log {}",
-            log()
-        );
+        assert_eq!(given.ok(), Some(GivenBack::Restored));
+        assert_eq!(store.call_counts().refunds_failed, 0);
+        assert_two_units_left(&store, &plan, &client).await;
     });
+}
+
+/// A refund sent after its client's slot moved to another master (a
+/// resharding), while the store's map of slots still names the old one:
+/// the old master answers MOVED, and the refund follows it to the new one.
+#[test]
+fn a_refund_follows_its_clients_slot_to_another_master() {
+    let Some(cluster) = RedisCluster::spawn("cluster_refund_moved") else {
+        return;
+    };
+    runtime().block_on(async {
+        let (store, plan, client, receipt) = a_give_back_ready(&cluster, "moved").await;
+        cluster.move_slot_of(&client, 1);
+        let given = Store::give_back(&store, receipt).await;
+        assert_eq!(given.as_ref().ok(), Some(&GivenBack::Restored), "{given:?}");
+        let log = log_of(&cluster.nodes()[1], &store, &client);
+        assert!(log.contains("1000:2:"), "taken back where it moved: {log}");
+        assert_two_units_left(&store, &plan, &client).await;
+    });
+}
+
+/// A store (keys under `prefix`, no batching) and its client of the first
+/// master, which used 2 units of a sliding log of 5 a day at t = 1000, then
+/// 1 more at the same millisecond in a call whose receipt is ready to be
+/// given back. The refund script is loaded, as in a store that has run a
+/// while (a first EVALSHA's NOSCRIPT would be held too).
+async fn a_give_back_ready(
+    cluster: &RedisCluster,
+    prefix: &str,
+) -> (RedisStore, Plan, String, tollgate::Receipt) {
+    let first = &cluster.nodes()[0];
+    let config = RedisStoreConfig {
+        batch_max: 1,
+        ..config(prefix, 1)
+    };
+    load_scripts(&first.url()).await;
+    let (store, client) = connect(cluster, config).await;
+    let policy = AnyPolicy::from_name("sliding-window", 5, 86_400_000).expect("policy");
+    let plan = Plan::new("day", vec![Limit::new("1d", policy, false)]).expect("plan");
+    store
+        .decide(&plan, &client, 1_000, 2)
+        .await
+        .expect("decided");
+    let taken = Store::check_returnable(&store, &plan, &client, 1_000, 1)
+        .await
+        .expect("decided");
+    let receipt = taken.receipt.expect("consumed");
+    let log = log_of(first, &store, &client);
+    assert!(log.contains("1000:3:"), "three units at 1000: {log}");
+    (store, plan, client, receipt)
+}
+
+/// `client`'s sliding log on `node`, `time:count:end` per element.
+fn log_of(node: &RedisServer, store: &RedisStore, client: &str) -> String {
+    let base = store.keys().seen_key(client).replace(":seen", ":");
+    let keys = node.cli(&["KEYS", &format!("{base}*:v2")]);
+    node.cli(&["LRANGE", keys.trim(), "0", "-1"])
+}
+
+/// Taken back once: the two units of the first request stay, 3 are left.
+async fn assert_two_units_left(store: &RedisStore, plan: &Plan, client: &str) {
+    let left = store.decide(plan, client, 1_000, 0).await.expect("decided");
+    assert_eq!(left.limits[0].decision.remaining, 3);
 }
 
 /// Polls every 10 ms, for at most three times the response timeout.

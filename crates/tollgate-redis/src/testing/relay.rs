@@ -2,11 +2,13 @@
 //! Redis's replies on their way back: the network fault in which Redis runs
 //! a call in time but its answer reaches the caller only after the caller
 //! gave up; or drop the connections with the replies they hold: the fault
-//! in which Redis runs a call but its answer never comes.
+//! in which Redis runs a call but its answer never comes. It can hold the
+//! requests on their way in as well, so that a cut drops a call Redis never
+//! saw.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -15,9 +17,36 @@ use std::time::Duration;
 /// to see whether the relay is being dropped.
 const POLL: Duration = Duration::from_millis(50);
 
+/// Which way the bytes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// From the caller to Redis.
+    Requests,
+    /// From Redis back to the caller.
+    Replies,
+}
+
+/// What is held now.
+#[derive(Default)]
+struct Held {
+    requests: bool,
+    replies: bool,
+}
+
+impl Held {
+    fn of(&self, way: Way) -> bool {
+        match way {
+            Way::Requests => self.requests,
+            Way::Replies => self.replies,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Shared {
-    held: Mutex<bool>,
+    held: Mutex<Held>,
+    /// Requests read and waiting to pass, for [`Relay::requests_waiting`].
+    requests_waiting: AtomicUsize,
     released: Condvar,
     stopping: AtomicBool,
     /// Raised by [`Relay::cut`]: connections of an older generation close.
@@ -35,10 +64,10 @@ impl Shared {
         self.generation.load(Ordering::SeqCst)
     }
 
-    /// Waits while replies are held (or until the relay is dropped).
-    fn wait_released(&self) {
+    /// Waits while `way` is held (or until the relay is dropped).
+    fn wait_released(&self, way: Way) {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        while *held && !self.stopping() {
+        while held.of(way) && !self.stopping() {
             held = self
                 .released
                 .wait_timeout(held, POLL)
@@ -47,16 +76,17 @@ impl Shared {
         }
     }
 
-    fn set_held(&self, value: bool) {
-        *self.held.lock().unwrap_or_else(PoisonError::into_inner) = value;
+    fn set_held(&self, change: impl FnOnce(&mut Held)) {
+        change(&mut self.held.lock().unwrap_or_else(PoisonError::into_inner));
         self.released.notify_all();
     }
 }
 
 /// Relays every connection made to its loopback port to a Redis on
-/// 127.0.0.1:`upstream`: requests pass at once; replies pass unless held
-/// ([`Relay::hold_replies`]), in which case they wait, in order, until
-/// [`Relay::release_replies`]. Its threads end when it is dropped.
+/// 127.0.0.1:`upstream`: requests and replies pass at once unless held
+/// ([`Relay::hold_requests`], [`Relay::hold_replies`]), in which case they
+/// wait, in order, until released or cut. Its threads end when it is
+/// dropped.
 pub struct Relay {
     port: u16,
     shared: Arc<Shared>,
@@ -90,8 +120,20 @@ impl Relay {
                     open.extend([a, b]);
                 }
                 let generation = accepting.generation();
-                pipe(&client, &server, accepting.clone(), false, generation);
-                pipe(&server, &client, accepting.clone(), true, generation);
+                pipe(
+                    &client,
+                    &server,
+                    accepting.clone(),
+                    Way::Requests,
+                    generation,
+                );
+                pipe(
+                    &server,
+                    &client,
+                    accepting.clone(),
+                    Way::Replies,
+                    generation,
+                );
             }
         });
         Relay {
@@ -113,17 +155,33 @@ impl Relay {
 
     /// From now on, replies read from Redis wait before they are passed on.
     pub fn hold_replies(&self) {
-        self.shared.set_held(true);
+        self.shared.set_held(|held| held.replies = true);
     }
 
     /// Passes on the replies held, in order, and every reply after them.
     pub fn release_replies(&self) {
-        self.shared.set_held(false);
+        self.shared.set_held(|held| held.replies = false);
     }
 
-    /// Closes every connection made so far, both ways, dropping the replies
-    /// it holds (they never reach the caller); connections made after pass
-    /// replies again.
+    /// From now on, requests read from the caller wait before they are
+    /// passed on to Redis.
+    pub fn hold_requests(&self) {
+        self.shared.set_held(|held| held.requests = true);
+    }
+
+    /// Passes on the requests held, in order, and every request after them.
+    pub fn release_requests(&self) {
+        self.shared.set_held(|held| held.requests = false);
+    }
+
+    /// How many reads of requests wait to be passed on (held).
+    pub fn requests_waiting(&self) -> usize {
+        self.shared.requests_waiting.load(Ordering::SeqCst)
+    }
+
+    /// Closes every connection made so far, both ways, dropping the
+    /// requests and replies it holds (they never reach Redis, or the
+    /// caller); connections made after pass both again.
     pub fn cut(&self) {
         self.shared.generation.fetch_add(1, Ordering::SeqCst);
         let open = std::mem::take(
@@ -136,14 +194,14 @@ impl Relay {
         for stream in open {
             let _ = stream.shutdown(Shutdown::Both);
         }
-        self.shared.set_held(false);
+        self.shared.set_held(|held| *held = Held::default());
     }
 }
 
 impl Drop for Relay {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
-        self.shared.set_held(false);
+        self.shared.set_held(|held| *held = Held::default());
         // Wakes the accepting thread, which then sees that it must stop.
         let _ = TcpStream::connect(("127.0.0.1", self.port));
         if let Some(accept) = self.accept.take() {
@@ -153,9 +211,9 @@ impl Drop for Relay {
 }
 
 /// Copies `from` to `to` in a thread of its own until either side closes,
-/// the relay is dropped or the connection's `generation` is cut;
-/// `replies`: the copy waits while replies are held.
-fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, replies: bool, generation: u64) {
+/// the relay is dropped or the connection's `generation` is cut, waiting
+/// while its `way` is held.
+fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, way: Way, generation: u64) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -174,9 +232,14 @@ fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, replies: bool, ge
                 }
                 Err(_) => break,
             };
-            if replies {
-                shared.wait_released();
-            }
+            let requests = usize::from(way == Way::Requests);
+            shared
+                .requests_waiting
+                .fetch_add(requests, Ordering::SeqCst);
+            shared.wait_released(way);
+            shared
+                .requests_waiting
+                .fetch_sub(requests, Ordering::SeqCst);
             if cut() {
                 break;
             }

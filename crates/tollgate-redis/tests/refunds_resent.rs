@@ -1,0 +1,120 @@
+//! A refund whose connection drops is sent again, and takes back once.
+//!
+//! A call whose reply came after its caller gave up is refunded
+//! (`tollgate_redis::refund`). The refund itself can lose its connection:
+//! on the way in, before Redis saw it (the consumption would stay, though
+//! the request was abandoned), or on the way back, after Redis ran it. The
+//! store cannot tell which, so it sends the refund again on a new
+//! connection; each refund carries an id that `refund.lua` records with its
+//! answer, so a refund Redis already ran answers from that record and takes
+//! nothing back twice (the sliding log's undo, run twice, would take out
+//! another request's units logged at the same time, and over-admit).
+//!
+//! One `redis-server` of the test's own, behind a [`Relay`] that holds the
+//! refund's request or its reply and then cuts the connection.
+
+use std::time::Duration;
+
+use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, Store};
+use tollgate_guard::GuardedStore;
+use tollgate_redis::testing::{counts_until, load_scripts, wait_until, RedisServer, Relay};
+use tollgate_redis::{RedisStore, RedisStoreConfig};
+
+const TIMEOUT: Duration = Duration::from_millis(50);
+
+/// Ten units a day, in a sliding log: the policy whose undo is not a
+/// compare and restore.
+fn plan() -> Plan {
+    let policy = AnyPolicy::from_name("sliding-window", 10, 86_400_000).expect("policy");
+    Plan::new("day", vec![Limit::new("1d", policy, false)]).expect("plan")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A store on `server` through a relay of its own (keys under `prefix`, no
+/// batching), whose client "a" used 4 units at t = 1000 in a call the store
+/// answered, then 2 more at the same millisecond in a check given up on at
+/// `TIMEOUT` (answered by the failure policy) whose reply the relay holds.
+async fn a_late_reply(server: &RedisServer, prefix: &str) -> (Relay, RedisStore, Plan) {
+    load_scripts(&server.url()).await;
+    let relay = Relay::start(server.port());
+    let config = RedisStoreConfig {
+        prefix: prefix.into(),
+        timeout: TIMEOUT,
+        batch_max: 1,
+        ..RedisStoreConfig::default()
+    };
+    let store = RedisStore::connect(&relay.url(), config)
+        .await
+        .expect("connect");
+    let plan = plan();
+    store.decide(&plan, "a", 1_000, 4).await.expect("decided");
+    let guard = GuardedStore::new(store.clone(), TIMEOUT, FailurePolicy::FailClosed);
+    relay.hold_replies();
+    let answer = guard.check(&plan, "a", 1_000, 2).await.expect("check");
+    assert_ne!(answer.decided_by, DecidedBy::Store);
+    (relay, store, plan)
+}
+
+/// Client "a"'s log, as Redis holds it: `time:count:end` per element.
+fn log_of_a(server: &RedisServer, store: &RedisStore) -> String {
+    let base = store.keys().seen_key("a").replace(":seen", ":");
+    let keys = server.cli(&["KEYS", &format!("{base}*:v2")]);
+    server.cli(&["LRANGE", keys.trim(), "0", "-1"])
+}
+
+/// The refund was restored once, nothing failed, and "a" has the 6 units
+/// its answered call left it, no more and no fewer.
+async fn assert_taken_back_once(store: &RedisStore, plan: &Plan, log: &str) {
+    let counts = counts_until(store, |c| c.refunded + c.refunds_failed >= 1).await;
+    assert_eq!(
+        (counts.refunded, counts.refunds_stale, counts.refunds_failed),
+        (1, 0, 0),
+        "{counts:?}"
+    );
+    let peek = store.decide(plan, "a", 1_001, 0).await.expect("peek");
+    assert_eq!(peek.limits[0].decision.remaining, 6, "log {log}");
+}
+
+#[test]
+fn a_refund_lost_on_its_way_in_is_sent_again() {
+    let Some(server) = RedisServer::spawn("a_refund_lost_on_its_way_in") else {
+        return;
+    };
+    runtime().block_on(async {
+        let (relay, store, plan) = a_late_reply(&server, "refund-in").await;
+        relay.hold_requests();
+        relay.release_replies();
+        let held = wait_until(500, || relay.requests_waiting() >= 1).await;
+        assert!(held, "the refund was never sent: {:?}", store.call_counts());
+        assert!(log_of_a(&server, &store).contains("1000:6:"), "not run yet");
+        relay.cut();
+        assert_taken_back_once(&store, &plan, &log_of_a(&server, &store)).await;
+    });
+}
+
+#[test]
+fn a_refund_whose_reply_was_lost_is_sent_again_and_takes_back_once() {
+    let Some(server) = RedisServer::spawn("a_refund_whose_reply_was_lost") else {
+        return;
+    };
+    runtime().block_on(async {
+        let (relay, store, plan) = a_late_reply(&server, "refund-out").await;
+        relay.hold_requests();
+        relay.release_replies();
+        let held = wait_until(500, || relay.requests_waiting() >= 1).await;
+        assert!(held, "the refund was never sent: {:?}", store.call_counts());
+        relay.hold_replies();
+        relay.release_requests();
+        let refunded_in_redis =
+            wait_until(500, || log_of_a(&server, &store).contains("1000:4:")).await;
+        assert!(refunded_in_redis, "log {}", log_of_a(&server, &store));
+        relay.cut();
+        assert_taken_back_once(&store, &plan, &log_of_a(&server, &store)).await;
+    });
+}
