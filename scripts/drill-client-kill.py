@@ -13,8 +13,12 @@ script prints both, and the store's refund counters from /metrics.
 With CLUSTER=1 the same on a private three-master Redis Cluster, whose
 every node has its normal connections killed (redis-rs's cluster client
 then sends a command whose connection dropped again on a new one).
+
+With PAUSE_MS=N every Redis process is also stopped (SIGSTOP) for N ms
+every 100 ms: replies held past the 100 ms timeout come late and are
+refunded, and the kills then drop refunds as well as decisions.
 """
-import http.client, json, os, socket, sys, tempfile, threading, time
+import http.client, json, os, signal, socket, sys, tempfile, threading, time
 
 from drills import start_redis, start_serve
 
@@ -64,7 +68,22 @@ def killer():
         time.sleep(0.01)
     counts["kills"] = kills
 
+def pauser(pause):
+    pauses = 0
+    while time.time() < stop:
+        for redis in redises:
+            redis.send_signal(signal.SIGSTOP)
+        time.sleep(pause)
+        for redis in redises:
+            redis.send_signal(signal.SIGCONT)
+        pauses += 1
+        time.sleep(0.1)
+    counts["pauses"] = pauses
+
+PAUSE_MS = float(os.environ.get("PAUSE_MS", "0"))
 threads = [threading.Thread(target=load) for _ in range(16)] + [threading.Thread(target=killer)]
+if PAUSE_MS > 0:
+    threads.append(threading.Thread(target=pauser, args=(PAUSE_MS / 1000,)))
 for t in threads: t.start()
 for t in threads: t.join()
 time.sleep(float(os.environ.get("SETTLE", "8")))  # claims and refunds
@@ -87,5 +106,5 @@ for redis in redises:
     redis.terminate()
     redis.wait()
 counted = LIMIT - remaining
-print(f"{BIN}: allowed by the store {counts['store_allowed']}, other answers {counts['other']}, kills {counts.get('kills')}, counted in Redis {counted}, over by {counted - counts['store_allowed']}")
+print(f"{BIN}: allowed by the store {counts['store_allowed']}, other answers {counts['other']}, kills {counts.get('kills')}, pauses {counts.get('pauses', 0)}, counted in Redis {counted}, over by {counted - counts['store_allowed']}")
 for l in lines: print("   ", l)
