@@ -125,10 +125,6 @@ struct Counters {
     batches: AtomicU64,
 }
 
-/// How many times one refund is sent at most, while its connection drops
-/// before its answer (each of them itself sent up to 4 times on a cluster).
-const REFUND_SENDS: u32 = 3;
-
 /// The connection, the two decision scripts and the refund script, shared
 /// by every clone of a store and by its batcher.
 pub(crate) struct Scripts {
@@ -194,23 +190,18 @@ impl Scripts {
         answered.reply().await
     }
 
-    /// Sends one refund: per limit, 1 restored, 0 changed since. Sent
-    /// again, under the same id, when its connection drops before the
-    /// answer (it may not have reached Redis), up to [`REFUND_SENDS`] times
-    /// in all; a copy that finds the refund ran answers as it did.
-    pub(crate) async fn refund(&self, refund: &Refund) -> Result<Vec<i64>, RedisStoreError> {
-        let id = self.receipts.refund_id();
-        let invocation = refund.invocation(&self.refund, &id);
-        let mut sends = 1;
-        loop {
-            let answer = self.connection.invoke(&invocation).await;
-            match answer.map_err(script_error) {
-                Err(e) if sends < REFUND_SENDS && e.outcome_unknown(self.connection.resends()) => {
-                    sends += 1;
-                }
-                answer => return answer,
-            }
-        }
+    /// Sends one refund under `id`, its own ([`crate::refund`]): per limit,
+    /// 1 restored, 0 changed since.
+    pub(crate) async fn refund(
+        &self,
+        refund: &Refund,
+        id: &str,
+    ) -> Result<Vec<i64>, RedisStoreError> {
+        let invocation = refund.invocation(&self.refund, id);
+        self.connection
+            .invoke(&invocation)
+            .await
+            .map_err(script_error)
     }
 
     /// Sends `call` alone, as the plan script.

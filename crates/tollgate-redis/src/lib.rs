@@ -139,6 +139,7 @@
 mod answer;
 pub mod batch;
 pub mod bounds;
+mod by_client;
 mod call;
 mod config;
 mod connection;

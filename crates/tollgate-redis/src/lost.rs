@@ -33,11 +33,11 @@
 //! [`MAX_LOST`] waiting. Each leaves the consumption in place, towards
 //! admitting less.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::by_client::by_client;
 use crate::call::{Arg, Call, Claimed, Scripts};
 use crate::receipts::OpenReceipt;
 use crate::refund::REFUND_TIMEOUT;
@@ -57,7 +57,7 @@ const MOST_PER_CLAIM: usize = 256;
 /// The longest pause between two tries of a claim: short, since a claim
 /// waiting keeps its store's receipts from being dropped (and a Redis
 /// that refuses connections answers at once).
-const MOST_BETWEEN_TRIES: Duration = Duration::from_millis(100);
+pub(crate) const MOST_BETWEEN_TRIES: Duration = Duration::from_millis(100);
 
 #[derive(Default)]
 struct Pending {
@@ -132,7 +132,7 @@ async fn claim_all(scripts: Arc<Scripts>) {
             }
             std::mem::take(&mut pending.queue)
         };
-        let clients: Vec<_> = by_client(group)
+        let clients: Vec<_> = by_client(group, |(call, _)| call.keys.first())
             .into_iter()
             .map(|calls| {
                 let scripts = scripts.clone();
@@ -153,24 +153,6 @@ async fn claim_all(scripts: Arc<Scripts>) {
             }
         }
     }
-}
-
-/// `group`'s calls by client (last-seen key), each client's in the order
-/// they were sent.
-fn by_client(group: Vec<(Call, OpenReceipt)>) -> Vec<Vec<(Call, OpenReceipt)>> {
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut clients: Vec<Vec<(Call, OpenReceipt)>> = Vec::new();
-    for lost in group {
-        let client = lost.0.keys.first().cloned().unwrap_or_default();
-        match index.get(&client) {
-            Some(&at) => clients[at].push(lost),
-            None => {
-                index.insert(client, clients.len());
-                clients.push(vec![lost]);
-            }
-        }
-    }
-    clients
 }
 
 /// The claiming task's place, given back if the task ends early (a panic,

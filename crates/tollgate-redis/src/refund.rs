@@ -38,33 +38,34 @@
 //! one node a reply later than [`crate::RESPONSE_TIMEOUT`], 5 s) is taken
 //! back the same way, by the receipt its call left ([`crate::lost`]).
 //!
-//! A refund whose connection drops before its answer may or may not have
-//! reached Redis, so it is sent again (`Scripts::refund`, up to 3 times;
-//! on a cluster redis-rs sends it again too, and follows its client's slot
-//! to another master). It runs once all the same: each refund is sent
-//! under an id of its own, and the script keeps its answer under that id,
-//! so a copy that finds it answers from it (run twice, the sliding log's
-//! undo would take out another request's units logged at the same time).
+//! A refund that meets an error trying again may fix is sent again, every
+//! 100 ms, for up to [`crate::lost::LOST_KEPT`] (60 s) after it was made
+//! (`refund/queue.rs`, which sends each client's refunds newest first and
+//! the clients' at once): its connection
+//! dropped before its answer (it may or may not have reached Redis), Redis
+//! refused the connection (restarting), or did not answer within
+//! [`REFUND_TIMEOUT`]. Meanwhile the queue moves on. It runs once all the
+//! same: each refund is sent under an id of its own, and the script keeps
+//! its answer under that id, so a copy that finds it answers from it (run
+//! twice, the sliding log's undo would take out another request's units
+//! logged at the same time). On a cluster, redis-rs sends it again too,
+//! and follows its client's slot to another master.
 //!
 //! What stays out of reach: the replies of a runtime that shut down first;
-//! a refund that Redis refuses (out of memory), or whose connection drops
-//! on every send; refunds past [`MAX_QUEUED`] waiting; and what
+//! a refund that Redis refuses for good (a script error), or cannot be
+//! reached for within 60 s; refunds past [`MAX_QUEUED`] waiting; and what
 //! [`crate::lost`] names. Each leaves the consumption in place, counted.
-
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
-use tollgate::GivenBack;
 
 use redis::Script;
 
-use crate::call::{Arg, Call, Scripts};
+use crate::call::{Arg, Call};
 use crate::connection::Evalsha;
 use crate::keys::KeyLayout;
-use crate::RedisStoreError;
 
 mod give_back;
+mod queue;
 pub(crate) use give_back::give_back;
+pub(crate) use queue::Refunds;
 
 /// At most this many refunds wait to be sent: replies that all come late
 /// (a network that delays every reply past the timeout) must not grow the
@@ -74,9 +75,9 @@ pub const MAX_QUEUED: usize = 65_536;
 /// How long one refund waits for its answer before the next is sent: 5 s.
 /// As long as the connections' own [`crate::RESPONSE_TIMEOUT`] (one node's
 /// and a cluster's), and kept apart from it: a connection that hangs must
-/// not stop every later refund for longer. A refund given up on is counted
-/// failed, though Redis may still run it, which is as exact (compare and
-/// restore).
+/// not stop every later refund for longer. A refund given up on is sent
+/// again later under the same id, so whichever copy Redis runs first is
+/// the one that acts.
 pub const REFUND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Refunds that found their state changed, kept to be tried again: at most
@@ -152,207 +153,21 @@ impl Refund {
         }
         invocation
     }
-}
 
-/// How refunds ended (see [`crate::CallCounts`]).
-#[derive(Debug, Default)]
-pub(crate) struct RefundCounters {
-    pub(crate) restored: AtomicU64,
-    pub(crate) stale: AtomicU64,
-    pub(crate) failed: AtomicU64,
-}
-
-/// A refund numbered in the order its reply came, which is the order Redis
-/// ran the calls of one client (one connection to the node that holds its
-/// keys, and a batch's calls in order).
-type Numbered = (u64, Refund);
-
-#[derive(Default)]
-struct Pending {
-    /// Refunds waiting to be sent, in the order their replies came.
-    queue: Vec<Numbered>,
-    /// The next refund's number.
-    next: u64,
-    /// Refunds that found their state changed, with when (monotonic µs).
-    stale: Vec<(u64, Numbered)>,
-    /// A task is sending refunds.
-    running: bool,
-}
-
-/// The refunds of one store's connection, sent by one task at a time.
-#[derive(Default)]
-pub(crate) struct Refunds {
-    pending: Mutex<Pending>,
-    pub(crate) counters: RefundCounters,
-}
-
-impl Refunds {
-    fn lock(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether no refund waits to be sent and none is being sent (those
-    /// kept after finding their state changed wait for nothing).
-    pub(crate) fn is_idle(&self) -> bool {
-        let pending = self.lock();
-        pending.queue.is_empty() && !pending.running
-    }
-
-    /// Counts a refund that could not be sent.
-    pub(crate) fn count_failed(&self) {
-        self.counters.failed.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Queues `refund`, and starts the task that sends refunds unless it
-    /// runs. Must be called inside a Tokio runtime.
-    pub(crate) fn push(&self, scripts: &Arc<Scripts>, refund: Refund) {
-        let start = {
-            let mut pending = self.lock();
-            if pending.queue.len() >= MAX_QUEUED {
-                self.count_failed();
-                return;
-            }
-            let number = pending.next;
-            pending.next += 1;
-            pending.queue.push((number, refund));
-            !std::mem::replace(&mut pending.running, true)
-        };
-        if start {
-            tokio::spawn(send(scripts.clone()));
-        }
-    }
-}
-
-/// Sends what is queued, newest first, until the queue is empty. Waits one
-/// turn first, so that the other replies of the same read queue theirs.
-async fn send(scripts: Arc<Scripts>) {
-    let mut place = Running {
-        refunds: &scripts.refunds,
-        given_back: false,
-    };
-    tokio::task::yield_now().await;
-    loop {
-        let group = {
-            let mut pending = scripts.refunds.lock();
-            if pending.queue.is_empty() {
-                // Under the lock that a refund is queued under: the next
-                // one starts a task.
-                pending.running = false;
-                place.given_back = true;
-                return;
-            }
-            std::mem::take(&mut pending.queue)
-        };
-        for refund in group.into_iter().rev() {
-            if send_one(&scripts, &refund).await {
-                retry_stale_of(&scripts, &refund.1.client).await;
+    /// What is left of it once the limits `restored` says were restored
+    /// are taken out.
+    fn partly(&self, restored: &[i64]) -> Refund {
+        let mut keys = Vec::new();
+        let mut args = self.call.args[..2].to_vec();
+        for (i, key) in self.call.keys.iter().enumerate() {
+            if restored.get(i) != Some(&1) {
+                keys.push(key.clone());
+                args.extend_from_slice(&self.call.args[2 + 5 * i..7 + 5 * i]);
             }
         }
-    }
-}
-
-/// The sending task's place, given back if the task ends early (a panic,
-/// or the runtime shutting down) so that the next refund starts a task.
-struct Running<'a> {
-    refunds: &'a Refunds,
-    given_back: bool,
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        if !self.given_back {
-            self.refunds.lock().running = false;
-        }
-    }
-}
-
-/// Sends one refund; true when it restored every limit.
-async fn send_one(scripts: &Arc<Scripts>, numbered: &Numbered) -> bool {
-    matches!(attempt(scripts, numbered).await, Ok(GivenBack::Restored))
-}
-
-/// Sends one refund and counts how it ended. One that found a state
-/// changed is kept to be tried again.
-async fn attempt(
-    scripts: &Arc<Scripts>,
-    (number, refund): &Numbered,
-) -> Result<GivenBack, RedisStoreError> {
-    let counters = &scripts.refunds.counters;
-    let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.refund(refund))
-        .await
-        .unwrap_or(Err(RedisStoreError::Timeout(REFUND_TIMEOUT)));
-    match answer {
-        Ok(restored) if restored.iter().all(|&r| r == 1) => {
-            counters.restored.fetch_add(1, Ordering::Relaxed);
-            Ok(GivenBack::Restored)
-        }
-        Ok(restored) => {
-            counters.stale.fetch_add(1, Ordering::Relaxed);
-            keep_stale(scripts, (*number, partly(refund, &restored)));
-            Ok(GivenBack::Kept)
-        }
-        Err(error) => {
-            counters.failed.fetch_add(1, Ordering::Relaxed);
-            Err(error)
-        }
-    }
-}
-
-/// The part of `refund` whose limits were not restored.
-fn partly(refund: &Refund, restored: &[i64]) -> Refund {
-    let mut keys = Vec::new();
-    let mut args = refund.call.args[..2].to_vec();
-    for (i, key) in refund.call.keys.iter().enumerate() {
-        if restored.get(i) != Some(&1) {
-            keys.push(key.clone());
-            args.extend_from_slice(&refund.call.args[2 + 5 * i..7 + 5 * i]);
-        }
-    }
-    Refund {
-        client: refund.client.clone(),
-        call: Call { keys, args },
-    }
-}
-
-fn keep_stale(scripts: &Scripts, refund: Numbered) {
-    let now_us = scripts.clock.now_us();
-    let mut pending = scripts.refunds.lock();
-    pending
-        .stale
-        .retain(|(at, _)| now_us.saturating_sub(*at) < STALE_KEPT_US);
-    if pending.stale.len() >= STALE_KEPT {
-        pending.stale.remove(0);
-    }
-    pending.stale.push((now_us, refund));
-}
-
-/// Tries `client`'s kept refunds again, newest call first, while they
-/// restore: a refund of the client just restored may have been what they
-/// waited for.
-async fn retry_stale_of(scripts: &Arc<Scripts>, client: &str) {
-    loop {
-        let next = {
-            let mut pending = scripts.refunds.lock();
-            let newest = pending
-                .stale
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, (_, r)))| r.client == client)
-                .max_by_key(|(_, (_, (number, _)))| *number)
-                .map(|(at, _)| at);
-            let Some(at) = newest else {
-                return;
-            };
-            pending.stale.remove(at).1
-        };
-        // Counted as stale when first tried: a success now moves it over.
-        scripts
-            .refunds
-            .counters
-            .stale
-            .fetch_sub(1, Ordering::Relaxed);
-        if !send_one(scripts, &next).await {
-            return;
+        Refund {
+            client: self.client.clone(),
+            call: Call { keys, args },
         }
     }
 }

@@ -10,6 +10,9 @@
 //! nothing back twice (the sliding log's undo, run twice, would take out
 //! another request's units logged at the same time, and over-admit).
 //!
+//! The same when Redis cannot be reached for a while (it restarts): the
+//! refund is sent again, every 100 ms, for up to a minute.
+//!
 //! One `redis-server` of the test's own, behind a [`Relay`] that holds the
 //! refund's request or its reply and then cuts the connection.
 
@@ -115,6 +118,33 @@ fn a_refund_whose_reply_was_lost_is_sent_again_and_takes_back_once() {
             wait_until(500, || log_of_a(&server, &store).contains("1000:4:")).await;
         assert!(refunded_in_redis, "log {}", log_of_a(&server, &store));
         relay.cut();
+        assert_taken_back_once(&store, &plan, &log_of_a(&server, &store)).await;
+    });
+}
+
+/// Redis is killed while the refund is on its way, and restarts (with its
+/// data: an append-only file written on every command) 300 ms later: the
+/// refund, refused meanwhile, is sent again once Redis is back.
+#[test]
+fn a_refund_that_meets_redis_restarting_is_sent_once_it_is_back() {
+    let persistent = ["--appendonly", "yes", "--appendfsync", "always"];
+    let Some(mut server) =
+        RedisServer::spawn_with("a_refund_that_meets_redis_restarting", &persistent)
+    else {
+        return;
+    };
+    runtime().block_on(async {
+        let (relay, store, plan) = a_late_reply(&server, "refund-restart").await;
+        relay.hold_requests();
+        relay.release_replies();
+        let held = wait_until(500, || relay.requests_waiting() >= 1).await;
+        assert!(held, "the refund was never sent: {:?}", store.call_counts());
+        server.kill();
+        relay.cut();
+        // Refused, and sent again, for a while.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(store.call_counts().refunds_failed, 0);
+        server.restart();
         assert_taken_back_once(&store, &plan, &log_of_a(&server, &store)).await;
     });
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use tollgate::GivenBack;
 
-use super::{attempt, retry_stale_of, Refund};
+use super::queue::{attempt, retry_stale_of};
+use super::Refund;
 use crate::call::Scripts;
 use crate::RedisStoreError;
 
@@ -42,15 +43,11 @@ async fn give_back_now(
     scripts: &Arc<Scripts>,
     refund: Refund,
 ) -> Result<GivenBack, RedisStoreError> {
-    let number = {
-        let mut pending = scripts.refunds.lock();
-        pending.next += 1;
-        pending.next - 1
-    };
-    let numbered = (number, refund);
-    let given_back = attempt(scripts, &numbered).await?;
+    let client = refund.client.clone();
+    let queued = scripts.refunds.number(scripts, refund);
+    let given_back = attempt(scripts, queued).await?;
     if given_back == GivenBack::Restored {
-        retry_stale_of(scripts, &numbered.1.client).await;
+        retry_stale_of(scripts, &client).await;
     }
     Ok(given_back)
 }

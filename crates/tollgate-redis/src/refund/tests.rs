@@ -69,7 +69,7 @@ fn nothing_to_take_back_from_a_call_that_consumed_nothing() {
 fn a_partly_restored_refund_keeps_the_limits_left() {
     let consumed = [7, 1_000, 1, 1, 7, 0, 1_000, 1, 2, 0, 200, 3, 3, -1, 0];
     let refund = Refund::of(&call(3), &consumed).expect("a refund");
-    let left = partly(&refund, &[1, 0]);
+    let left = refund.partly(&[1, 0]);
     assert_eq!(left.call.keys, vec!["p:{c:a}:2".to_owned()]);
     assert_eq!(
         left.call.args,

@@ -1,0 +1,283 @@
+//! The refunds of one store, sent by one task at a time: newest first, the
+//! ones that found their state changed kept to be tried again, and the ones
+//! Redis could not be reached for sent again under the same id.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use tollgate::GivenBack;
+
+use super::{Refund, MAX_QUEUED, REFUND_TIMEOUT, STALE_KEPT, STALE_KEPT_US};
+use crate::by_client::by_client;
+use crate::call::Scripts;
+use crate::lost::{LOST_KEPT, MOST_BETWEEN_TRIES};
+use crate::RedisStoreError;
+
+/// How refunds ended (see [`crate::CallCounts`]).
+#[derive(Debug, Default)]
+pub(crate) struct RefundCounters {
+    pub(crate) restored: AtomicU64,
+    pub(crate) stale: AtomicU64,
+    pub(crate) failed: AtomicU64,
+}
+
+/// A refund on its way to Redis.
+pub(crate) struct Queued {
+    /// Its number in the order its reply came, which is the order Redis
+    /// ran the calls of one client (one connection to the node that holds
+    /// its keys, and a batch's calls in order).
+    number: u64,
+    /// The id it is sent under, the same for every copy until Redis
+    /// answers it ([`crate::scripts::REFUND`] keeps its answer under it).
+    id: String,
+    /// When it was made: it is sent again until [`LOST_KEPT`] after.
+    made: Instant,
+    refund: Refund,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Refunds waiting to be sent, in the order their replies came.
+    queue: Vec<Queued>,
+    /// Refunds Redis could not be reached for, to be sent again.
+    again: Vec<Queued>,
+    /// The next refund's number.
+    next: u64,
+    /// Refunds that found their state changed, with when (monotonic µs).
+    stale: Vec<(u64, Queued)>,
+    /// A task is sending refunds.
+    running: bool,
+}
+
+/// The refunds of one store's connection, sent by one task at a time.
+#[derive(Default)]
+pub(crate) struct Refunds {
+    pending: Mutex<Pending>,
+    pub(crate) counters: RefundCounters,
+}
+
+impl Refunds {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether no refund waits to be sent (or sent again) and none is being
+    /// sent (those kept after finding their state changed wait for
+    /// nothing).
+    pub(crate) fn is_idle(&self) -> bool {
+        let pending = self.lock();
+        pending.queue.is_empty() && !pending.running
+    }
+
+    /// Counts a refund that could not be sent.
+    pub(crate) fn count_failed(&self) {
+        self.counters.failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `refund`, numbered after every refund so far, under a new id.
+    pub(crate) fn number(&self, scripts: &Scripts, refund: Refund) -> Queued {
+        let number = {
+            let mut pending = self.lock();
+            pending.next += 1;
+            pending.next - 1
+        };
+        Queued {
+            number,
+            id: scripts.receipts.refund_id(),
+            made: Instant::now(),
+            refund,
+        }
+    }
+
+    /// Queues `refund`, and starts the task that sends refunds unless it
+    /// runs. Must be called inside a Tokio runtime.
+    pub(crate) fn push(&self, scripts: &Arc<Scripts>, refund: Refund) {
+        if self.lock().queue.len() >= MAX_QUEUED {
+            self.count_failed();
+            return;
+        }
+        let queued = self.number(scripts, refund);
+        self.start_with(scripts, |pending| pending.queue.push(queued));
+    }
+
+    /// Puts `change` in place under the lock, and starts the sending task
+    /// unless it runs.
+    fn start_with(&self, scripts: &Arc<Scripts>, change: impl FnOnce(&mut Pending)) {
+        let start = {
+            let mut pending = self.lock();
+            change(&mut pending);
+            !std::mem::replace(&mut pending.running, true)
+        };
+        if start {
+            tokio::spawn(send(scripts.clone()));
+        }
+    }
+}
+
+/// Sends what is queued until nothing is left to send or to send again,
+/// each client's newest first, the clients' at once (one client's wait for
+/// a master that is down holds back no other's). Waits one turn first, so
+/// that the other replies of the same read queue theirs; refunds to be sent
+/// again go at most once every [`MOST_BETWEEN_TRIES`], with what is queued
+/// then.
+async fn send(scripts: Arc<Scripts>) {
+    let mut place = Running {
+        refunds: &scripts.refunds,
+        given_back: false,
+    };
+    tokio::task::yield_now().await;
+    let mut again_sent = Instant::now();
+    loop {
+        let (mut group, wait, again) = {
+            let mut pending = scripts.refunds.lock();
+            if pending.queue.is_empty() && pending.again.is_empty() {
+                // Under the lock that a refund is queued under: the next
+                // one starts a task.
+                pending.running = false;
+                place.given_back = true;
+                return;
+            }
+            let mut group = std::mem::take(&mut pending.queue);
+            let since = again_sent.elapsed();
+            let again =
+                !pending.again.is_empty() && (group.is_empty() || since >= MOST_BETWEEN_TRIES);
+            let mut wait = Duration::ZERO;
+            if again {
+                if group.is_empty() {
+                    wait = MOST_BETWEEN_TRIES.saturating_sub(since);
+                }
+                group.append(&mut pending.again);
+            }
+            (group, wait, again)
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        if again {
+            again_sent = Instant::now();
+        }
+        group.sort_by_key(|queued| std::cmp::Reverse(queued.number));
+        let clients: Vec<_> = by_client(group, |queued| Some(&queued.refund.client))
+            .into_iter()
+            .map(|newest_first| tokio::spawn(send_of_one_client(scripts.clone(), newest_first)))
+            .collect();
+        for client in clients {
+            if client.await.is_err() {
+                scripts.refunds.count_failed();
+            }
+        }
+    }
+}
+
+/// Sends one client's refunds, newest first, each followed, once it
+/// restored, by the client's refunds kept after finding their state
+/// changed.
+async fn send_of_one_client(scripts: Arc<Scripts>, newest_first: Vec<Queued>) {
+    for queued in newest_first {
+        let client = queued.refund.client.clone();
+        if matches!(attempt(&scripts, queued).await, Ok(GivenBack::Restored)) {
+            retry_stale_of(&scripts, &client).await;
+        }
+    }
+}
+
+/// The sending task's place, given back if the task ends early (a panic,
+/// or the runtime shutting down) so that the next refund starts a task.
+struct Running<'a> {
+    refunds: &'a Refunds,
+    given_back: bool,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if !self.given_back {
+            self.refunds.lock().running = false;
+        }
+    }
+}
+
+/// Sends one refund and counts how it ended. One that found a state
+/// changed is kept to be tried again (under a new id: Redis answered this
+/// one); one that met an error trying again may fix (its connection
+/// dropped, before or after Redis ran it; Redis refused the connection,
+/// restarting; no answer within [`REFUND_TIMEOUT`]) is sent again under
+/// the same id by the sending task, until [`LOST_KEPT`] after it was made,
+/// and counted only then.
+pub(crate) async fn attempt(
+    scripts: &Arc<Scripts>,
+    queued: Queued,
+) -> Result<GivenBack, RedisStoreError> {
+    let counters = &scripts.refunds.counters;
+    let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.refund(&queued.refund, &queued.id))
+        .await
+        .unwrap_or(Err(RedisStoreError::Timeout(REFUND_TIMEOUT)));
+    match answer {
+        Ok(restored) if restored.iter().all(|&r| r == 1) => {
+            counters.restored.fetch_add(1, Ordering::Relaxed);
+            Ok(GivenBack::Restored)
+        }
+        Ok(restored) => {
+            counters.stale.fetch_add(1, Ordering::Relaxed);
+            let left = Queued {
+                id: scripts.receipts.refund_id(),
+                refund: queued.refund.partly(&restored),
+                ..queued
+            };
+            keep_stale(scripts, left);
+            Ok(GivenBack::Kept)
+        }
+        Err(error) if error.is_transient() && queued.made.elapsed() < LOST_KEPT => {
+            let refunds = &scripts.refunds;
+            refunds.start_with(scripts, |pending| pending.again.push(queued));
+            Err(error)
+        }
+        Err(error) => {
+            counters.failed.fetch_add(1, Ordering::Relaxed);
+            Err(error)
+        }
+    }
+}
+
+fn keep_stale(scripts: &Scripts, queued: Queued) {
+    let now_us = scripts.clock.now_us();
+    let mut pending = scripts.refunds.lock();
+    pending
+        .stale
+        .retain(|(at, _)| now_us.saturating_sub(*at) < STALE_KEPT_US);
+    if pending.stale.len() >= STALE_KEPT {
+        pending.stale.remove(0);
+    }
+    pending.stale.push((now_us, queued));
+}
+
+/// Tries `client`'s kept refunds again, newest call first, while they
+/// restore: a refund of the client just restored may have been what they
+/// waited for.
+pub(crate) async fn retry_stale_of(scripts: &Arc<Scripts>, client: &str) {
+    loop {
+        let next = {
+            let mut pending = scripts.refunds.lock();
+            let newest = pending
+                .stale
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, queued))| queued.refund.client == client)
+                .max_by_key(|(_, (_, queued))| queued.number)
+                .map(|(at, _)| at);
+            let Some(at) = newest else {
+                return;
+            };
+            pending.stale.remove(at).1
+        };
+        // Counted as stale when first tried: a success now moves it over.
+        scripts
+            .refunds
+            .counters
+            .stale
+            .fetch_sub(1, Ordering::Relaxed);
+        if !matches!(attempt(scripts, next).await, Ok(GivenBack::Restored)) {
+            return;
+        }
+    }
+}
