@@ -20,7 +20,9 @@ use crate::RedisStoreError;
 ///
 /// # Errors
 /// The refund's error, or [`RedisStoreError::Timeout`] past
-/// [`REFUND_TIMEOUT`](super::REFUND_TIMEOUT); the consumption then stays.
+/// [`REFUND_TIMEOUT`](super::REFUND_TIMEOUT). When trying again may fix it
+/// (Redis could not be reached), the refund is sent again in the
+/// background, as a queued one is; otherwise the consumption stays.
 ///
 /// It runs in a task of its own, which finishes (and keeps a refund that
 /// found the state changed) even when the caller stops waiting.
