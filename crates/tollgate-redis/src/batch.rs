@@ -51,6 +51,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::answer::{self, Answer};
 use crate::call::{Batched, Call, CallReply, Scripts};
 use crate::receipts::OpenReceipt;
+use crate::task_place::TaskPlace;
 
 /// A decision waiting for a call to carry it, and where its answer goes.
 struct Waiting {
@@ -158,10 +159,7 @@ impl Batcher {
     /// decisions too, then every batch that queued up meanwhile, until the
     /// queue is empty; then gives its place in flight back.
     async fn carry(self: Arc<Self>) {
-        let mut place = InFlight {
-            batcher: &self,
-            given_back: false,
-        };
+        let mut place = TaskPlace::new(|| self.lock().in_flight -= 1);
         // Without this, the task that spawned this one would hand over to it
         // at once (Tokio runs a task just spawned next), and the call would
         // leave with that task's decision alone.
@@ -172,7 +170,7 @@ impl Batcher {
                 let batch = self.take(&mut queue);
                 if batch.is_empty() {
                     queue.in_flight -= 1;
-                    place.given_back = true;
+                    place.given_back();
                     return;
                 }
                 batch
@@ -233,21 +231,6 @@ impl Batcher {
                 let reply = scripts.one(&waiting.call).await;
                 waiting.answer.send(&scripts, waiting.call, reply);
             });
-        }
-    }
-}
-
-/// A batch's place in flight, given back if its task ends early (a panic,
-/// or the runtime shutting down) so that the next decision starts a batch.
-struct InFlight<'a> {
-    batcher: &'a Batcher,
-    given_back: bool,
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if !self.given_back {
-            self.batcher.lock().in_flight -= 1;
         }
     }
 }

@@ -160,6 +160,7 @@ mod settle;
 pub mod slots;
 mod store;
 mod target;
+mod task_place;
 #[cfg(feature = "testing")]
 pub mod testing;
 

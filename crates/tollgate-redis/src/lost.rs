@@ -41,6 +41,7 @@ use crate::by_client::by_client;
 use crate::call::{Arg, Call, Claimed, Scripts};
 use crate::receipts::OpenReceipt;
 use crate::refund::REFUND_TIMEOUT;
+use crate::task_place::TaskPlace;
 
 /// At most this many lost calls wait to be claimed; one past it is counted
 /// as a failed refund.
@@ -117,17 +118,14 @@ impl LostCalls {
 /// wait, the group's calls stay open, and every call of the store keeps
 /// the receipts it would otherwise drop.
 async fn claim_all(scripts: Arc<Scripts>) {
-    let mut place = Running {
-        lost: &scripts.lost,
-        given_back: false,
-    };
+    let mut place = TaskPlace::new(|| scripts.lost.lock().running = false);
     tokio::task::yield_now().await;
     loop {
         let group = {
             let mut pending = scripts.lost.lock();
             if pending.queue.is_empty() {
                 pending.running = false;
-                place.given_back = true;
+                place.given_back();
                 return;
             }
             std::mem::take(&mut pending.queue)
@@ -151,21 +149,6 @@ async fn claim_all(scripts: Arc<Scripts>) {
             if client.await.is_err() {
                 scripts.refunds.count_failed();
             }
-        }
-    }
-}
-
-/// The claiming task's place, given back if the task ends early (a panic,
-/// or the runtime shutting down) so that the next lost call starts a task.
-struct Running<'a> {
-    lost: &'a LostCalls,
-    given_back: bool,
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        if !self.given_back {
-            self.lost.lock().running = false;
         }
     }
 }

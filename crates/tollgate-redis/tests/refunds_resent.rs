@@ -64,6 +64,15 @@ async fn a_late_reply(server: &RedisServer, prefix: &str) -> (Relay, RedisStore,
     (relay, store, plan)
 }
 
+/// The late reply passes, and the refund it causes waits in the relay on
+/// its way in.
+async fn refund_held_on_its_way_in(relay: &Relay, store: &RedisStore) {
+    relay.hold_requests();
+    relay.release_replies();
+    let held = wait_until(500, || relay.requests_waiting() >= 1).await;
+    assert!(held, "the refund was never sent: {:?}", store.call_counts());
+}
+
 /// Client "a"'s log, as Redis holds it: `time:count:end` per element.
 fn log_of_a(server: &RedisServer, store: &RedisStore) -> String {
     let base = store.keys().seen_key("a").replace(":seen", ":");
@@ -91,10 +100,7 @@ fn a_refund_lost_on_its_way_in_is_sent_again() {
     };
     runtime().block_on(async {
         let (relay, store, plan) = a_late_reply(&server, "refund-in").await;
-        relay.hold_requests();
-        relay.release_replies();
-        let held = wait_until(500, || relay.requests_waiting() >= 1).await;
-        assert!(held, "the refund was never sent: {:?}", store.call_counts());
+        refund_held_on_its_way_in(&relay, &store).await;
         assert!(log_of_a(&server, &store).contains("1000:6:"), "not run yet");
         relay.cut();
         assert_taken_back_once(&store, &plan, &log_of_a(&server, &store)).await;
@@ -108,10 +114,7 @@ fn a_refund_whose_reply_was_lost_is_sent_again_and_takes_back_once() {
     };
     runtime().block_on(async {
         let (relay, store, plan) = a_late_reply(&server, "refund-out").await;
-        relay.hold_requests();
-        relay.release_replies();
-        let held = wait_until(500, || relay.requests_waiting() >= 1).await;
-        assert!(held, "the refund was never sent: {:?}", store.call_counts());
+        refund_held_on_its_way_in(&relay, &store).await;
         relay.hold_replies();
         relay.release_requests();
         let refunded_in_redis =
@@ -135,10 +138,7 @@ fn a_refund_that_meets_redis_restarting_is_sent_once_it_is_back() {
     };
     runtime().block_on(async {
         let (relay, store, plan) = a_late_reply(&server, "refund-restart").await;
-        relay.hold_requests();
-        relay.release_replies();
-        let held = wait_until(500, || relay.requests_waiting() >= 1).await;
-        assert!(held, "the refund was never sent: {:?}", store.call_counts());
+        refund_held_on_its_way_in(&relay, &store).await;
         server.kill();
         relay.cut();
         // Refused, and sent again, for a while.

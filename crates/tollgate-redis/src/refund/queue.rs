@@ -12,6 +12,7 @@ use super::{Refund, MAX_QUEUED, REFUND_TIMEOUT, STALE_KEPT, STALE_KEPT_US};
 use crate::by_client::by_client;
 use crate::call::Scripts;
 use crate::lost::{LOST_KEPT, MOST_BETWEEN_TRIES};
+use crate::task_place::TaskPlace;
 use crate::RedisStoreError;
 
 /// How refunds ended (see [`crate::CallCounts`]).
@@ -122,10 +123,7 @@ impl Refunds {
 /// again go at most once every [`MOST_BETWEEN_TRIES`], with what is queued
 /// then.
 async fn send(scripts: Arc<Scripts>) {
-    let mut place = Running {
-        refunds: &scripts.refunds,
-        given_back: false,
-    };
+    let mut place = TaskPlace::new(|| scripts.refunds.lock().running = false);
     tokio::task::yield_now().await;
     let mut again_sent = Instant::now();
     loop {
@@ -135,7 +133,7 @@ async fn send(scripts: Arc<Scripts>) {
                 // Under the lock that a refund is queued under: the next
                 // one starts a task.
                 pending.running = false;
-                place.given_back = true;
+                place.given_back();
                 return;
             }
             let mut group = std::mem::take(&mut pending.queue);
@@ -178,21 +176,6 @@ async fn send_of_one_client(scripts: Arc<Scripts>, newest_first: Vec<Queued>) {
         let client = queued.refund.client.clone();
         if matches!(attempt(&scripts, queued).await, Ok(GivenBack::Restored)) {
             retry_stale_of(&scripts, &client).await;
-        }
-    }
-}
-
-/// The sending task's place, given back if the task ends early (a panic,
-/// or the runtime shutting down) so that the next refund starts a task.
-struct Running<'a> {
-    refunds: &'a Refunds,
-    given_back: bool,
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        if !self.given_back {
-            self.refunds.lock().running = false;
         }
     }
 }
