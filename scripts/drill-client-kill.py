@@ -17,8 +17,13 @@ then sends a command whose connection dropped again on a new one).
 With PAUSE_MS=N every Redis process is also stopped (SIGSTOP) for N ms
 every 100 ms: replies held past the 100 ms timeout come late and are
 refunded, and the kills then drop refunds as well as decisions.
+
+With RESTART_AT=S (one node only) Redis keeps an append-only file written
+on every command, and is killed (SIGKILL) S seconds into the load and
+started again 300 ms later from that file: calls and refunds in flight
+then meet a Redis that is gone, and then one that is back.
 """
-import http.client, json, os, signal, socket, sys, tempfile, threading, time
+import http.client, json, os, signal, socket, subprocess, sys, tempfile, threading, time
 
 from drills import start_redis, start_serve
 
@@ -27,7 +32,9 @@ SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 4.0
 LIMIT = 1_000_000
 
 work = tempfile.mkdtemp()
-rports, redises, store = start_redis(work, cluster=os.environ.get("CLUSTER") == "1")
+RESTART_AT = float(os.environ.get("RESTART_AT", "0"))
+persistent = ["--appendonly", "yes", "--appendfsync", "always"] if RESTART_AT else []
+rports, redises, store = start_redis(work, cluster=os.environ.get("CLUSTER") == "1", extra=persistent)
 serve, hport = start_serve(BIN, work, f"""[[plans.default]]
 name = "1h"
 policy = "sliding-window"
@@ -59,14 +66,29 @@ def load():
         for k in mine: counts[k] += mine[k]
 
 def killer():
-    nodes = [socket.create_connection(("127.0.0.1", p)) for p in rports]
     kills = 0
+    nodes = None
     while time.time() < stop:
-        for s in nodes:
-            s.sendall(b"CLIENT KILL TYPE normal SKIPME yes\r\n")
-            s.recv(100); kills += 1
+        try:
+            nodes = nodes or [socket.create_connection(("127.0.0.1", p)) for p in rports]
+            for s in nodes:
+                s.sendall(b"CLIENT KILL TYPE normal SKIPME yes\r\n")
+                if not s.recv(100):
+                    raise OSError("closed")
+                kills += 1
+        except OSError:
+            nodes = None  # Redis restarting: connect again
         time.sleep(0.01)
     counts["kills"] = kills
+
+def restarter():
+    time.sleep(RESTART_AT)
+    old = redises[0]
+    old.kill()
+    old.wait()
+    time.sleep(0.3)
+    redises[0] = subprocess.Popen(old.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    counts["restarted"] = 1
 
 def pauser(pause):
     pauses = 0
@@ -84,6 +106,8 @@ PAUSE_MS = float(os.environ.get("PAUSE_MS", "0"))
 threads = [threading.Thread(target=load) for _ in range(16)] + [threading.Thread(target=killer)]
 if PAUSE_MS > 0:
     threads.append(threading.Thread(target=pauser, args=(PAUSE_MS / 1000,)))
+if RESTART_AT > 0:
+    threads.append(threading.Thread(target=restarter))
 for t in threads: t.start()
 for t in threads: t.join()
 time.sleep(float(os.environ.get("SETTLE", "8")))  # claims and refunds
@@ -106,5 +130,5 @@ for redis in redises:
     redis.terminate()
     redis.wait()
 counted = LIMIT - remaining
-print(f"{BIN}: allowed by the store {counts['store_allowed']}, other answers {counts['other']}, kills {counts.get('kills')}, pauses {counts.get('pauses', 0)}, counted in Redis {counted}, over by {counted - counts['store_allowed']}")
+print(f"{BIN}: allowed by the store {counts['store_allowed']}, other answers {counts['other']}, kills {counts.get('kills')}, pauses {counts.get('pauses', 0)}, restarted {counts.get('restarted', 0)}, counted in Redis {counted}, over by {counted - counts['store_allowed']}")
 for l in lines: print("   ", l)
