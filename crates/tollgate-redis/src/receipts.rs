@@ -86,9 +86,7 @@ impl Receipts {
         };
         (receipt, watermark)
     }
-}
 
-impl Receipts {
     /// An id no other call or refund of any store shares, `<tag hex>:<seq>`,
     /// for one refund ([`crate::refund`]): its answer is kept under it, so
     /// that the refund sent again answers from it.
