@@ -328,7 +328,8 @@ impl RedisServer {
     }
 
     /// Starts Redis again on the same port (after [`RedisServer::kill`]),
-    /// with an empty data set.
+    /// with an empty data set, unless its extra arguments turned on an
+    /// append-only file (`--appendonly yes`), which it loads.
     ///
     /// # Panics
     /// When it does not come back (bounded wait).
