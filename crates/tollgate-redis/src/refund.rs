@@ -39,17 +39,17 @@
 //! back the same way, by the receipt its call left ([`crate::lost`]).
 //!
 //! A refund that meets an error trying again may fix is sent again, every
-//! 100 ms, for up to [`crate::lost::LOST_KEPT`] (60 s) after it was made
+//! 100 ms, for up to [`crate::lost::LOST_KEPT`] (60 s) after it was made:
+//! its connection dropped before its answer (it may or may not have reached
+//! Redis), Redis refused the connection (restarting), or did not answer
+//! within [`REFUND_TIMEOUT`]. Meanwhile the queue moves on
 //! (`refund/queue.rs`, which sends each client's refunds newest first and
-//! the clients' at once): its connection
-//! dropped before its answer (it may or may not have reached Redis), Redis
-//! refused the connection (restarting), or did not answer within
-//! [`REFUND_TIMEOUT`]. Meanwhile the queue moves on. It runs once all the
-//! same: each refund is sent under an id of its own, and the script keeps
-//! its answer under that id, so a copy that finds it answers from it (run
-//! twice, the sliding log's undo would take out another request's units
-//! logged at the same time). On a cluster, redis-rs sends it again too,
-//! and follows its client's slot to another master.
+//! the clients' at once). It runs once all the same: each refund is sent
+//! under an id of its own, and the script keeps its answer under that id,
+//! so a copy that finds it answers from it (run twice, the sliding log's
+//! undo would take out another request's units logged at the same time).
+//! On a cluster, redis-rs sends it again too, and follows its client's
+//! slot to another master.
 //!
 //! What stays out of reach: the replies of a runtime that shut down first;
 //! a refund that Redis refuses for good (a script error), or cannot be
