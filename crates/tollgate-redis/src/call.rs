@@ -111,6 +111,10 @@ pub struct CallCounts {
     /// Such decisions whose refund Redis refused or never answered: their
     /// consumption stays.
     pub refunds_failed: u64,
+    /// Refunds not ended yet (a gauge): queued, being sent, or waiting to
+    /// be sent again because Redis could not be reached (for up to
+    /// [`crate::lost::LOST_KEPT`]); each ends as one of the three above.
+    pub refunds_pending: u64,
     /// Decisions of cost 1 or more whose reply never came (the connection
     /// dropped after they were sent, say), looked up by their receipt once
     /// their deadline passed ([`crate::lost`]); those that had consumed are
@@ -169,6 +173,7 @@ impl Scripts {
             refunded: refunds.restored.load(Ordering::Relaxed),
             refunds_stale: refunds.stale.load(Ordering::Relaxed),
             refunds_failed: refunds.failed.load(Ordering::Relaxed),
+            refunds_pending: refunds.pending.load(Ordering::Relaxed),
             replies_lost: self.lost.queued.load(Ordering::Relaxed),
         }
     }

@@ -224,6 +224,7 @@ impl Setup {
         prop_assert_eq!(counts.refunded - before.refunded, refunded);
         prop_assert_eq!(counts.refunds_stale - before.refunds_stale, stale);
         prop_assert_eq!(counts.refunds_failed, before.refunds_failed);
+        prop_assert_eq!(counts.refunds_pending, 0, "every refund ended");
         Ok(())
     }
 }

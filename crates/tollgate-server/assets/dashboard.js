@@ -99,11 +99,13 @@ function drawStore(store) {
   // Calls Redis ran and counted whose reply came after the caller gave up,
   // or never came, or that an Envoy request gave back when another of its
   // clients refused: taken back, or kept (the client was used since, or the
-  // refund failed); and how many replies never came.
+  // refund failed); how many replies never came; and how many refunds
+  // have not ended yet (Redis could not be reached: sent again).
   if (store.refunds) {
     rows.push(["uses taken back", store.refunds.restored]);
     rows.push(["uses not taken back", store.refunds.stale + store.refunds.failed]);
     rows.push(["replies lost", store.refunds.replies_lost]);
+    rows.push(["refunds pending", store.refunds.pending]);
   }
   const kv = el("div", { class: "kv" });
   for (const [k, v] of rows) kv.append(el("div", {}, k), el("div", {}, v));

@@ -418,6 +418,7 @@ impl Server {
                 refunds_stale: counts.refunds_stale,
                 refunds_failed: counts.refunds_failed,
                 replies_lost: counts.replies_lost,
+                refunds_pending: counts.refunds_pending,
             }
         });
         if let Some(memory) = &self.inner.memory {

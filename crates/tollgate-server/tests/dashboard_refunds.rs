@@ -58,7 +58,7 @@ async fn the_store_panel_shows_late_and_lost_replies_taken_back_in_a_real_browse
     assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
     relay.release_replies();
 
-    let late = serde_json::json!({"restored": 1, "stale": 0, "failed": 0, "replies_lost": 0});
+    let late = serde_json::json!({"restored": 1, "stale": 0, "failed": 0, "replies_lost": 0, "pending": 0});
     assert_eq!(refunds_once(&t, |r| r["restored"] == 1).await, late);
     let shown = browser_shows(&browser, &t, &[("uses taken back", 1), ("replies lost", 0)]).await;
     assert!(shown, "the store panel shows the late reply taken back");
@@ -67,7 +67,7 @@ async fn the_store_panel_shows_late_and_lost_replies_taken_back_in_a_real_browse
     let held = t.check("lost", 1).await;
     assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
     relay.cut();
-    let lost = serde_json::json!({"restored": 2, "stale": 0, "failed": 0, "replies_lost": 1});
+    let lost = serde_json::json!({"restored": 2, "stale": 0, "failed": 0, "replies_lost": 1, "pending": 0});
     assert_eq!(refunds_once(&t, |r| r["restored"] == 2).await, lost);
     let shown = browser_shows(
         &browser,
@@ -76,6 +76,7 @@ async fn the_store_panel_shows_late_and_lost_replies_taken_back_in_a_real_browse
             ("uses taken back", 2),
             ("uses not taken back", 0),
             ("replies lost", 1),
+            ("refunds pending", 0),
         ],
     )
     .await;

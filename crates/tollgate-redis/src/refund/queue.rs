@@ -15,12 +15,16 @@ use crate::lost::{LOST_KEPT, MOST_BETWEEN_TRIES};
 use crate::task_place::TaskPlace;
 use crate::RedisStoreError;
 
-/// How refunds ended (see [`crate::CallCounts`]).
+/// How refunds ended, and how many have not yet (see
+/// [`crate::CallCounts`]).
 #[derive(Debug, Default)]
 pub(crate) struct RefundCounters {
     pub(crate) restored: AtomicU64,
     pub(crate) stale: AtomicU64,
     pub(crate) failed: AtomicU64,
+    /// Refunds made that have not ended yet: queued, being sent, or waiting
+    /// to be sent again.
+    pub(crate) pending: AtomicU64,
 }
 
 /// A refund on its way to Redis.
@@ -83,6 +87,7 @@ impl Refunds {
             pending.next += 1;
             pending.next - 1
         };
+        self.counters.pending.fetch_add(1, Ordering::Relaxed);
         Queued {
             number,
             id: scripts.receipts.refund_id(),
@@ -195,6 +200,17 @@ pub(crate) async fn attempt(
     let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.refund(&queued.refund, &queued.id))
         .await
         .unwrap_or(Err(RedisStoreError::Timeout(REFUND_TIMEOUT)));
+    let answer = match answer {
+        Err(error) if error.is_transient() && queued.made.elapsed() < LOST_KEPT => {
+            let refunds = &scripts.refunds;
+            refunds.start_with(scripts, |pending| pending.again.push(queued));
+            return Err(error);
+        }
+        answer => answer,
+    };
+    // Ended: no longer pending, before it is counted as what it ended as
+    // (so that counts that show it ended show it no longer pending).
+    counters.pending.fetch_sub(1, Ordering::Relaxed);
     match answer {
         Ok(restored) if restored.iter().all(|&r| r == 1) => {
             counters.restored.fetch_add(1, Ordering::Relaxed);
@@ -209,11 +225,6 @@ pub(crate) async fn attempt(
             };
             keep_stale(scripts, left);
             Ok(GivenBack::Kept)
-        }
-        Err(error) if error.is_transient() && queued.made.elapsed() < LOST_KEPT => {
-            let refunds = &scripts.refunds;
-            refunds.start_with(scripts, |pending| pending.again.push(queued));
-            Err(error)
         }
         Err(error) => {
             counters.failed.fetch_add(1, Ordering::Relaxed);
@@ -253,12 +264,11 @@ pub(crate) async fn retry_stale_of(scripts: &Arc<Scripts>, client: &str) {
             };
             pending.stale.remove(at).1
         };
-        // Counted as stale when first tried: a success now moves it over.
-        scripts
-            .refunds
-            .counters
-            .stale
-            .fetch_sub(1, Ordering::Relaxed);
+        // Counted as stale when first tried: it is pending again, and
+        // whatever it ends as now counts instead.
+        let counters = &scripts.refunds.counters;
+        counters.pending.fetch_add(1, Ordering::Relaxed);
+        counters.stale.fetch_sub(1, Ordering::Relaxed);
         if !matches!(attempt(scripts, next).await, Ok(GivenBack::Restored)) {
             return;
         }

@@ -59,6 +59,9 @@ pub struct StoreCalls {
     /// looked up by the receipt they left in Redis; those that consumed are
     /// refunded, and counted above.
     pub replies_lost: u64,
+    /// Refunds not ended yet: queued, being sent, or waiting for Redis to
+    /// be reached again (up to 60 s).
+    pub refunds_pending: u64,
 }
 
 /// Store errors by kind, as the guarded stores counted them.
@@ -191,6 +194,11 @@ impl Gauges {
                 "store_refunds",
                 "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came, whose reply was lost, or that their caller gave back (an Envoy request another of whose clients refused): restored (taken back), stale (the client was used since, so kept: admits less, never more) or failed (kept)",
                 refunds,
+            );
+            registry.register(
+                "store_refunds_pending",
+                "Refunds not ended yet: queued, being sent, or sent again every 100 ms for up to 60 s while Redis cannot be reached",
+                ConstGauge::new(i64::try_from(calls.refunds_pending).unwrap_or(i64::MAX)),
             );
         }
     }

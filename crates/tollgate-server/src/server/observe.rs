@@ -120,6 +120,10 @@ pub struct StoreRefunds {
     /// that failed), each looked up by its receipt: those that had consumed
     /// are counted above as well.
     pub replies_lost: u64,
+    /// Refunds not ended yet: queued, being sent, or sent again while
+    /// Redis cannot be reached (for up to 60 s); each ends as one of the
+    /// first three.
+    pub pending: u64,
 }
 
 /// One master's circuit breaker, as the dashboard shows it.
@@ -217,6 +221,7 @@ impl Server {
                     stale: c.refunds_stale,
                     failed: c.refunds_failed,
                     replies_lost: c.replies_lost,
+                    pending: c.refunds_pending,
                 }
             }),
             circuits: self.inner.guarded.as_ref().map_or_else(Vec::new, |g| {
