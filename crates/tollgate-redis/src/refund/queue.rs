@@ -1,6 +1,7 @@
-//! The refunds of one store, sent by one task at a time: newest first, the
-//! ones that found their state changed kept to be tried again, and the ones
-//! Redis could not be reached for sent again under the same id.
+//! The refunds of one store, sent by one task at a time: each client's
+//! newest first and the clients' at once, the ones that found their state
+//! changed kept to be tried again, and the ones Redis could not be reached
+//! for sent again under the same id.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
