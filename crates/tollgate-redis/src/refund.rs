@@ -44,7 +44,7 @@
 //! Redis), Redis refused the connection (restarting), or did not answer
 //! within [`REFUND_TIMEOUT`]. Meanwhile the queue moves on
 //! (`refund/queue.rs`, which sends each client's refunds newest first and
-//! the clients' at once). It runs once all the same: each refund is sent
+//! up to 64 clients' at once). It runs once all the same: each refund is sent
 //! under an id of its own, and the script keeps its answer under that id,
 //! so a copy that finds it answers from it (run twice, the sliding log's
 //! undo would take out another request's units logged at the same time).

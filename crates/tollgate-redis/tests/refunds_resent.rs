@@ -16,6 +16,7 @@
 //! One `redis-server` of the test's own, behind a [`Relay`] that holds the
 //! refund's request or its reply and then cuts the connection.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, Store};
@@ -146,4 +147,68 @@ fn a_refund_that_meets_redis_restarting_is_sent_once_it_is_back() {
         server.restart();
         assert_taken_back_once(&store, &plan, &log_of_a(&server, &store)).await;
     });
+}
+
+/// The replies of one batch of checks of 100 clients, held past the checks'
+/// timeout and then released together: more clients' refunds than the
+/// store sends at once (64, so that a burst of refunds queues no more than
+/// a batch's worth of calls ahead of the decisions), every one taken back.
+#[test]
+fn a_burst_of_late_replies_of_many_clients_is_taken_back_in_full() {
+    let Some(server) = RedisServer::spawn("a_burst_of_late_replies") else {
+        return;
+    };
+    runtime().block_on(async {
+        load_scripts(&server.url()).await;
+        let relay = Relay::start(server.port());
+        let config = RedisStoreConfig {
+            prefix: "burst".into(),
+            timeout: TIMEOUT,
+            batch_max: 128,
+            ..RedisStoreConfig::default()
+        };
+        let store = RedisStore::connect(&relay.url(), config)
+            .await
+            .expect("connect");
+        let guard = Arc::new(GuardedStore::new(
+            store.clone(),
+            TIMEOUT,
+            FailurePolicy::FailClosed,
+        ));
+        let plan = Arc::new(plan());
+        relay.hold_replies();
+        let checks: Vec<_> = (0..100)
+            .map(|i| {
+                let (guard, plan) = (guard.clone(), plan.clone());
+                tokio::spawn(async move { guard.check(&plan, &format!("c{i}"), 1_000, 2).await })
+            })
+            .collect();
+        for check in checks {
+            let answer = check.await.expect("task").expect("check");
+            assert_ne!(answer.decided_by, DecidedBy::Store);
+        }
+        assert_eq!(store.call_counts().calls, 1, "one batch");
+        // The refunds' requests are held too: none is answered, so no more
+        // than 64 clients' go (watched for 300 ms after the 64th).
+        relay.hold_requests();
+        relay.release_replies();
+        let sent = || count_of(b"EVALSHA", &relay.requests_held());
+        assert!(wait_until(500, || sent() >= 64).await, "{} sent", sent());
+        let more = wait_until(30, || sent() > 64).await;
+        assert!(!more, "{} refunds sent at once", sent());
+        relay.release_requests();
+        let counts = counts_until(&store, |c| c.refunded >= 100).await;
+        let ended = (counts.refunded, counts.refunds_stale, counts.refunds_failed);
+        assert_eq!(ended, (100, 0, 0), "{counts:?}");
+        assert_eq!(counts.refunds_pending, 0, "{counts:?}");
+        for i in 0..100 {
+            let peek = store.decide(&plan, &format!("c{i}"), 1_001, 0).await;
+            assert_eq!(peek.expect("peek").limits[0].decision.remaining, 10, "c{i}");
+        }
+    });
+}
+
+/// How many times `part` occurs in `text`.
+fn count_of(part: &[u8], text: &[u8]) -> usize {
+    text.windows(part.len()).filter(|w| *w == part).count()
 }

@@ -1,11 +1,13 @@
 //! The refunds of one store, sent by one task at a time: each client's
-//! newest first and the clients' at once, the ones that found their state
-//! changed kept to be tried again, and the ones Redis could not be reached
-//! for sent again under the same id.
+//! newest first and up to 64 clients' at once, the ones that found their
+//! state changed kept to be tried again, and the ones Redis could not be
+//! reached for sent again under the same id.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+
+use tokio::task::{JoinError, JoinSet};
 
 use tollgate::GivenBack;
 
@@ -55,6 +57,15 @@ struct Pending {
     /// A task is sending refunds.
     running: bool,
 }
+
+/// At most this many clients' refunds are sent at once: a burst of refunds
+/// (the replies of a Redis stopped for a second, all late) queues at most
+/// this many calls ahead of the decisions on the connection, as one batch
+/// of [`crate::RedisStoreConfig::batch_max`]'s default does, where sending
+/// them all at once could hold the decisions behind them past their
+/// timeout; while a client's refund waits for a master that is down, the
+/// others' go on.
+const CLIENTS_AT_ONCE: usize = 64;
 
 /// The refunds of one store's connection, sent by one task at a time.
 #[derive(Default)]
@@ -123,8 +134,8 @@ impl Refunds {
 }
 
 /// Sends what is queued until nothing is left to send or to send again,
-/// each client's newest first, the clients' at once (one client's wait for
-/// a master that is down holds back no other's). Waits one turn first, so
+/// each client's newest first, up to [`CLIENTS_AT_ONCE`] clients' at once
+/// (one client's wait for a master that is down holds back no other's). Waits one turn first, so
 /// that the other replies of the same read queue theirs; refunds to be sent
 /// again go at most once every [`MOST_BETWEEN_TRIES`], with what is queued
 /// then.
@@ -162,15 +173,24 @@ async fn send(scripts: Arc<Scripts>) {
             again_sent = Instant::now();
         }
         group.sort_by_key(|queued| std::cmp::Reverse(queued.number));
-        let clients: Vec<_> = by_client(group, |queued| Some(&queued.refund.client))
-            .into_iter()
-            .map(|newest_first| tokio::spawn(send_of_one_client(scripts.clone(), newest_first)))
-            .collect();
-        for client in clients {
-            if client.await.is_err() {
-                scripts.refunds.count_failed();
+        let mut sending = JoinSet::new();
+        for newest_first in by_client(group, |queued| Some(&queued.refund.client)) {
+            if sending.len() >= CLIENTS_AT_ONCE {
+                count_if_lost(&scripts, sending.join_next().await);
             }
+            sending.spawn(send_of_one_client(scripts.clone(), newest_first));
         }
+        while let Some(ended) = sending.join_next().await {
+            count_if_lost(&scripts, Some(ended));
+        }
+    }
+}
+
+/// Counts a client's task that ended without finishing (a panic) as a
+/// failed refund.
+fn count_if_lost(scripts: &Scripts, ended: Option<Result<(), JoinError>>) {
+    if let Some(Err(_)) = ended {
+        scripts.refunds.count_failed();
     }
 }
 

@@ -45,8 +45,11 @@ impl Held {
 #[derive(Default)]
 struct Shared {
     held: Mutex<Held>,
-    /// Requests read and waiting to pass, for [`Relay::requests_waiting`].
+    /// Bytes of requests held, for [`Relay::requests_waiting`].
     requests_waiting: AtomicUsize,
+    /// Every request held since requests were last held, for
+    /// [`Relay::requests_held`].
+    held_log: Mutex<Vec<u8>>,
     released: Condvar,
     stopping: AtomicBool,
     /// Raised by [`Relay::cut`]: connections of an older generation close.
@@ -74,6 +77,28 @@ impl Shared {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
+    }
+
+    fn is_held(&self, way: Way) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .of(way)
+    }
+
+    /// Notes `bytes` of requests held.
+    fn hold(&self, bytes: &[u8]) {
+        self.requests_waiting
+            .fetch_add(bytes.len(), Ordering::SeqCst);
+        self.held_log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(bytes);
+    }
+
+    /// Notes `len` bytes of requests held passed on (or dropped).
+    fn passed(&self, len: usize) {
+        self.requests_waiting.fetch_sub(len, Ordering::SeqCst);
     }
 
     fn set_held(&self, change: impl FnOnce(&mut Held)) {
@@ -164,8 +189,14 @@ impl Relay {
     }
 
     /// From now on, requests read from the caller wait before they are
-    /// passed on to Redis.
+    /// passed on to Redis (the relay goes on reading them: see
+    /// [`Relay::requests_held`]).
     pub fn hold_requests(&self) {
+        self.shared
+            .held_log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         self.shared.set_held(|held| held.requests = true);
     }
 
@@ -174,9 +205,19 @@ impl Relay {
         self.shared.set_held(|held| held.requests = false);
     }
 
-    /// How many reads of requests wait to be passed on (held).
+    /// How many bytes of requests wait to be passed on (held).
     pub fn requests_waiting(&self) -> usize {
         self.shared.requests_waiting.load(Ordering::SeqCst)
+    }
+
+    /// Every request held since [`Relay::hold_requests`], as the caller
+    /// wrote them (Redis's protocol), passed on since or not.
+    pub fn requests_held(&self) -> Vec<u8> {
+        self.shared
+            .held_log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Closes every connection made so far, both ways, dropping the
@@ -222,31 +263,44 @@ fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, way: Way, generat
     }
     std::thread::spawn(move || {
         let mut buffer = vec![0u8; 64 * 1024];
+        // Requests read while requests are held, to be passed on once they
+        // are released (and dropped if the connection is cut first).
+        let mut held = Vec::new();
         let cut = || shared.generation() != generation;
         while !shared.stopping() && !cut() {
             let n = match from.read(&mut buffer) {
                 Ok(0) => break,
                 Ok(n) => n,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    continue
-                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => 0,
                 Err(_) => break,
             };
-            let requests = usize::from(way == Way::Requests);
-            shared
-                .requests_waiting
-                .fetch_add(requests, Ordering::SeqCst);
-            shared.wait_released(way);
-            shared
-                .requests_waiting
-                .fetch_sub(requests, Ordering::SeqCst);
+            if way == Way::Requests {
+                if shared.is_held(way) {
+                    shared.hold(&buffer[..n]);
+                    held.extend_from_slice(&buffer[..n]);
+                    continue;
+                }
+                if cut() {
+                    break;
+                }
+                if !held.is_empty() {
+                    shared.passed(held.len());
+                    if to.write_all(&std::mem::take(&mut held)).is_err() {
+                        break;
+                    }
+                }
+            } else if n > 0 {
+                shared.wait_released(way);
+            }
             if cut() {
                 break;
             }
-            if to.write_all(&buffer[..n]).is_err() {
+            if n > 0 && to.write_all(&buffer[..n]).is_err() {
                 break;
             }
         }
+        // Requests still held are dropped with the connection.
+        shared.passed(held.len());
         let _ = to.shutdown(Shutdown::Both);
         let _ = from.shutdown(Shutdown::Both);
     });
