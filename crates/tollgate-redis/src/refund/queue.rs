@@ -135,10 +135,10 @@ impl Refunds {
 
 /// Sends what is queued until nothing is left to send or to send again,
 /// each client's newest first, up to [`CLIENTS_AT_ONCE`] clients' at once
-/// (one client's wait for a master that is down holds back no other's). Waits one turn first, so
-/// that the other replies of the same read queue theirs; refunds to be sent
-/// again go at most once every [`MOST_BETWEEN_TRIES`], with what is queued
-/// then.
+/// (one client's wait for a master that is down holds back no other's).
+/// Waits one turn first, so that the other replies of the same read queue
+/// theirs; refunds to be sent again go at most once every
+/// [`MOST_BETWEEN_TRIES`], with what is queued then.
 async fn send(scripts: Arc<Scripts>) {
     let mut place = TaskPlace::new(|| scripts.refunds.lock().running = false);
     tokio::task::yield_now().await;
