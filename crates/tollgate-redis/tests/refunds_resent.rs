@@ -45,17 +45,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// answered, then 2 more at the same millisecond in a check given up on at
 /// `TIMEOUT` (answered by the failure policy) whose reply the relay holds.
 async fn a_late_reply(server: &RedisServer, prefix: &str) -> (Relay, RedisStore, Plan) {
-    load_scripts(&server.url()).await;
-    let relay = Relay::start(server.port());
-    let config = RedisStoreConfig {
-        prefix: prefix.into(),
-        timeout: TIMEOUT,
-        batch_max: 1,
-        ..RedisStoreConfig::default()
-    };
-    let store = RedisStore::connect(&relay.url(), config)
-        .await
-        .expect("connect");
+    let (relay, store) = behind_a_relay(server, prefix, 1).await;
     let plan = plan();
     store.decide(&plan, "a", 1_000, 4).await.expect("decided");
     let guard = GuardedStore::new(store.clone(), TIMEOUT, FailurePolicy::FailClosed);
@@ -63,6 +53,28 @@ async fn a_late_reply(server: &RedisServer, prefix: &str) -> (Relay, RedisStore,
     let answer = guard.check(&plan, "a", 1_000, 2).await.expect("check");
     assert_ne!(answer.decided_by, DecidedBy::Store);
     (relay, store, plan)
+}
+
+/// A store on `server` through a relay of its own (keys under `prefix`,
+/// timeout `TIMEOUT`, batches of up to `batch_max`), the scripts loaded (a
+/// first call's NOSCRIPT would be held too).
+async fn behind_a_relay(
+    server: &RedisServer,
+    prefix: &str,
+    batch_max: usize,
+) -> (Relay, RedisStore) {
+    load_scripts(&server.url()).await;
+    let relay = Relay::start(server.port());
+    let config = RedisStoreConfig {
+        prefix: prefix.into(),
+        timeout: TIMEOUT,
+        batch_max,
+        ..RedisStoreConfig::default()
+    };
+    let store = RedisStore::connect(&relay.url(), config)
+        .await
+        .expect("connect");
+    (relay, store)
 }
 
 /// The late reply passes, and the refund it causes waits in the relay on
@@ -159,17 +171,7 @@ fn a_burst_of_late_replies_of_many_clients_is_taken_back_in_full() {
         return;
     };
     runtime().block_on(async {
-        load_scripts(&server.url()).await;
-        let relay = Relay::start(server.port());
-        let config = RedisStoreConfig {
-            prefix: "burst".into(),
-            timeout: TIMEOUT,
-            batch_max: 128,
-            ..RedisStoreConfig::default()
-        };
-        let store = RedisStore::connect(&relay.url(), config)
-            .await
-            .expect("connect");
+        let (relay, store) = behind_a_relay(&server, "burst", 128).await;
         let guard = Arc::new(GuardedStore::new(
             store.clone(),
             TIMEOUT,
