@@ -18,12 +18,12 @@ def cli(port, *args):
     return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True).stdout
 
 
-def start_redis(work, cluster, extra=()):
-    """One redis-server, or three joined into a cluster, in `work`, without
-    persistence; waits (bounded) until they answer, and the cluster is ok.
-    Returns their ports, their processes and the `[store]` line that
-    reaches them."""
-    ports = [free_port() for _ in range(3 if cluster else 1)]
+def start_redis(work, cluster, extra=(), replicas=0):
+    """One redis-server, or three masters joined into a cluster (each with
+    `replicas` replicas), in `work`, without persistence; waits (bounded)
+    until they answer, and the cluster is ok. Returns their ports, their
+    processes and the `[store]` line that reaches them."""
+    ports = [free_port() for _ in range(3 * (1 + replicas) if cluster else 1)]
     processes = []
     for i, port in enumerate(ports):
         args = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", work, *extra]
@@ -38,10 +38,13 @@ def start_redis(work, cluster, extra=()):
     if not cluster:
         return ports, processes, f'url = "redis://127.0.0.1:{ports[0]}"'
     subprocess.run(["redis-cli", "-p", str(ports[0]), "--cluster", "create"]
-                   + [f"127.0.0.1:{p}" for p in ports] + ["--cluster-yes"],
+                   + [f"127.0.0.1:{p}" for p in ports]
+                   + ["--cluster-replicas", str(replicas), "--cluster-yes"],
                    stdout=subprocess.DEVNULL, check=True)
     for _ in range(100):
-        if all("cluster_state:ok" in cli(p, "CLUSTER", "INFO") for p in ports):
+        synced = [p for p in ports if "master_link_status:up" in cli(p, "INFO", "replication")]
+        if all("cluster_state:ok" in cli(p, "CLUSTER", "INFO") for p in ports) and \
+                len(synced) == 3 * replicas:
             break
         time.sleep(0.1)
     seeds = ", ".join(f'"redis://127.0.0.1:{p}"' for p in ports)

@@ -80,8 +80,8 @@ pub enum RedisStoreError {
 
 impl RedisStoreError {
     /// True when trying again later may succeed (connection lost or refused,
-    /// timeout, cluster failing over or loading, script busy): the failure
-    /// policy applies. False for errors that retrying cannot fix.
+    /// timeout, cluster failing over or loading, script busy, too few
+    /// replicas in sync): the failure policy applies. False for errors that retrying cannot fix.
     pub fn is_transient(&self) -> bool {
         match self {
             RedisStoreError::Timeout(_)
@@ -141,6 +141,10 @@ pub const TRANSIENT_CODES: &[&str] = &[
     // maxmemory reached with noeviction: keys expire and free memory (the
     // script hits it at its first write, so nothing was written).
     "OOM",
+    // min-replicas-to-write is set and too few replicas are up to date: a
+    // replica catches up or comes back (hit at the script's first write,
+    // like OOM, so nothing was written).
+    "NOREPLICAS",
     // Redirections the cluster client follows itself; seen only when it gave up.
     "MOVED",
     "ASK",

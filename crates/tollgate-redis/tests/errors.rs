@@ -213,6 +213,55 @@ fn a_replica_answers_readonly_then_masterdown_both_transient() {
     });
 }
 
+/// A master told to refuse writes while too few replicas are in sync
+/// (`min-replicas-to-write`, what bounds the writes an unplanned failover
+/// can lose) answers `NOREPLICAS` at the script's first write: transient,
+/// answered by the failure policy, nothing written; and once a replica is
+/// in sync the store decides again.
+#[test]
+fn too_few_replicas_in_sync_is_noreplicas_transient_and_writes_nothing() {
+    let Some(master) = RedisServer::spawn("noreplicas") else {
+        return;
+    };
+    let set = |name: &str, value: &str| master.cli(&["CONFIG", "SET", name, value]);
+    assert_eq!(set("min-replicas-to-write", "1").trim(), "OK");
+    assert_eq!(set("min-replicas-max-lag", "10").trim(), "OK");
+    // The replica below syncs at once rather than after the default 5 s.
+    assert_eq!(set("repl-diskless-sync-delay", "0").trim(), "OK");
+    runtime().block_on(async {
+        let store = RedisStore::connect(&master.url(), config())
+            .await
+            .expect("connect");
+        let error = store
+            .decide(&plan(), "c", 0, 1)
+            .await
+            .expect_err("NOREPLICAS");
+        assert_classified(&error, "NOREPLICAS", true);
+        assert_eq!(master.cli(&["DBSIZE"]).trim(), "0", "nothing written");
+        let guard = GuardedStore::new(store, Duration::from_secs(5), FailurePolicy::FailClosed);
+        let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
+        assert_eq!(
+            answer.decided_by,
+            DecidedBy::Failure(FailurePolicy::FailClosed)
+        );
+        assert_eq!(master.cli(&["DBSIZE"]).trim(), "0", "nothing written");
+
+        let port = master.port().to_string();
+        let _replica = RedisServer::spawn_with("noreplicas", &["--replicaof", "127.0.0.1", &port])
+            .expect("replica");
+        assert!(
+            wait_for(250, || master
+                .cli(&["INFO", "replication"])
+                .contains("min_slaves_good_slaves:1")),
+            "the replica never got in sync"
+        );
+        let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
+        assert_eq!(answer.decided_by, DecidedBy::Store);
+        assert!(answer.allowed);
+        assert_ne!(master.cli(&["DBSIZE"]).trim(), "0", "decided and written");
+    });
+}
+
 #[test]
 fn a_cluster_node_without_the_slot_answers_clusterdown_transient() {
     let Some(server) = RedisServer::spawn_with("clusterdown", &["--cluster-enabled", "yes"]) else {

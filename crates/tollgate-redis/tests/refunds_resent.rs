@@ -10,8 +10,9 @@
 //! nothing back twice (the sliding log's undo, run twice, would take out
 //! another request's units logged at the same time, and over-admit).
 //!
-//! The same when Redis cannot be reached for a while (it restarts): the
-//! refund is sent again, every 100 ms, for up to a minute.
+//! The same when Redis cannot be reached for a while (it restarts), or
+//! refuses writes for a while (too few replicas in sync): the refund is
+//! sent again, every 100 ms, for up to a minute.
 //!
 //! One `redis-server` of the test's own, behind a [`Relay`] that holds the
 //! refund's request or its reply and then cuts the connection.
@@ -157,6 +158,48 @@ fn a_refund_that_meets_redis_restarting_is_sent_once_it_is_back() {
         let counts = store.call_counts();
         assert_eq!((counts.refunds_failed, counts.refunds_pending), (0, 1));
         server.restart();
+        assert_taken_back_once(&store, &plan, &log_of_a(&server, &store)).await;
+    });
+}
+
+/// Redis refuses the refund's writes for a while (`min-replicas-to-write`
+/// with no replica in sync: `NOREPLICAS`, at the script's first write): the
+/// refund is sent again until a replica is in sync, and then takes back.
+#[test]
+fn a_refund_that_meets_too_few_replicas_is_sent_once_one_is_in_sync() {
+    let Some(server) = RedisServer::spawn("a_refund_that_meets_too_few_replicas") else {
+        return;
+    };
+    runtime().block_on(async {
+        let (relay, store, plan) = a_late_reply(&server, "refund-noreplicas").await;
+        refund_held_on_its_way_in(&relay, &store).await;
+        for (name, value) in [
+            ("min-replicas-to-write", "1"),
+            ("repl-diskless-sync-delay", "0"),
+        ] {
+            assert_eq!(server.cli(&["CONFIG", "SET", name, value]).trim(), "OK");
+        }
+        relay.release_requests();
+        let refused = wait_until(500, || {
+            server
+                .cli(&["INFO", "errorstats"])
+                .contains("errorstat_NOREPLICAS")
+        })
+        .await;
+        assert!(refused, "the refund never met NOREPLICAS");
+        let counts = store.call_counts();
+        assert_eq!((counts.refunds_failed, counts.refunds_pending), (0, 1));
+        assert!(
+            log_of_a(&server, &store).contains("1000:6:"),
+            "not taken back yet"
+        );
+
+        let port = server.port().to_string();
+        let replica = RedisServer::spawn_with(
+            "a_refund_that_meets_too_few_replicas",
+            &["--replicaof", "127.0.0.1", &port],
+        );
+        let _replica = replica.expect("replica");
         assert_taken_back_once(&store, &plan, &log_of_a(&server, &store)).await;
     });
 }
