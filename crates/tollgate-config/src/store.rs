@@ -69,9 +69,11 @@ impl StoreHandle {
     /// so that a wrong password or an untrusted certificate stops start-up
     /// with an error saying which, instead of every call failing later.
     /// A Redis that does not answer (refused, or silent for
-    /// [`STARTUP_CHECK_TIMEOUT`]) may simply not be up yet: that is logged
-    /// as an error naming the node and why, and the store connects in the
-    /// background, its failure policy answering until Redis is up.
+    /// [`STARTUP_CHECK_TIMEOUT`]), or answers that it is not ready (still
+    /// loading its data set after a restart, a cluster not serving yet),
+    /// may simply not be up yet: that is logged as an error naming the node
+    /// and why, and the store connects in the background, its failure
+    /// policy answering until Redis is up.
     ///
     /// # Errors
     /// As [`StoreHandle::for_config`], and [`Error::Redis`] for a Redis
@@ -86,7 +88,7 @@ impl StoreHandle {
                 tracing::info!(redis = %target.redacted(), "limit state in Redis (connected)");
                 return Ok(StoreHandle::Redis(Arc::new(store)));
             }
-            Ok(Err(e)) if !e.is_unreachable() => {
+            Ok(Err(e)) if !e.is_not_up_yet() => {
                 return Err(Error::Redis {
                     url: target.redacted(),
                     reason: e.to_string(),
@@ -98,7 +100,7 @@ impl StoreHandle {
                 target.redacted()
             ),
         };
-        tracing::error!(redis = %target.redacted(), %error, "Redis is unreachable at start-up; the failure policy answers until it is up");
+        tracing::error!(redis = %target.redacted(), %error, "Redis is unreachable or not ready at start-up; the failure policy answers until it is up");
         Self::for_config(config)
     }
 

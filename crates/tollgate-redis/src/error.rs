@@ -81,7 +81,7 @@ pub enum RedisStoreError {
 impl RedisStoreError {
     /// True when trying again later may succeed (connection lost or refused,
     /// timeout, cluster failing over or loading, script busy, too few
-    /// replicas in sync): the failure policy applies. False for errors that retrying cannot fix.
+    /// replicas in sync, a snapshot failing): the failure policy applies. False for errors that retrying cannot fix.
     pub fn is_transient(&self) -> bool {
         match self {
             RedisStoreError::Timeout(_)
@@ -145,6 +145,10 @@ pub const TRANSIENT_CODES: &[&str] = &[
     // replica catches up or comes back (hit at the script's first write,
     // like OOM, so nothing was written).
     "NOREPLICAS",
+    // A snapshot failed (disk full, or not writable) and
+    // stop-writes-on-bgsave-error is on: writes are refused until one
+    // succeeds (hit at the script's first write, so nothing was written).
+    "MISCONF",
     // Redirections the cluster client follows itself; seen only when it gave up.
     "MOVED",
     "ASK",
@@ -228,17 +232,22 @@ fn connect_hint(e: &redis::RedisError) -> &'static str {
 }
 
 impl RedisStoreError {
-    /// True for a first connection that failed because nothing answered
-    /// (refused, timed out, or the connection broke before Redis said
-    /// anything): Redis may simply not be up yet, so a service may start
-    /// and let its failure policy answer until it is. False for a wrong
-    /// password or an untrusted certificate, which no wait can fix, and for
-    /// every other error.
-    pub fn is_unreachable(&self) -> bool {
+    /// True for a first connection that failed in a way waiting may fix:
+    /// nothing answered (refused, timed out, or the connection broke before
+    /// Redis said anything), or Redis answered with a transient error (still
+    /// loading its data set after a restart, a cluster not serving yet: see
+    /// [`TRANSIENT_CODES`]). Redis may simply not be up yet, so a service
+    /// may start and let its failure policy answer until it is. False for a
+    /// wrong password or an untrusted certificate, which no wait can fix,
+    /// and for every other error.
+    pub fn is_not_up_yet(&self) -> bool {
         match self {
             RedisStoreError::Connect { source, .. } => match ConnectCause::of(source) {
                 ConnectCause::Refused | ConnectCause::TimedOut => true,
-                ConnectCause::Other => source.code().is_none() && source.is_io_error(),
+                ConnectCause::Other => match source.code() {
+                    Some(code) => TRANSIENT_CODES.contains(&code),
+                    None => source.is_io_error(),
+                },
                 ConnectCause::WrongCredentials | ConnectCause::UntrustedCertificate => false,
             },
             _ => false,

@@ -262,6 +262,53 @@ fn too_few_replicas_in_sync_is_noreplicas_transient_and_writes_nothing() {
     });
 }
 
+/// A Redis whose snapshot failed (here its directory is gone; in
+/// production, a full disk) refuses writes while it keeps snapshots
+/// (`stop-writes-on-bgsave-error`, on by default) with `MISCONF`, at the
+/// script's first write: transient, answered by the failure policy,
+/// nothing written; and once writes are allowed again the store decides.
+#[test]
+fn a_redis_that_cannot_save_answers_misconf_transient_and_writes_nothing() {
+    let dir = std::env::temp_dir().join(format!("tollgate-misconf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create the directory");
+    let dir_arg = dir.to_str().expect("a UTF-8 path").to_owned();
+    let Some(server) = RedisServer::spawn_with("misconf", &["--dir", &dir_arg]) else {
+        return;
+    };
+    std::fs::remove_dir_all(&dir).expect("remove the directory");
+    assert_eq!(
+        server.cli(&["CONFIG", "SET", "save", "3600 1"]).trim(),
+        "OK"
+    );
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), config())
+            .await
+            .expect("connect");
+        server.cli(&["BGSAVE"]);
+        assert!(
+            wait_for(250, || server
+                .cli(&["INFO", "persistence"])
+                .contains("rdb_last_bgsave_status:err")),
+            "the snapshot never failed"
+        );
+        let error = store.decide(&plan(), "c", 0, 1).await.expect_err("MISCONF");
+        assert_classified(&error, "MISCONF", true);
+        let guard = GuardedStore::new(store, Duration::from_secs(5), FailurePolicy::FailClosed);
+        let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
+        assert_eq!(
+            answer.decided_by,
+            DecidedBy::Failure(FailurePolicy::FailClosed)
+        );
+        assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "nothing written");
+
+        // No snapshots kept: writes are allowed again.
+        assert_eq!(server.cli(&["CONFIG", "SET", "save", ""]).trim(), "OK");
+        let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
+        assert_eq!(answer.decided_by, DecidedBy::Store);
+        assert_ne!(server.cli(&["DBSIZE"]).trim(), "0", "decided and written");
+    });
+}
+
 #[test]
 fn a_cluster_node_without_the_slot_answers_clusterdown_transient() {
     let Some(server) = RedisServer::spawn_with("clusterdown", &["--cluster-enabled", "yes"]) else {

@@ -1,0 +1,68 @@
+//! `StoreHandle::connect` at start-up, against a real `redis-server` the
+//! test starts itself: a Redis that is not ready yet (still loading its data
+//! set, as after a restart) lets the service start, its failure policy
+//! answering until Redis is up, as one that does not answer at all does;
+//! the store then decides once Redis has loaded.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tollgate::{AnyPolicy, Limit, Plan};
+use tollgate_config::{Config, StoreHandle};
+use tollgate_redis::testing::{raw_command, wait_for, RedisServer};
+
+#[test]
+fn a_redis_still_loading_at_start_up_lets_the_service_start() {
+    let debug = ["--enable-debug-command", "yes"];
+    let Some(server) = RedisServer::spawn_with("start_up_loading", &debug) else {
+        return;
+    };
+    // About a second of loading: 20,000 keys at 50 µs each.
+    assert_eq!(server.cli(&["DEBUG", "POPULATE", "20000"]).trim(), "OK");
+    for (key, value) in [
+        ("key-load-delay", "50"),
+        ("loading-process-events-interval-bytes", "1024"),
+    ] {
+        assert_eq!(server.cli(&["CONFIG", "SET", key, value]).trim(), "OK");
+    }
+    let mut reload = Command::new("redis-cli")
+        .args(["-p", &server.port().to_string(), "DEBUG", "RELOAD"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("run redis-cli");
+    let loading = wait_for(250, || {
+        raw_command(server.port(), "PING").is_some_and(|r| r.starts_with("-LOADING"))
+    });
+    assert!(loading, "Redis never said LOADING");
+
+    let text = format!(
+        "[[plans.default]]\nname = \"s\"\npolicy = \"sliding-window\"\nlimit = 5\nwindow = \"1h\"\n\
+         [store]\nurl = \"{}\"\n",
+        server.url()
+    );
+    let config = Config::parse(&text).expect("config");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let handle = StoreHandle::connect(&config).await;
+        let Ok(StoreHandle::Redis(store)) = handle else {
+            panic!("start-up stopped for a Redis still loading");
+        };
+        let _ = reload.wait();
+        let policy = AnyPolicy::from_name("sliding-window", 5, 3_600_000).expect("policy");
+        let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
+        // Loaded: the store decides (after a reconnect at most).
+        let mut decided = None;
+        for _ in 0..20 {
+            if let Ok(decision) = store.decide(&plan, "c", 0, 1).await {
+                decided = Some(decision);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let decided = decided.expect("the store never decided once Redis had loaded");
+        assert_eq!(decided.limits[0].decision.remaining, 4);
+    });
+}
