@@ -465,3 +465,41 @@ fn a_password_changed_after_start_up_is_a_permanent_error() {
         );
     });
 }
+
+/// A Redis at its `maxclients` refuses every new connection (it writes `ERR
+/// max number of clients reached` and closes it, which redis-rs reports as
+/// the connection dropping) until one closes: transient, and at start-up a
+/// Redis not up yet rather than a mistake in the configuration.
+#[test]
+fn a_redis_at_its_client_limit_is_transient_and_not_up_yet() {
+    let Some(server) = RedisServer::spawn("client_limit") else {
+        return;
+    };
+    assert_eq!(
+        server.cli(&["CONFIG", "SET", "maxclients", "1"]).trim(),
+        "OK"
+    );
+    // The one connection allowed, held by someone else.
+    let held = std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
+    runtime().block_on(async {
+        let Err(error) = RedisStore::connect(&server.url(), config()).await else {
+            panic!("connected past maxclients");
+        };
+        let RedisStoreError::Connect { source, .. } = &error else {
+            panic!("not a connection error: {error:?}");
+        };
+        assert!(error.is_not_up_yet(), "{error}");
+        assert!(
+            RedisStoreError::Redis(source.clone()).is_transient(),
+            "{error}"
+        );
+        drop(held);
+        assert!(
+            wait_for(100, || raw_command(server.port(), "PING").as_deref()
+                == Some("+PONG\r\n")),
+            "the connection never freed up"
+        );
+        let store = RedisStore::connect(&server.url(), config()).await;
+        assert!(store.is_ok(), "{:?}", store.err());
+    });
+}
