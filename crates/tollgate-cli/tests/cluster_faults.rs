@@ -3,7 +3,9 @@
 //! while serve is under load: a master killed and restarted, or stalled
 //! (SIGSTOP) and woken (only the clients on its slots get the failure policy
 //! meanwhile, and what they were refused takes nothing), and, with
-//! replicas, a `CLUSTER FAILOVER` (what a caller sees, how long it takes).
+//! replicas, a `CLUSTER FAILOVER` (what a caller sees, how long it takes)
+//! and a master killed so that its replica takes over (how long its
+//! clients get the failure policy, and that nothing is lost).
 //!
 //! The circuit breaker has its defaults (it opens after 5 consecutive
 //! failures): it is one per master, so a dead master's failures open the
@@ -307,6 +309,70 @@ async fn a_stalled_master_fails_only_its_clients_and_loses_nothing() {
         "decided by the store again {:?} after the stall",
         woken_at.elapsed()
     );
+}
+
+/// With one replica per master, the master holding some clients killed
+/// (SIGKILL: no hand-over, unlike `CLUSTER FAILOVER` below) while serve
+/// decides for them all the time: the cluster promotes its replica
+/// (`cluster-node-timeout`, 1 s, then an election), the dead master's
+/// clients get the failure policy meanwhile and are decided by the store
+/// again once it finds the new master, and the other masters' clients are
+/// decided by the store throughout. Nothing is lost or counted twice: the
+/// replica had every write before the kill (the test waits for it, as a
+/// quiet master's replica has), and afterwards each client has used exactly
+/// what the store's own answers allowed. Measured here: about 3 s of
+/// failure policy (printed); asserted under 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_master_is_replaced_by_its_replica_and_its_clients_are_decided_again() {
+    let mut options = ClusterOptions::one_master_may_fail();
+    options.replicas_per_master = 1;
+    let Some(mut t) = OneMasterDown::start_with("killed_master_replaced", &options).await else {
+        return;
+    };
+    let replica = replica_of(&t.cluster, t.victim);
+    let synced = tollgate_redis::testing::wait_for(200, || {
+        t.cluster.nodes()[replica].cli(&["DBSIZE"]) == t.cluster.nodes()[t.victim].cli(&["DBSIZE"])
+    });
+    assert!(synced, "the replica caught up");
+    // Each client was decided by the store once, by the set-up.
+    let mut used: Vec<u64> = vec![1; t.on_victim.len()];
+    t.cluster.nodes_mut()[t.victim].kill();
+    let killed = Instant::now();
+    let mut seen = std::collections::BTreeMap::<String, u32>::new();
+    let mut back = None;
+    while back.is_none() && killed.elapsed() < Duration::from_secs(30) {
+        let mut all_by_store = true;
+        for (client, used) in t.on_victim.iter().zip(&mut used) {
+            let answer = decided_by(&t.http, &t.serve, client).await;
+            if answer == "store" {
+                *used += 1;
+            } else {
+                all_by_store = false;
+            }
+            *seen.entry(answer).or_default() += 1;
+        }
+        for client in &t.others {
+            let answer = decided_by(&t.http, &t.serve, client).await;
+            assert_eq!(answer, "store", "{client}");
+        }
+        if all_by_store && seen.contains_key("fail-closed") {
+            back = Some(killed.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("master killed: its clients decided by the store again after {back:?}: {seen:?}");
+    let back = back.expect("the dead master's clients decided by the store again within 30 s");
+    assert!(
+        seen.keys().all(|k| k == "store" || k == "fail-closed"),
+        "a caller sees the store or the failure policy, nothing else: {seen:?}"
+    );
+    assert!(back < Duration::from_secs(30));
+    let role = t.cluster.nodes()[replica].cli(&["ROLE"]);
+    assert!(role.starts_with("master"), "the replica took over: {role}");
+    for (client, used) in t.on_victim.iter().zip(used) {
+        let remaining = remaining_by_store(&t.http, &t.serve, client).await;
+        assert_eq!(remaining, 1_000_000 - used, "{client}");
+    }
 }
 
 /// `GET /v1/remaining/{client}` (cost 0) until the store answers it
