@@ -23,12 +23,11 @@ promoted still has a replica and takes writes.
 """
 import http.client, json, os, re, signal, sys, tempfile, threading, time
 
-from drills import cli, start_redis, start_serve
+from drills import cli, counted_by_redis, one_client_config, start_redis, start_serve
 
 BIN = sys.argv[1]
 SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 5.0
 KILL_AT = float(os.environ.get("KILL_AT", "2"))
-LIMIT = 1_000_000
 CLIENT = "drill"
 
 work = tempfile.mkdtemp()
@@ -37,18 +36,8 @@ lag = os.environ.get("MIN_REPLICAS_LAG")
 if lag:
     extra += ["--min-replicas-to-write", "1", "--min-replicas-max-lag", lag]
 rports, redises, store = start_redis(work, cluster=True, extra=extra, replicas=2 if lag else 1)
-serve, hport = start_serve(BIN, work, f"""[[plans.default]]
-name = "1h"
-policy = "sliding-window"
-limit = {LIMIT}
-window = "1h"
-[store]
-{store}
-failure_policy = "fail-closed"
-timeout = "100ms"
-[envoy]
-grpc_listen = "off"
-""")
+serve, hport = start_serve(BIN, work, one_client_config(store))
+
 
 def port_of_master(slot):
     """The port of the master serving `slot`, by CLUSTER NODES."""
@@ -107,16 +96,7 @@ redises[victim].kill()
 for r in replicas: redises[r].send_signal(signal.SIGCONT)
 for t in threads: t.join()
 time.sleep(float(os.environ.get("SETTLE", "3")))
-c = http.client.HTTPConnection("127.0.0.1", hport, timeout=5)
-for _ in range(100):
-    c.request("GET", f"/v1/remaining/{CLIENT}")
-    d = json.loads(c.getresponse().read())
-    if d.get("decided_by") == "store":
-        break
-    time.sleep(0.1)
-if d.get("decided_by") != "store":
-    sys.exit(f"the store did not answer after the drill: {d}")
-counted = LIMIT - d["limits"][0]["remaining"]
+counted = counted_by_redis(hport, CLIENT)
 serve.terminate(); serve.wait()
 for r in redises:
     r.kill(); r.wait()

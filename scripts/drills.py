@@ -1,8 +1,10 @@
-"""What the fault drills share (drill-client-kill.py, drill-master-down.py):
-private redis-server processes on free loopback ports, one node or a
-three-master cluster, and `tollgate serve` started on them and waited for.
-Never the shared Redis on 6379."""
-import http.client, os, socket, subprocess, time
+"""What the fault drills share (drill-client-kill.py, drill-master-down.py,
+drill-failover.py): private redis-server processes on free loopback ports,
+one node or a three-master cluster (with replicas if asked), and `tollgate
+serve` started on them and waited for; for the drills that hammer one
+client, its config and the uses Redis counted for it afterwards. Never the
+shared Redis on 6379."""
+import http.client, json, os, socket, subprocess, sys, time
 
 
 def free_port():
@@ -67,3 +69,41 @@ def start_serve(binary, work, config):
         except OSError:
             time.sleep(0.05)
     return serve, port
+
+
+# One client hammered under a limit no drill reaches, so that the store
+# allows every request it decides: what Redis counts must equal those.
+ONE_CLIENT_LIMIT = 1_000_000
+
+
+def one_client_config(store, extra=""):
+    """serve's config for the one-client drills: one sliding-window limit of
+    ONE_CLIENT_LIMIT per hour on `store`, fail-closed, a 100 ms timeout,
+    `extra` lines added to `[store]`, gRPC off."""
+    return f"""[[plans.default]]
+name = "1h"
+policy = "sliding-window"
+limit = {ONE_CLIENT_LIMIT}
+window = "1h"
+[store]
+{store}
+failure_policy = "fail-closed"
+timeout = "100ms"
+{extra}
+[envoy]
+grpc_listen = "off"
+"""
+
+
+def counted_by_redis(port, client):
+    """The uses Redis counts for `client`, asked of serve on `port` until
+    the store answers (bounded: 10 s); exits when it never does."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    for _ in range(100):
+        c.request("GET", f"/v1/remaining/{client}")
+        d = json.loads(c.getresponse().read())
+        # The first call after a fault may still meet a dropped connection.
+        if d.get("decided_by") == "store":
+            return ONE_CLIENT_LIMIT - d["limits"][0]["remaining"]
+        time.sleep(0.1)
+    sys.exit(f"the store did not answer after the drill: {d}")
