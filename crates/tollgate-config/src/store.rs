@@ -70,7 +70,7 @@ impl StoreHandle {
     /// with an error saying which, instead of every call failing later.
     /// A Redis that does not answer (refused, or silent for
     /// [`STARTUP_CHECK_TIMEOUT`]), or answers that it is not ready (still
-    /// loading its data set after a restart, a cluster not serving yet),
+    /// loading its data set after a restart, or another transient error),
     /// may simply not be up yet: that is logged as an error naming the node
     /// and why, and the store connects in the background, its failure
     /// policy answering until Redis is up.

@@ -235,7 +235,7 @@ impl RedisStoreError {
     /// True for a first connection that failed in a way waiting may fix:
     /// nothing answered (refused, timed out, or the connection broke before
     /// Redis said anything), or Redis answered with a transient error (still
-    /// loading its data set after a restart, a cluster not serving yet: see
+    /// loading its data set after a restart, or another of
     /// [`TRANSIENT_CODES`]). Redis may simply not be up yet, so a service
     /// may start and let its failure policy answer until it is. False for a
     /// wrong password or an untrusted certificate, which no wait can fix,
