@@ -81,7 +81,8 @@ pub enum RedisStoreError {
 impl RedisStoreError {
     /// True when trying again later may succeed (connection lost or refused,
     /// timeout, cluster failing over or loading, script busy, too few
-    /// replicas in sync, a snapshot failing): the failure policy applies. False for errors that retrying cannot fix.
+    /// replicas in sync, a snapshot failing): the failure policy applies.
+    /// False for errors that retrying cannot fix.
     pub fn is_transient(&self) -> bool {
         match self {
             RedisStoreError::Timeout(_)
