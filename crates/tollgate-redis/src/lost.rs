@@ -21,7 +21,9 @@
 //! (compare and restore; one client's calls newest first) and removes the
 //! receipt, in one script: so a claim whose own answer is lost (the
 //! connection dropped again) is simply sent again, and a call is taken back
-//! at most once.
+//! at most once. The claims of many clients (the calls in flight on a
+//! connection that dropped) go at most 64 at a time, as refunds do
+//! (`CLIENTS_AT_ONCE`).
 //!
 //! A claim that cannot reach Redis (it is still down, or restarting) is
 //! tried again, for up to [`LOST_KEPT`]; the call stays open meanwhile, so
@@ -37,7 +39,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::by_client::by_client;
+use tokio::sync::Semaphore;
+
+use crate::by_client::{by_client, CLIENTS_AT_ONCE};
 use crate::call::{Arg, Call, Claimed, Scripts};
 use crate::receipts::OpenReceipt;
 use crate::refund::REFUND_TIMEOUT;
@@ -70,11 +74,26 @@ struct Pending {
 }
 
 /// The lost calls of one store's connection, claimed by one task at a time.
-#[derive(Default)]
 pub(crate) struct LostCalls {
     pending: Mutex<Pending>,
     /// Lost calls queued so far ([`crate::CallCounts::replies_lost`]).
     pub(crate) queued: AtomicU64,
+    /// One permit per claim on its way to Redis, [`CLIENTS_AT_ONCE`] in
+    /// all. A client's task holds one only while its claim is sent, not
+    /// while it waits for its calls' deadlines or for Redis to come back,
+    /// so that a client waiting on a master that is down holds back no
+    /// other's claim.
+    sending: Semaphore,
+}
+
+impl Default for LostCalls {
+    fn default() -> Self {
+        Self {
+            pending: Mutex::default(),
+            queued: AtomicU64::default(),
+            sending: Semaphore::new(CLIENTS_AT_ONCE),
+        }
+    }
 }
 
 impl LostCalls {
@@ -114,7 +133,8 @@ impl LostCalls {
 /// Claims what is queued until the queue is empty, after one turn, so that
 /// the other calls of the same lost batch or connection queue theirs.
 /// Each client's calls go in one claim (which takes them back newest
-/// first), the clients' at once, each from a task of its own: while they
+/// first), the clients' at once, each from a task of its own, up to
+/// [`CLIENTS_AT_ONCE`] claims on their way to Redis at a time: while they
 /// wait, the group's calls stay open, and every call of the store keeps
 /// the receipts it would otherwise drop.
 async fn claim_all(scripts: Arc<Scripts>) {
@@ -170,7 +190,11 @@ async fn claim(scripts: &Arc<Scripts>, calls: &[&Call]) {
     let started = Instant::now();
     let mut pause = Duration::from_millis(2);
     loop {
-        let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.claim(calls)).await;
+        let answer = {
+            // Never closed, so a permit always comes.
+            let _sending = scripts.lost.sending.acquire().await;
+            tokio::time::timeout(REFUND_TIMEOUT, scripts.claim(calls)).await
+        };
         let wait = match answer {
             Ok(Ok(Claimed::Calls(claimed))) => {
                 for restored in claimed.into_iter().flatten() {

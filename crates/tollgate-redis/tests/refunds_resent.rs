@@ -14,6 +14,9 @@
 //! refuses writes for a while (too few replicas in sync): the refund is
 //! sent again, every 100 ms, for up to a minute.
 //!
+//! A burst of refunds of many clients, or of claims of their lost calls,
+//! goes at most 64 clients at a time.
+//!
 //! One `redis-server` of the test's own, behind a [`Relay`] that holds the
 //! refund's request or its reply and then cuts the connection.
 
@@ -23,7 +26,7 @@ use std::time::Duration;
 use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, Store};
 use tollgate_guard::GuardedStore;
 use tollgate_redis::testing::{counts_until, load_scripts, wait_until, RedisServer, Relay};
-use tollgate_redis::{RedisStore, RedisStoreConfig};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RESPONSE_TIMEOUT};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
 
@@ -214,43 +217,88 @@ fn a_burst_of_late_replies_of_many_clients_is_taken_back_in_full() {
         return;
     };
     runtime().block_on(async {
-        let (relay, store) = behind_a_relay(&server, "burst", 128).await;
-        let guard = Arc::new(GuardedStore::new(
-            store.clone(),
-            TIMEOUT,
-            FailurePolicy::FailClosed,
-        ));
-        let plan = Arc::new(plan());
-        relay.hold_replies();
-        let checks: Vec<_> = (0..100)
-            .map(|i| {
-                let (guard, plan) = (guard.clone(), plan.clone());
-                tokio::spawn(async move { guard.check(&plan, &format!("c{i}"), 1_000, 2).await })
-            })
-            .collect();
-        for check in checks {
-            let answer = check.await.expect("task").expect("check");
-            assert_ne!(answer.decided_by, DecidedBy::Store);
-        }
-        assert_eq!(store.call_counts().calls, 1, "one batch");
+        let (relay, store, plan) = a_batch_of_100_clients_held(&server, "burst").await;
         // The refunds' requests are held too: none is answered, so no more
         // than 64 clients' go (watched for 300 ms after the 64th).
         relay.hold_requests();
         relay.release_replies();
-        let sent = || count_of(b"EVALSHA", &relay.requests_held());
-        assert!(wait_until(500, || sent() >= 64).await, "{} sent", sent());
-        let more = wait_until(30, || sent() > 64).await;
-        assert!(!more, "{} refunds sent at once", sent());
+        assert_64_sent_and_no_more(&relay).await;
         relay.release_requests();
-        let counts = counts_until(&store, |c| c.refunded >= 100).await;
-        let ended = (counts.refunded, counts.refunds_stale, counts.refunds_failed);
-        assert_eq!(ended, (100, 0, 0), "{counts:?}");
-        assert_eq!(counts.refunds_pending, 0, "{counts:?}");
-        for i in 0..100 {
-            let peek = store.decide(&plan, &format!("c{i}"), 1_001, 0).await;
-            assert_eq!(peek.expect("peek").limits[0].decision.remaining, 10, "c{i}");
-        }
+        assert_all_100_taken_back(&store, &plan).await;
     });
+}
+
+/// The same batch, whose replies never come within the connection's
+/// `RESPONSE_TIMEOUT` (5 s): its 100 calls are lost, and claimed by their
+/// receipts, one claim per client, no more than 64 on their way at once.
+#[test]
+fn a_burst_of_lost_replies_of_many_clients_is_claimed_64_at_a_time() {
+    let Some(server) = RedisServer::spawn("a_burst_of_lost_replies") else {
+        return;
+    };
+    runtime().block_on(async {
+        let (relay, store, plan) = a_batch_of_100_clients_held(&server, "lost-burst").await;
+        relay.hold_requests();
+        // Polled every 10 ms, for at most twice the response timeout.
+        let tries = u32::try_from(2 * RESPONSE_TIMEOUT.as_millis() / 10).expect("small");
+        let lost = wait_until(tries, || store.call_counts().replies_lost == 100).await;
+        assert!(lost, "never given up on: {:?}", store.call_counts());
+        assert_64_sent_and_no_more(&relay).await;
+        relay.release_requests();
+        relay.release_replies();
+        assert_all_100_taken_back(&store, &plan).await;
+    });
+}
+
+/// A store behind a relay whose client `c0` to `c99` each had a check of 2
+/// units, all in one batch, given up on at `TIMEOUT` (answered by the
+/// failure policy) while the relay holds the batch's reply.
+async fn a_batch_of_100_clients_held(
+    server: &RedisServer,
+    prefix: &str,
+) -> (Relay, RedisStore, Arc<Plan>) {
+    let (relay, store) = behind_a_relay(server, prefix, 128).await;
+    let guard = Arc::new(GuardedStore::new(
+        store.clone(),
+        TIMEOUT,
+        FailurePolicy::FailClosed,
+    ));
+    let plan = Arc::new(plan());
+    relay.hold_replies();
+    let checks: Vec<_> = (0..100)
+        .map(|i| {
+            let (guard, plan) = (guard.clone(), plan.clone());
+            tokio::spawn(async move { guard.check(&plan, &format!("c{i}"), 1_000, 2).await })
+        })
+        .collect();
+    for check in checks {
+        let answer = check.await.expect("task").expect("check");
+        assert_ne!(answer.decided_by, DecidedBy::Store);
+    }
+    assert_eq!(store.call_counts().calls, 1, "one batch");
+    (relay, store, plan)
+}
+
+/// With requests held (and none answered), 64 scripts are sent and no
+/// 65th, watched for 300 ms after the 64th.
+async fn assert_64_sent_and_no_more(relay: &Relay) {
+    let sent = || count_of(b"EVALSHA", &relay.requests_held());
+    assert!(wait_until(500, || sent() >= 64).await, "{} sent", sent());
+    let more = wait_until(30, || sent() > 64).await;
+    assert!(!more, "{} sent at once", sent());
+}
+
+/// All 100 calls are taken back, each once, and every client has its whole
+/// limit.
+async fn assert_all_100_taken_back(store: &RedisStore, plan: &Plan) {
+    let counts = counts_until(store, |c| c.refunded >= 100).await;
+    let ended = (counts.refunded, counts.refunds_stale, counts.refunds_failed);
+    assert_eq!(ended, (100, 0, 0), "{counts:?}");
+    assert_eq!(counts.refunds_pending, 0, "{counts:?}");
+    for i in 0..100 {
+        let peek = store.decide(plan, &format!("c{i}"), 1_001, 0).await;
+        assert_eq!(peek.expect("peek").limits[0].decision.remaining, 10, "c{i}");
+    }
 }
 
 /// How many times `server` answered `NOREPLICAS`.

@@ -12,7 +12,7 @@ use tokio::task::{JoinError, JoinSet};
 use tollgate::GivenBack;
 
 use super::{Refund, MAX_QUEUED, REFUND_TIMEOUT, STALE_KEPT, STALE_KEPT_US};
-use crate::by_client::by_client;
+use crate::by_client::{by_client, CLIENTS_AT_ONCE};
 use crate::call::Scripts;
 use crate::lost::{LOST_KEPT, MOST_BETWEEN_TRIES};
 use crate::task_place::TaskPlace;
@@ -57,15 +57,6 @@ struct Pending {
     /// A task is sending refunds.
     running: bool,
 }
-
-/// At most this many clients' refunds are sent at once: a burst of refunds
-/// (the replies of a Redis stopped for a second, all late) queues at most
-/// this many calls ahead of the decisions on the connection, as one batch
-/// of [`crate::RedisStoreConfig::batch_max`]'s default does, where sending
-/// them all at once could hold the decisions behind them past their
-/// timeout; while a client's refund waits for a master that is down, the
-/// others' go on.
-const CLIENTS_AT_ONCE: usize = 64;
 
 /// The refunds of one store's connection, sent by one task at a time.
 #[derive(Default)]
