@@ -405,6 +405,47 @@ async fn an_unreachable_redis_is_reported_and_answered_by_the_failure_policy() {
     assert!(stderr.contains(&url), "{stderr}");
 }
 
+/// A Redis that may evict tollgate's keys when full (`maxmemory-policy
+/// volatile-lru`, a managed service's usual default) is named at start-up,
+/// with what to set instead; one that refuses writes when full is not.
+#[test]
+fn serve_warns_at_start_up_of_a_redis_that_evicts_keys() {
+    let Some(server) =
+        RedisServer::spawn_with("evicting_redis", &["--maxmemory-policy", "volatile-lru"])
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = four_per_day(dir.path());
+    // What serve logs until it says it listens (it checks Redis first).
+    let start_up_log = |url: &str| {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
+            .args(["--config", config.to_str().expect("utf-8"), "--redis", url])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tollgate serve");
+        let banner = read_until(child.stdout.take().expect("stdout"), "listening");
+        let _ = child.kill();
+        let _ = child.wait();
+        let mut stderr = String::new();
+        let mut pipe = child.stderr.take().expect("stderr");
+        std::io::Read::read_to_string(&mut pipe, &mut stderr).expect("read stderr");
+        assert!(banner.contains("listening"), "{banner}\n{stderr}");
+        stderr
+    };
+    let stderr = start_up_log(&server.url());
+    assert!(stderr.contains("volatile-lru"), "{stderr}");
+    assert!(stderr.contains("maxmemory-policy noeviction"), "{stderr}");
+
+    let set = server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    assert_eq!(set.trim(), "OK");
+    let stderr = start_up_log(&server.url());
+    assert!(stderr.contains("connected"), "{stderr}");
+    assert!(!stderr.contains("maxmemory-policy"), "{stderr}");
+}
+
 /// The exit code and standard error of `child`, which must end within
 /// `limit` (else it is killed and the test fails: it did not refuse to start).
 fn exit_within(mut child: std::process::Child, limit: Duration) -> (Option<i32>, String) {

@@ -86,6 +86,7 @@ impl StoreHandle {
         let error = match tokio::time::timeout(STARTUP_CHECK_TIMEOUT, attempt).await {
             Ok(Ok(store)) => {
                 tracing::info!(redis = %target.redacted(), "limit state in Redis (connected)");
+                warn_if_evicting(&store, &target).await;
                 return Ok(StoreHandle::Redis(Arc::new(store)));
             }
             Ok(Err(e)) if !e.is_not_up_yet() => {
@@ -108,6 +109,25 @@ impl StoreHandle {
         StoreHandle::Memory(Arc::new(MemoryBackend::with_max_clients(
             config.store.max_clients,
         )))
+    }
+}
+
+/// Warns when Redis may evict tollgate's keys (a `maxmemory-policy` other
+/// than `noeviction`): a full Redis would then drop clients' state early
+/// and allow them again, silently. A policy that cannot be read (`CONFIG`
+/// refused or renamed, as managed services do) is only noted at debug level.
+async fn warn_if_evicting(store: &RedisStore, target: &RedisTarget) {
+    let policy = tokio::time::timeout(STARTUP_CHECK_TIMEOUT, store.evicting_memory_policy()).await;
+    match policy {
+        Ok(Ok(Some(policy))) => tracing::warn!(
+            redis = %target.redacted(),
+            policy,
+            "Redis's maxmemory-policy evicts keys: a full Redis may drop a client's state early and allow it again; run Redis with maxmemory-policy {}",
+            tollgate_redis::NO_EVICTION
+        ),
+        Ok(Ok(None)) => {}
+        Ok(Err(error)) => tracing::debug!(%error, "cannot read Redis's maxmemory-policy"),
+        Err(_) => tracing::debug!("no answer to CONFIG GET maxmemory-policy"),
     }
 }
 

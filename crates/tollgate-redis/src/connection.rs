@@ -146,6 +146,32 @@ impl Connection {
         }
     }
 
+    /// The value of the configuration parameter `name` on the node, or on
+    /// every cluster primary that answered (`CONFIG GET`).
+    pub(crate) async fn config_get(&self, name: &str) -> Result<Vec<String>, RedisStoreError> {
+        let mut command = redis::cmd("CONFIG");
+        command.arg("GET").arg(name);
+        let replies = match self {
+            Connection::Single(c) => vec![command.query_async::<Value>(&mut c.clone()).await?],
+            Connection::Cluster(c) => {
+                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                match c.get().await?.route_command(command, routing).await? {
+                    Value::Map(nodes) => nodes.into_iter().map(|(_, reply)| reply).collect(),
+                    reply => vec![reply],
+                }
+            }
+        };
+        // Each reply: the name and its value, as a map (RESP3) or a list.
+        let values = replies.into_iter().filter_map(|reply| {
+            let pairs: Vec<(String, String)> = redis::from_redis_value(reply).ok()?;
+            pairs
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, value)| value)
+        });
+        Ok(values.collect())
+    }
+
     /// Redis's `TIME` in µs: of the node, or the earliest of every
     /// cluster primary that answered (the most conservative for deadlines).
     pub(crate) async fn time_us(&self) -> Result<u64, RedisStoreError> {

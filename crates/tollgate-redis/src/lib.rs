@@ -172,5 +172,5 @@ pub use config::{
 };
 pub use connection::RESPONSE_TIMEOUT;
 pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
-pub use store::RedisStore;
+pub use store::{RedisStore, NO_EVICTION};
 pub use target::RedisTarget;

@@ -1,0 +1,72 @@
+//! `RedisStore::evicting_memory_policy`, against real `redis-server`s the
+//! test starts itself: under an evicting `maxmemory-policy` a full Redis
+//! drops tollgate's keys early (every key carries an expiry), so a service
+//! warns at start-up; the store reads the policy of the node, or of every
+//! cluster primary.
+
+use tollgate_redis::testing::{RedisCluster, RedisServer};
+use tollgate_redis::{RedisStore, RedisStoreConfig};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn a_node_that_evicts_is_named_and_one_that_refuses_writes_when_full_is_not() {
+    let Some(server) = RedisServer::spawn("memory_policy") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        assert_eq!(store.evicting_memory_policy().await.expect("read"), None);
+        let set = server.cli(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]);
+        assert_eq!(set.trim(), "OK");
+        let policy = store.evicting_memory_policy().await.expect("read");
+        assert_eq!(policy.as_deref(), Some("volatile-lru"));
+    });
+}
+
+#[test]
+fn one_evicting_primary_of_a_cluster_is_named() {
+    let Some(cluster) = RedisCluster::spawn("memory_policy_cluster") else {
+        return;
+    };
+    runtime().block_on(async {
+        let urls = cluster.urls();
+        let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let store = RedisStore::connect_cluster(&seeds, RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        assert_eq!(store.evicting_memory_policy().await.expect("read"), None);
+        let last = *cluster.masters().last().expect("a master");
+        let set = cluster.nodes()[last].cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+        assert_eq!(set.trim(), "OK");
+        let policy = store.evicting_memory_policy().await.expect("read");
+        assert_eq!(policy.as_deref(), Some("allkeys-lru"));
+    });
+}
+
+/// An ACL user without `CONFIG`: the policy is unknown, an error (which a
+/// service notes and goes on), not a wrong answer.
+#[test]
+fn a_user_without_config_cannot_read_it() {
+    let user = [
+        "--user", "alice", "on", ">pw", "~*", "&*", "+@all", "-config",
+    ];
+    let Some(server) = RedisServer::spawn_with("memory_policy_acl", &user) else {
+        return;
+    };
+    runtime().block_on(async {
+        let url = format!("redis://alice:pw@127.0.0.1:{}", server.port());
+        let store = RedisStore::connect(&url, RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let error = store.evicting_memory_policy().await.expect_err("NOPERM");
+        assert!(error.to_string().contains("NOPERM"), "{error}");
+    });
+}
