@@ -388,13 +388,7 @@ async fn an_unreachable_redis_is_reported_and_answered_by_the_failure_policy() {
     let (allowed, decided_by) = serve_allows(&http, &serve, "acme").await;
     assert_eq!((allowed, decided_by.as_str()), (false, "fail-closed"));
     // The binary says so at start-up, naming the node and the cause.
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
-        .args(["--config", config.to_str().expect("utf-8"), "--redis", &url])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tollgate serve");
+    let mut child = serve_process(&config, &url);
     let stderr = read_until(child.stderr.take().expect("stderr"), "unreachable");
     let _ = child.kill();
     let _ = child.wait();
@@ -419,13 +413,7 @@ fn serve_warns_at_start_up_of_a_redis_that_evicts_keys() {
     let config = four_per_day(dir.path());
     // What serve logs until it says it listens (it checks Redis first).
     let start_up_log = |url: &str| {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
-            .args(["--config", config.to_str().expect("utf-8"), "--redis", url])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tollgate serve");
+        let mut child = serve_process(&config, url);
         let banner = read_until(child.stdout.take().expect("stdout"), "listening");
         let _ = child.kill();
         let _ = child.wait();
@@ -444,6 +432,18 @@ fn serve_warns_at_start_up_of_a_redis_that_evicts_keys() {
     let stderr = start_up_log(&server.url());
     assert!(stderr.contains("connected"), "{stderr}");
     assert!(!stderr.contains("maxmemory-policy"), "{stderr}");
+}
+
+/// The `tollgate serve` binary on `config` and the Redis at `url`, with its
+/// standard output and error piped.
+fn serve_process(config: &Path, url: &str) -> std::process::Child {
+    Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
+        .args(["--config", config.to_str().expect("utf-8"), "--redis", url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tollgate serve")
 }
 
 /// The exit code and standard error of `child`, which must end within

@@ -58,6 +58,22 @@ fn assert_classified(error: &RedisStoreError, code: &str, transient: bool) {
     assert!(!store_error.message.contains(&plan_sha), "{store_error}");
 }
 
+/// `store` behind a fail-closed guard: a check is answered by the failure
+/// policy, and `server` holds no key. Returns the guard.
+async fn answered_by_the_failure_policy(
+    store: RedisStore,
+    server: &RedisServer,
+) -> GuardedStore<RedisStore> {
+    let guard = GuardedStore::new(store, Duration::from_secs(5), FailurePolicy::FailClosed);
+    let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
+    assert_eq!(
+        answer.decided_by,
+        DecidedBy::Failure(FailurePolicy::FailClosed)
+    );
+    assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "nothing written");
+    guard
+}
+
 /// Runs `redis-cli -p <port> <args>` in the background (it blocks).
 fn background_cli(port: u16, args: &[&str]) -> Child {
     Command::new("redis-cli")
@@ -101,12 +117,7 @@ fn out_of_memory_is_transient_and_answered_by_the_failure_policy() {
         let error = store.decide(&plan(), "c", 0, 1).await.expect_err("OOM");
         assert_classified(&error, "OOM", true);
         assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "nothing written");
-        let guard = GuardedStore::new(store, Duration::from_secs(5), FailurePolicy::FailClosed);
-        let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
-        assert_eq!(
-            answer.decided_by,
-            DecidedBy::Failure(FailurePolicy::FailClosed)
-        );
+        answered_by_the_failure_policy(store, &server).await;
     });
 }
 
@@ -238,13 +249,7 @@ fn too_few_replicas_in_sync_is_noreplicas_transient_and_writes_nothing() {
             .expect_err("NOREPLICAS");
         assert_classified(&error, "NOREPLICAS", true);
         assert_eq!(master.cli(&["DBSIZE"]).trim(), "0", "nothing written");
-        let guard = GuardedStore::new(store, Duration::from_secs(5), FailurePolicy::FailClosed);
-        let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
-        assert_eq!(
-            answer.decided_by,
-            DecidedBy::Failure(FailurePolicy::FailClosed)
-        );
-        assert_eq!(master.cli(&["DBSIZE"]).trim(), "0", "nothing written");
+        let guard = answered_by_the_failure_policy(store, &master).await;
 
         let port = master.port().to_string();
         let _replica = RedisServer::spawn_with("noreplicas", &["--replicaof", "127.0.0.1", &port])
@@ -293,13 +298,7 @@ fn a_redis_that_cannot_save_answers_misconf_transient_and_writes_nothing() {
         );
         let error = store.decide(&plan(), "c", 0, 1).await.expect_err("MISCONF");
         assert_classified(&error, "MISCONF", true);
-        let guard = GuardedStore::new(store, Duration::from_secs(5), FailurePolicy::FailClosed);
-        let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
-        assert_eq!(
-            answer.decided_by,
-            DecidedBy::Failure(FailurePolicy::FailClosed)
-        );
-        assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "nothing written");
+        let guard = answered_by_the_failure_policy(store, &server).await;
 
         // No snapshots kept: writes are allowed again.
         assert_eq!(server.cli(&["CONFIG", "SET", "save", ""]).trim(), "OK");
