@@ -70,10 +70,10 @@ impl StoreHandle {
     /// with an error saying which, instead of every call failing later.
     /// A Redis that does not answer (refused, or silent for
     /// [`STARTUP_CHECK_TIMEOUT`]), or answers that it is not ready (still
-    /// loading its data set after a restart, or another transient error),
-    /// may simply not be up yet: that is logged as an error naming the node
-    /// and why, and the store connects in the background, its failure
-    /// policy answering until Redis is up.
+    /// loading its data set after a restart, a cluster not formed yet, or
+    /// another transient error), may simply not be up yet: that is logged
+    /// as an error naming the node and why, and the store connects in the
+    /// background, its failure policy answering until Redis is up.
     ///
     /// # Errors
     /// As [`StoreHandle::for_config`], and [`Error::Redis`] for a Redis

@@ -1,15 +1,16 @@
-//! `StoreHandle::connect` at start-up, against a real `redis-server` the
+//! `StoreHandle::connect` at start-up, against real `redis-server`s the
 //! test starts itself: a Redis that is not ready yet (still loading its data
-//! set, as after a restart) lets the service start, its failure policy
-//! answering until Redis is up, as one that does not answer at all does;
-//! the store then decides once Redis has loaded.
+//! set, as after a restart; a cluster whose nodes are not joined yet) lets
+//! the service start, its failure policy answering until Redis is up, as
+//! one that does not answer at all does; the store then decides once Redis
+//! is ready.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tollgate::{AnyPolicy, Limit, Plan};
 use tollgate_config::{Config, StoreHandle};
-use tollgate_redis::testing::{raw_command, wait_for, RedisServer};
+use tollgate_redis::testing::{raw_command, redis_cli, wait_for, RedisServer};
 
 #[test]
 fn a_redis_still_loading_at_start_up_lets_the_service_start() {
@@ -63,6 +64,60 @@ fn a_redis_still_loading_at_start_up_lets_the_service_start() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let decided = decided.expect("the store never decided once Redis had loaded");
+        assert_eq!(decided.limits[0].decision.remaining, 4);
+    });
+}
+
+/// Three cluster nodes, up but not joined (no slot served): the service
+/// starts; once `redis-cli --cluster create` has joined them, the store
+/// decides.
+#[test]
+fn a_cluster_not_formed_yet_at_start_up_lets_the_service_start() {
+    let enabled = ["--cluster-enabled", "yes"];
+    let nodes: Vec<RedisServer> = (0..3)
+        .map_while(|_| RedisServer::spawn_with("start_up_cluster", &enabled))
+        .collect();
+    if nodes.len() < 3 {
+        return;
+    }
+    let seeds: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let text = format!(
+        "[[plans.default]]\nname = \"s\"\npolicy = \"sliding-window\"\nlimit = 5\nwindow = \"1h\"\n\
+         [store]\ncluster = {seeds:?}\n"
+    );
+    let config = Config::parse(&text).expect("config");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let handle = StoreHandle::connect(&config).await;
+        let Ok(StoreHandle::Redis(store)) = handle else {
+            panic!("start-up stopped for a cluster not formed yet");
+        };
+        let mut create: Vec<String> = vec!["--cluster".into(), "create".into()];
+        create.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
+        create.push("--cluster-yes".into());
+        let create: Vec<&str> = create.iter().map(String::as_str).collect();
+        redis_cli(nodes[0].port(), &create);
+        let formed = wait_for(250, || {
+            nodes
+                .iter()
+                .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        });
+        assert!(formed, "the cluster never formed");
+        let policy = AnyPolicy::from_name("sliding-window", 5, 3_600_000).expect("policy");
+        let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
+        // Formed: the store decides (once it has read the slots).
+        let mut decided = None;
+        for _ in 0..40 {
+            if let Ok(decision) = store.decide(&plan, "c", 0, 1).await {
+                decided = Some(decision);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let decided = decided.expect("the store never decided once the cluster had formed");
         assert_eq!(decided.limits[0].decision.remaining, 4);
     });
 }

@@ -235,9 +235,10 @@ fn connect_hint(e: &redis::RedisError) -> &'static str {
 impl RedisStoreError {
     /// True for a first connection that failed in a way waiting may fix:
     /// nothing answered (refused, timed out, or the connection broke before
-    /// Redis said anything), or Redis answered with a transient error (still
+    /// Redis said anything), Redis answered with a transient error (still
     /// loading its data set after a restart, or another of
-    /// [`TRANSIENT_CODES`]). Redis may simply not be up yet, so a service
+    /// [`TRANSIENT_CODES`]), or a cluster's seeds answered but serve no
+    /// slot yet (the cluster is being formed). Redis may simply not be up yet, so a service
     /// may start and let its failure policy answer until it is. False for a
     /// wrong password or an untrusted certificate, which no wait can fix,
     /// and for every other error.
@@ -247,7 +248,12 @@ impl RedisStoreError {
                 ConnectCause::Refused | ConnectCause::TimedOut => true,
                 ConnectCause::Other => match source.code() {
                     Some(code) => TRANSIENT_CODES.contains(&code),
-                    None => source.is_io_error(),
+                    // A cluster whose seeds answer but serve no slot yet
+                    // (its nodes not joined): redis-rs finds no connection.
+                    None => {
+                        source.is_io_error()
+                            || source.kind() == redis::ErrorKind::ClusterConnectionNotFound
+                    }
                 },
                 ConnectCause::WrongCredentials | ConnectCause::UntrustedCertificate => false,
             },
