@@ -56,7 +56,7 @@ fn a_redis_still_loading_at_start_up_lets_the_service_start() {
         let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
         // Loaded: the store decides (after a reconnect at most).
         let mut decided = None;
-        for _ in 0..20 {
+        for _ in 0..100 {
             if let Ok(decision) = store.decide(&plan, "c", 0, 1).await {
                 decided = Some(decision);
                 break;
@@ -110,7 +110,7 @@ fn a_cluster_not_formed_yet_at_start_up_lets_the_service_start() {
         let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
         // Formed: the store decides (once it has read the slots).
         let mut decided = None;
-        for _ in 0..40 {
+        for _ in 0..100 {
             if let Ok(decision) = store.decide(&plan, "c", 0, 1).await {
                 decided = Some(decision);
                 break;
