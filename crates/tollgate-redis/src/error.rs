@@ -238,10 +238,10 @@ impl RedisStoreError {
     /// Redis said anything), Redis answered with a transient error (still
     /// loading its data set after a restart, or another of
     /// [`TRANSIENT_CODES`]), or a cluster's seeds answered but serve no
-    /// slot yet (the cluster is being formed). Redis may simply not be up yet, so a service
-    /// may start and let its failure policy answer until it is. False for a
-    /// wrong password or an untrusted certificate, which no wait can fix,
-    /// and for every other error.
+    /// slot yet (the cluster is being formed). Redis may simply not be up
+    /// yet, so a service may start and let its failure policy answer until
+    /// it is. False for a wrong password or an untrusted certificate, which
+    /// no wait can fix, and for every other error.
     pub fn is_not_up_yet(&self) -> bool {
         match self {
             RedisStoreError::Connect { source, .. } => match ConnectCause::of(source) {
