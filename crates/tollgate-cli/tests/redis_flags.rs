@@ -401,9 +401,10 @@ async fn an_unreachable_redis_is_reported_and_answered_by_the_failure_policy() {
 
 /// A Redis that may evict tollgate's keys when full (`maxmemory-policy
 /// volatile-lru`, a managed service's usual default) is named at start-up,
-/// with what to set instead; one that refuses writes when full is not.
+/// with what to set instead; one that refuses writes when full is not; a
+/// replica (which refuses every write) is named too.
 #[test]
-fn serve_warns_at_start_up_of_a_redis_that_evicts_keys() {
+fn serve_warns_at_start_up_of_a_redis_that_evicts_keys_or_is_a_replica() {
     let Some(server) =
         RedisServer::spawn_with("evicting_redis", &["--maxmemory-policy", "volatile-lru"])
     else {
@@ -432,6 +433,15 @@ fn serve_warns_at_start_up_of_a_redis_that_evicts_keys() {
     let stderr = start_up_log(&server.url());
     assert!(stderr.contains("connected"), "{stderr}");
     assert!(!stderr.contains("maxmemory-policy"), "{stderr}");
+    assert!(!stderr.contains("replica"), "{stderr}");
+
+    // A replica of it, given by mistake (a reader endpoint).
+    let port = server.port().to_string();
+    let replica = RedisServer::spawn_with("evicting_redis", &["--replicaof", "127.0.0.1", &port])
+        .expect("replica");
+    let stderr = start_up_log(&replica.url());
+    assert!(stderr.contains("Redis is a replica"), "{stderr}");
+    assert!(stderr.contains("give the primary's address"), "{stderr}");
 }
 
 /// The `tollgate serve` binary on `config` and the Redis at `url`, with its

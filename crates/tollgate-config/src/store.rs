@@ -86,7 +86,7 @@ impl StoreHandle {
         let error = match tokio::time::timeout(STARTUP_CHECK_TIMEOUT, attempt).await {
             Ok(Ok(store)) => {
                 tracing::info!(redis = %target.redacted(), "limit state in Redis (connected)");
-                warn_if_evicting(&store, &target).await;
+                warn_of_risks(&store, &target).await;
                 return Ok(StoreHandle::Redis(Arc::new(store)));
             }
             Ok(Err(e)) if !e.is_not_up_yet() => {
@@ -112,15 +112,18 @@ impl StoreHandle {
     }
 }
 
-/// Warns when Redis may evict tollgate's keys (a `maxmemory-policy` other
-/// than `noeviction`): a full Redis would then drop clients' state early
-/// and allow them again, silently. A policy that cannot be read (`CONFIG`
-/// refused or renamed, as managed services do) is only noted at debug level.
-async fn warn_if_evicting(store: &RedisStore, target: &RedisTarget) {
+/// Warns of a Redis that would silently cost exactness or every decision:
+/// one that may evict tollgate's keys (a `maxmemory-policy` other than
+/// `noeviction`: full, it would drop clients' state early and allow them
+/// again), or a replica (it refuses every write, so the failure policy would
+/// answer every call). What cannot be read (`CONFIG` refused or renamed, as
+/// managed services do) is only noted at debug level.
+async fn warn_of_risks(store: &RedisStore, target: &RedisTarget) {
+    let redis = target.redacted();
     let policy = tokio::time::timeout(STARTUP_CHECK_TIMEOUT, store.evicting_memory_policy()).await;
     match policy {
         Ok(Ok(Some(policy))) => tracing::warn!(
-            redis = %target.redacted(),
+            redis,
             policy,
             "Redis's maxmemory-policy evicts keys: a full Redis may drop a client's state early and allow it again; run Redis with maxmemory-policy {}",
             tollgate_redis::NO_EVICTION
@@ -128,6 +131,13 @@ async fn warn_if_evicting(store: &RedisStore, target: &RedisTarget) {
         Ok(Ok(None)) => {}
         Ok(Err(error)) => tracing::debug!(%error, "cannot read Redis's maxmemory-policy"),
         Err(_) => tracing::debug!("no answer to CONFIG GET maxmemory-policy"),
+    }
+    let replica = tokio::time::timeout(STARTUP_CHECK_TIMEOUT, store.is_replica()).await;
+    if let Ok(Ok(true)) = replica {
+        tracing::warn!(
+            redis,
+            "Redis is a replica: it refuses every write (READONLY), so the failure policy answers every call until it is promoted; give the primary's address"
+        );
     }
 }
 

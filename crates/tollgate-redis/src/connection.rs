@@ -172,6 +172,23 @@ impl Connection {
         Ok(values.collect())
     }
 
+    /// Whether the one node is a replica (`ROLE`), which refuses every
+    /// write (`READONLY`); a cluster's connection writes to primaries only.
+    pub(crate) async fn is_replica(&self) -> Result<bool, RedisStoreError> {
+        match self {
+            Connection::Single(c) => {
+                let role: Value = redis::cmd("ROLE").query_async(&mut c.clone()).await?;
+                let first = match role {
+                    Value::Array(items) => items.into_iter().next(),
+                    _ => None,
+                };
+                let name: Option<String> = first.and_then(|v| redis::from_redis_value(v).ok());
+                Ok(matches!(name.as_deref(), Some("slave" | "replica")))
+            }
+            Connection::Cluster(_) => Ok(false),
+        }
+    }
+
     /// Redis's `TIME` in µs: of the node, or the earliest of every
     /// cluster primary that answered (the most conservative for deadlines).
     pub(crate) async fn time_us(&self) -> Result<u64, RedisStoreError> {

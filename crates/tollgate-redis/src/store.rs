@@ -20,8 +20,8 @@ use crate::slots;
 use crate::{policies, scripts, RedisStoreConfig, RedisStoreError, RedisTarget, TimeSource};
 
 mod as_store;
-mod memory_policy;
-pub use memory_policy::NO_EVICTION;
+mod start_up_checks;
+pub use start_up_checks::NO_EVICTION;
 
 /// Per-client limit state in Redis, shared by every server using the same
 /// Redis and key prefix, with the in-memory limiter's exact answers.

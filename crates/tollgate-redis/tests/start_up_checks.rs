@@ -1,10 +1,10 @@
-//! `RedisStore::evicting_memory_policy`, against real `redis-server`s the
-//! test starts itself: under an evicting `maxmemory-policy` a full Redis
-//! drops tollgate's keys early (every key carries an expiry), so a service
-//! warns at start-up; the store reads the policy of the node, or of every
-//! cluster primary.
+//! What a service checks of Redis at start-up, against real `redis-server`s
+//! the test starts itself: `RedisStore::evicting_memory_policy` (under an
+//! evicting `maxmemory-policy` a full Redis drops tollgate's keys early,
+//! since every key carries an expiry), read of the node or of every cluster
+//! primary; and `RedisStore::is_replica` (a replica refuses every write).
 
-use tollgate_redis::testing::{RedisCluster, RedisServer};
+use tollgate_redis::testing::{wait_for, RedisCluster, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -68,5 +68,29 @@ fn a_user_without_config_cannot_read_it() {
             .expect("connect");
         let error = store.evicting_memory_policy().await.expect_err("NOPERM");
         assert!(error.to_string().contains("NOPERM"), "{error}");
+    });
+}
+
+#[test]
+fn a_replica_is_told_from_its_primary() {
+    let Some(primary) = RedisServer::spawn("is_replica") else {
+        return;
+    };
+    let port = primary.port().to_string();
+    let replica = RedisServer::spawn_with("is_replica", &["--replicaof", "127.0.0.1", &port])
+        .expect("replica");
+    let linked = wait_for(250, || {
+        replica
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:up")
+    });
+    assert!(linked, "the replica never linked");
+    runtime().block_on(async {
+        for (server, is_replica) in [(&primary, false), (&replica, true)] {
+            let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+                .await
+                .expect("connect");
+            assert_eq!(store.is_replica().await.expect("ROLE"), is_replica);
+        }
     });
 }
