@@ -6,11 +6,13 @@
 //! is ready.
 
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::{AnyPolicy, Limit, Plan};
 use tollgate_config::{Config, StoreHandle};
 use tollgate_redis::testing::{raw_command, redis_cli, wait_for, RedisServer};
+use tollgate_redis::RedisStore;
 
 #[test]
 fn a_redis_still_loading_at_start_up_lets_the_service_start() {
@@ -36,35 +38,12 @@ fn a_redis_still_loading_at_start_up_lets_the_service_start() {
     });
     assert!(loading, "Redis never said LOADING");
 
-    let text = format!(
-        "[[plans.default]]\nname = \"s\"\npolicy = \"sliding-window\"\nlimit = 5\nwindow = \"1h\"\n\
-         [store]\nurl = \"{}\"\n",
-        server.url()
-    );
-    let config = Config::parse(&text).expect("config");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let handle = StoreHandle::connect(&config).await;
-        let Ok(StoreHandle::Redis(store)) = handle else {
-            panic!("start-up stopped for a Redis still loading");
-        };
+    let config = config_with_store(&format!("url = \"{}\"", server.url()));
+    runtime().block_on(async {
+        let store = started(&config).await;
         let _ = reload.wait();
-        let policy = AnyPolicy::from_name("sliding-window", 5, 3_600_000).expect("policy");
-        let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
         // Loaded: the store decides (after a reconnect at most).
-        let mut decided = None;
-        for _ in 0..100 {
-            if let Ok(decision) = store.decide(&plan, "c", 0, 1).await {
-                decided = Some(decision);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let decided = decided.expect("the store never decided once Redis had loaded");
-        assert_eq!(decided.limits[0].decision.remaining, 4);
+        assert_decides(&store).await;
     });
 }
 
@@ -81,20 +60,9 @@ fn a_cluster_not_formed_yet_at_start_up_lets_the_service_start() {
         return;
     }
     let seeds: Vec<String> = nodes.iter().map(RedisServer::url).collect();
-    let text = format!(
-        "[[plans.default]]\nname = \"s\"\npolicy = \"sliding-window\"\nlimit = 5\nwindow = \"1h\"\n\
-         [store]\ncluster = {seeds:?}\n"
-    );
-    let config = Config::parse(&text).expect("config");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let handle = StoreHandle::connect(&config).await;
-        let Ok(StoreHandle::Redis(store)) = handle else {
-            panic!("start-up stopped for a cluster not formed yet");
-        };
+    let config = config_with_store(&format!("cluster = {seeds:?}"));
+    runtime().block_on(async {
+        let store = started(&config).await;
         let mut create: Vec<String> = vec!["--cluster".into(), "create".into()];
         create.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
         create.push("--cluster-yes".into());
@@ -106,18 +74,48 @@ fn a_cluster_not_formed_yet_at_start_up_lets_the_service_start() {
                 .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
         });
         assert!(formed, "the cluster never formed");
-        let policy = AnyPolicy::from_name("sliding-window", 5, 3_600_000).expect("policy");
-        let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
         // Formed: the store decides (once it has read the slots).
-        let mut decided = None;
-        for _ in 0..100 {
-            if let Ok(decision) = store.decide(&plan, "c", 0, 1).await {
-                decided = Some(decision);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let decided = decided.expect("the store never decided once the cluster had formed");
-        assert_eq!(decided.limits[0].decision.remaining, 4);
+        assert_decides(&store).await;
     });
+}
+
+/// A config of one plan (5 an hour) with `store_line` in `[store]`.
+fn config_with_store(store_line: &str) -> Config {
+    let text = format!(
+        "[[plans.default]]\nname = \"s\"\npolicy = \"sliding-window\"\nlimit = 5\nwindow = \"1h\"\n\
+         [store]\n{store_line}\n"
+    );
+    Config::parse(&text).expect("config")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The Redis store `StoreHandle::connect` starts with: it must not stop
+/// start-up.
+async fn started(config: &Config) -> Arc<RedisStore> {
+    match StoreHandle::connect(config).await {
+        Ok(StoreHandle::Redis(store)) => store,
+        Ok(_) => panic!("not the Redis store"),
+        Err(error) => panic!("start-up stopped: {error}"),
+    }
+}
+
+/// The store decides a first request of client "c" (4 of 5 left), within
+/// 100 tries 50 ms apart.
+async fn assert_decides(store: &RedisStore) {
+    let policy = AnyPolicy::from_name("sliding-window", 5, 3_600_000).expect("policy");
+    let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
+    for _ in 0..100 {
+        if let Ok(decision) = store.decide(&plan, "c", 0, 1).await {
+            assert_eq!(decision.limits[0].decision.remaining, 4);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the store never decided once Redis was ready");
 }
