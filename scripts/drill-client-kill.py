@@ -107,5 +107,7 @@ serve.wait()
 for redis in redises:
     redis.terminate()
     redis.wait()
+if counted is None:
+    sys.exit(1)
 print(f"{BIN}: allowed by the store {counts['store_allowed']}, other answers {counts['other']}, kills {counts.get('kills')}, pauses {counts.get('pauses', 0)}, restarted {counts.get('restarted', 0)}, counted in Redis {counted}, over by {counted - counts['store_allowed']}")
 for l in lines: print("   ", l)

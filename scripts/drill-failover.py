@@ -100,6 +100,8 @@ counted = counted_by_redis(hport, CLIENT)
 serve.terminate(); serve.wait()
 for r in redises:
     r.kill(); r.wait()
+if counted is None:
+    sys.exit(1)
 # The failure policy's stretch: from the first tenth after the kill with no
 # store answer to the first tenth the store answers every request again.
 after = [i for i in range(int(KILL_AT * 10), tenths) if timeline[i][1]]
