@@ -6,16 +6,6 @@
 
 use std::collections::HashMap;
 
-/// At most this many clients' refunds, and as many clients' claims, are
-/// sent at once: a burst of them (the replies of a Redis stopped for a
-/// second, all late; the calls in flight on a connection that dropped)
-/// queues at most this many calls ahead of the decisions on the connection,
-/// as one batch of [`crate::RedisStoreConfig::batch_max`]'s default does,
-/// where sending them all at once could hold the decisions behind them past
-/// their timeout. While a client's waits for a master that is down, the
-/// others' go on.
-pub(crate) const CLIENTS_AT_ONCE: usize = 64;
-
 /// `items` by client (`client` gives an item's last-seen key), each
 /// client's in the order given, the clients in the order they first come.
 pub(crate) fn by_client<T>(items: Vec<T>, client: impl Fn(&T) -> Option<&String>) -> Vec<Vec<T>> {

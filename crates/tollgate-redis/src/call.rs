@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use redis::{RedisWrite, Script, ToRedisArgs, Value};
+use tokio::sync::Semaphore;
 
 use crate::answer;
 use crate::connection::{Connection, Evalsha};
@@ -129,6 +130,16 @@ struct Counters {
     batches: AtomicU64,
 }
 
+/// At most this many take-backs (clients' refunds, and claims of lost
+/// calls) are on their way to Redis at once, the two together: a burst of
+/// them (the replies of a Redis stopped for a second, all late; the calls in
+/// flight on a connection that dropped) queues at most this many calls
+/// ahead of the decisions on the connection, as one batch of
+/// [`crate::RedisStoreConfig::batch_max`]'s default does, where sending
+/// them all at once could hold the decisions behind them past their
+/// timeout.
+pub(crate) const TAKE_BACKS_AT_ONCE: usize = 64;
+
 /// The connection, the two decision scripts and the refund script, shared
 /// by every clone of a store and by its batcher.
 pub(crate) struct Scripts {
@@ -141,6 +152,14 @@ pub(crate) struct Scripts {
     counters: Counters,
     pub(crate) refunds: Refunds,
     pub(crate) lost: LostCalls,
+    /// One permit per take-back on its way ([`TAKE_BACKS_AT_ONCE`]): a
+    /// client's refunds hold one while their task sends them (it never
+    /// waits in place: refunds to send again go back to the queue), a claim
+    /// only while it is sent (its task waits in place for deadlines, or for
+    /// Redis), so that a client waiting on a master that is down holds back
+    /// no other's. A caller's own give-back takes none: it is answered as
+    /// its caller waits.
+    pub(crate) take_backs: Semaphore,
     pub(crate) receipts: Arc<Receipts>,
     /// Calls and give-backs not answered yet ([`crate::settle`]).
     pub(crate) outstanding: Arc<Outstanding>,
@@ -158,6 +177,7 @@ impl Scripts {
             counters: Counters::default(),
             refunds: Refunds::default(),
             lost: LostCalls::default(),
+            take_backs: Semaphore::new(TAKE_BACKS_AT_ONCE),
             receipts: Arc::new(Receipts::new()),
             outstanding: Arc::default(),
         }

@@ -22,8 +22,8 @@
 //! receipt, in one script: so a claim whose own answer is lost (the
 //! connection dropped again) is simply sent again, and a call is taken back
 //! at most once. The claims of many clients (the calls in flight on a
-//! connection that dropped) go at most 64 at a time, as refunds do
-//! (`CLIENTS_AT_ONCE`).
+//! connection that dropped) go at most 64 at a time, with the refunds
+//! (`TAKE_BACKS_AT_ONCE`).
 //!
 //! A claim that cannot reach Redis (it is still down, or restarting) is
 //! tried again, for up to [`LOST_KEPT`]; the call stays open meanwhile, so
@@ -39,9 +39,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Semaphore;
-
-use crate::by_client::{by_client, CLIENTS_AT_ONCE};
+use crate::by_client::by_client;
 use crate::call::{Arg, Call, Claimed, Scripts};
 use crate::receipts::OpenReceipt;
 use crate::refund::REFUND_TIMEOUT;
@@ -74,26 +72,11 @@ struct Pending {
 }
 
 /// The lost calls of one store's connection, claimed by one task at a time.
+#[derive(Default)]
 pub(crate) struct LostCalls {
     pending: Mutex<Pending>,
     /// Lost calls queued so far ([`crate::CallCounts::replies_lost`]).
     pub(crate) queued: AtomicU64,
-    /// One permit per claim on its way to Redis, [`CLIENTS_AT_ONCE`] in
-    /// all. A client's task holds one only while its claim is sent, not
-    /// while it waits for its calls' deadlines or for Redis to come back,
-    /// so that a client waiting on a master that is down holds back no
-    /// other's claim.
-    sending: Semaphore,
-}
-
-impl Default for LostCalls {
-    fn default() -> Self {
-        Self {
-            pending: Mutex::default(),
-            queued: AtomicU64::default(),
-            sending: Semaphore::new(CLIENTS_AT_ONCE),
-        }
-    }
 }
 
 impl LostCalls {
@@ -133,8 +116,8 @@ impl LostCalls {
 /// Claims what is queued until the queue is empty, after one turn, so that
 /// the other calls of the same lost batch or connection queue theirs.
 /// Each client's calls go in one claim (which takes them back newest
-/// first), the clients' at once, each from a task of its own, up to
-/// [`CLIENTS_AT_ONCE`] claims on their way to Redis at a time: while they
+/// first), the clients' at once, each from a task of its own, each claim
+/// on its way holding one of [`Scripts::take_backs`]: while they
 /// wait, the group's calls stay open, and every call of the store keeps
 /// the receipts it would otherwise drop.
 async fn claim_all(scripts: Arc<Scripts>) {
@@ -191,8 +174,9 @@ async fn claim(scripts: &Arc<Scripts>, calls: &[&Call]) {
     let mut pause = Duration::from_millis(2);
     loop {
         let answer = {
-            // Never closed, so a permit always comes.
-            let _sending = scripts.lost.sending.acquire().await;
+            // Held while the claim is sent only. Never closed, so a permit
+            // always comes.
+            let _sending = scripts.take_backs.acquire().await;
             tokio::time::timeout(REFUND_TIMEOUT, scripts.claim(calls)).await
         };
         let wait = match answer {

@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::task::{JoinError, JoinSet};
+use tokio::task::JoinSet;
 
 use tollgate::GivenBack;
 
 use super::{Refund, MAX_QUEUED, REFUND_TIMEOUT, STALE_KEPT, STALE_KEPT_US};
-use crate::by_client::{by_client, CLIENTS_AT_ONCE};
+use crate::by_client::by_client;
 use crate::call::Scripts;
 use crate::lost::{LOST_KEPT, MOST_BETWEEN_TRIES};
 use crate::task_place::TaskPlace;
@@ -125,8 +125,10 @@ impl Refunds {
 }
 
 /// Sends what is queued until nothing is left to send or to send again,
-/// each client's newest first, up to [`CLIENTS_AT_ONCE`] clients' at once
-/// (one client's wait for a master that is down holds back no other's).
+/// each client's newest first, the clients' from tasks of their own, each
+/// holding one of [`Scripts::take_backs`] (64) while it sends (one client's
+/// wait for a master that is down holds back no other's: it goes back to the
+/// queue).
 /// Waits one turn first, so that the other replies of the same read queue
 /// theirs; refunds to be sent again go at most once every
 /// [`MOST_BETWEEN_TRIES`], with what is queued then.
@@ -166,22 +168,18 @@ async fn send(scripts: Arc<Scripts>) {
         group.sort_by_key(|queued| std::cmp::Reverse(queued.number));
         let mut sending = JoinSet::new();
         for newest_first in by_client(group, |queued| Some(&queued.refund.client)) {
-            if sending.len() >= CLIENTS_AT_ONCE {
-                count_if_lost(&scripts, sending.join_next().await);
-            }
-            sending.spawn(send_of_one_client(scripts.clone(), newest_first));
+            let scripts = scripts.clone();
+            sending.spawn(async move {
+                // Never closed, so a permit always comes.
+                let _sending = scripts.take_backs.acquire().await;
+                send_of_one_client(scripts.clone(), newest_first).await;
+            });
         }
         while let Some(ended) = sending.join_next().await {
-            count_if_lost(&scripts, Some(ended));
+            if ended.is_err() {
+                scripts.refunds.count_failed();
+            }
         }
-    }
-}
-
-/// Counts a client's task that ended without finishing (a panic) as a
-/// failed refund.
-fn count_if_lost(scripts: &Scripts, ended: Option<Result<(), JoinError>>) {
-    if let Some(Err(_)) = ended {
-        scripts.refunds.count_failed();
     }
 }
 
