@@ -120,20 +120,23 @@ impl StoreHandle {
 /// managed services do) is only noted at debug level.
 async fn warn_of_risks(store: &RedisStore, target: &RedisTarget) {
     let redis = target.redacted();
-    let policy = tokio::time::timeout(STARTUP_CHECK_TIMEOUT, store.evicting_memory_policy()).await;
+    // Both asked at once, under one bound: start-up waits for one round trip.
+    let checks = async { tokio::join!(store.evicting_memory_policy(), store.is_replica()) };
+    let Ok((policy, replica)) = tokio::time::timeout(STARTUP_CHECK_TIMEOUT, checks).await else {
+        tracing::debug!("no answer to the start-up checks (maxmemory-policy, ROLE)");
+        return;
+    };
     match policy {
-        Ok(Ok(Some(policy))) => tracing::warn!(
+        Ok(Some(policy)) => tracing::warn!(
             redis,
             policy,
             "Redis's maxmemory-policy evicts keys: a full Redis may drop a client's state early and allow it again; run Redis with maxmemory-policy {}",
             tollgate_redis::NO_EVICTION
         ),
-        Ok(Ok(None)) => {}
-        Ok(Err(error)) => tracing::debug!(%error, "cannot read Redis's maxmemory-policy"),
-        Err(_) => tracing::debug!("no answer to CONFIG GET maxmemory-policy"),
+        Ok(None) => {}
+        Err(error) => tracing::debug!(%error, "cannot read Redis's maxmemory-policy"),
     }
-    let replica = tokio::time::timeout(STARTUP_CHECK_TIMEOUT, store.is_replica()).await;
-    if let Ok(Ok(true)) = replica {
+    if let Ok(true) = replica {
         tracing::warn!(
             redis,
             "Redis is a replica: it refuses every write (READONLY), so the failure policy answers every call until it is promoted; give the primary's address"
