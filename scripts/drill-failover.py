@@ -20,6 +20,10 @@ allowed meanwhile never reached them, as over a slow link.
 With MIN_REPLICAS_LAG=N every master runs with `min-replicas-to-write 1`
 and `min-replicas-max-lag N`, and has two replicas, so that the one
 promoted still has a replica and takes writes.
+
+With REPLICAS_TO_ACK=N, `[store] replicas_to_ack = N`: a decision is
+answered as allowed only once N replicas acknowledged it (Redis's WAIT),
+so what the dead master allowed, its replica holds.
 """
 import http.client, json, os, re, signal, sys, tempfile, threading, time
 
@@ -36,7 +40,9 @@ lag = os.environ.get("MIN_REPLICAS_LAG")
 if lag:
     extra += ["--min-replicas-to-write", "1", "--min-replicas-max-lag", lag]
 rports, redises, store = start_redis(work, cluster=True, extra=extra, replicas=2 if lag else 1)
-serve, hport = start_serve(BIN, work, one_client_config(store))
+acks = os.environ.get("REPLICAS_TO_ACK")
+serve, hport = start_serve(BIN, work, one_client_config(
+    store, f"replicas_to_ack = {acks}" if acks else ""))
 
 
 def port_of_master(slot):

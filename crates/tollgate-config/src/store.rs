@@ -158,6 +158,7 @@ fn redis_parts(config: &Config) -> Result<Option<(RedisTarget, RedisStoreConfig)
         timeout: Duration::from_millis(config.store.timeout_ms),
         batch_max: config.store.batching.batch_max,
         batches_in_flight: config.store.batching.batches_in_flight,
+        replicas_to_ack: config.store.replicas_to_ack,
         ..RedisStoreConfig::default()
     };
     Ok(Some((target, redis_config)))

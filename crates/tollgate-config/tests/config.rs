@@ -450,6 +450,35 @@ fn batching_is_on_by_default_and_bounded() {
     }
 }
 
+#[test]
+fn replicas_to_ack_is_off_by_default_and_bounded() {
+    let redis = "url = \"redis://127.0.0.1:6379/0\"\n";
+    let config = Config::parse(&format!("[store]\n{redis}{LIMIT}")).unwrap();
+    assert_eq!(config.store.replicas_to_ack, 0);
+    assert!(
+        !config.summary().contains("acknowledged"),
+        "{}",
+        config.summary()
+    );
+    let set = format!("[store]\n{redis}replicas_to_ack = 2\n{LIMIT}");
+    let config = Config::parse(&set).unwrap();
+    assert_eq!(config.store.replicas_to_ack, 2);
+    let shown = "; each decision acknowledged by 2 replicas)";
+    assert!(config.summary().contains(shown), "{}", config.summary());
+    for bad in ["replicas_to_ack = 17", "replicas_to_ack = -1"] {
+        match Config::parse(&format!("[store]\n{redis}{bad}\n{LIMIT}")) {
+            Err(Error::InvalidConfig { line, message, .. }) => {
+                assert_eq!(line, 3, "{bad}");
+                assert!(
+                    message.contains("replicas_to_ack") || message.contains("invalid value"),
+                    "{bad}: {message}"
+                );
+            }
+            other => panic!("{bad}: expected a config error, got {other:?}"),
+        }
+    }
+}
+
 /// `--redis` (or `--redis-cluster`) on a config whose `[store]` is memory
 /// makes a shared store: the cache is on there too, as the file asked.
 #[test]

@@ -171,6 +171,7 @@ mod tests {
                 Arg::Number(1_000),
                 Arg::Text("0"),
             ],
+            wait: None,
         };
         (call, Ok(vec![7, 1_000, 1, 1, 8, 0, 1_000, 2, 2]))
     }

@@ -244,6 +244,7 @@ mod tests {
         let call = Call {
             keys: Vec::new(),
             args: Vec::new(),
+            wait: None,
         };
         (Waiting { call, answer }, answered)
     }

@@ -14,6 +14,7 @@ use crate::deadline::RedisClock;
 use crate::lost::LostCalls;
 use crate::receipts::{OpenReceipt, Receipts};
 use crate::refund::{Refund, Refunds};
+use crate::replicas::{self, Acked, ReplicaWait};
 use crate::settle::Outstanding;
 use crate::RedisStoreError;
 
@@ -30,6 +31,9 @@ pub(crate) struct Call {
     /// call's receipt id and its watermark ([`crate::receipts`]).
     /// An inspection's: now, then three per limit.
     pub(crate) args: Vec<Arg>,
+    /// The replicas that must hold a decision's writes before it is
+    /// answered ([`crate::replicas`]); `None` for every other call.
+    pub(crate) wait: Option<ReplicaWait>,
 }
 
 /// One ARGV word of a call: a number, written in decimal straight into the
@@ -230,17 +234,17 @@ impl Scripts {
     }
 
     /// Sends `call` alone, as the plan script.
-    pub(crate) async fn one(&self, call: &Call) -> CallReply {
+    pub(crate) async fn one(self: &Arc<Self>, call: &Call) -> CallReply {
         let invocation = call.invocation(&self.plan);
         self.count(1);
         let sent_us = self.clock.now_us();
-        let reply: Vec<i64> = self
+        let (reply, acked): (Vec<i64>, Acked) = self
             .connection
-            .invoke(&invocation)
+            .invoke_acked(&invocation, call.wait)
             .await
             .map_err(script_error)?;
         self.record(sent_us, &reply);
-        Ok(reply)
+        acked.answer(self, call, reply)
     }
 
     /// Sends `calls` (at least two) in one call of the batch script, on the
@@ -248,7 +252,10 @@ impl Scripts {
     /// error, in order ([`Batched::Elsewhere`] for a call whose keys another
     /// master of a cluster holds); or the error of the whole call
     /// (connection lost, BUSY, ...), which every one of them then meets.
-    pub(crate) async fn many(&self, calls: &[&Call]) -> Result<Vec<Batched>, RedisStoreError> {
+    pub(crate) async fn many(
+        self: &Arc<Self>,
+        calls: &[&Call],
+    ) -> Result<Vec<Batched>, RedisStoreError> {
         let words = calls.iter().map(|c| 1 + c.words()).sum::<usize>();
         let mut invocation = Evalsha::new(&self.batch, 1, 2 + words);
         invocation.arg(
@@ -264,9 +271,10 @@ impl Scripts {
         }
         self.count(calls.len());
         let sent_us = self.clock.now_us();
-        let reply: Vec<Value> = self
+        let wait = replicas::strictest(calls.iter().copied());
+        let (reply, acked): (Vec<Value>, Acked) = self
             .connection
-            .invoke(&invocation)
+            .invoke_acked(&invocation, wait)
             .await
             .map_err(script_error)?;
         if reply.len() != calls.len() {
@@ -283,7 +291,14 @@ impl Scripts {
         {
             self.record(sent_us, first);
         }
-        Ok(replies)
+        Ok(calls
+            .iter()
+            .zip(replies)
+            .map(|(call, reply)| match reply {
+                Batched::Answered(Ok(reply)) => Batched::Answered(acked.answer(self, call, reply)),
+                other => other,
+            })
+            .collect())
     }
 
     fn count(&self, decisions: usize) {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::keys::KeyLayout;
+use crate::replicas::ReplicaWait;
 use crate::RedisStoreError;
 
 /// Where the time of a decision comes from.
@@ -52,6 +53,15 @@ pub struct RedisStoreConfig {
     /// that arrives while fewer are in flight starts a call, which carries
     /// it and what the tasks already ready queue meanwhile.
     pub batches_in_flight: usize,
+    /// How many replicas must acknowledge a decision's writes (Redis's
+    /// `WAIT`, within [`RedisStoreConfig::timeout`]) before it is answered
+    /// as allowed: 0 (the default) answers at once, as Redis replicates
+    /// asynchronously, so a master that dies before its replica received a
+    /// decision loses it in the failover. With n > 0, a decision that
+    /// consumed and was acknowledged by fewer is taken back and answered by
+    /// the failure policy ([`crate::RedisStoreError::NotReplicated`]); see
+    /// [`crate::replicas`]. At most [`MAX_REPLICAS_TO_ACK`].
+    pub replicas_to_ack: u32,
 }
 
 /// The default [`RedisStoreConfig::batch_max`].
@@ -69,6 +79,9 @@ pub const DEFAULT_BATCHES_IN_FLIGHT: usize = 1;
 /// The largest [`RedisStoreConfig::batches_in_flight`].
 pub const MAX_BATCHES_IN_FLIGHT: usize = 64;
 
+/// The largest [`RedisStoreConfig::replicas_to_ack`].
+pub const MAX_REPLICAS_TO_ACK: u32 = 16;
+
 /// The default [`RedisStoreConfig::timeout`]: 100 ms.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -81,6 +94,7 @@ impl Default for RedisStoreConfig {
             timeout: DEFAULT_TIMEOUT,
             batch_max: DEFAULT_BATCH_MAX,
             batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
+            replicas_to_ack: 0,
         }
     }
 }
@@ -100,6 +114,23 @@ impl RedisStoreConfig {
                 self.batches_in_flight
             )));
         }
+        if self.replicas_to_ack > MAX_REPLICAS_TO_ACK {
+            return Err(RedisStoreError::Config(format!(
+                "replicas_to_ack must be from 0 to {MAX_REPLICAS_TO_ACK}, got {}",
+                self.replicas_to_ack
+            )));
+        }
         KeyLayout::new(self.prefix.clone())
+    }
+
+    /// The `WAIT` each decision is sent with, if any: for
+    /// [`RedisStoreConfig::replicas_to_ack`] replicas, as long as the caller waits.
+    pub(crate) fn replica_wait(&self) -> Option<ReplicaWait> {
+        (self.replicas_to_ack > 0).then(|| ReplicaWait {
+            replicas: self.replicas_to_ack,
+            timeout_ms: u64::try_from(self.timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        })
     }
 }

@@ -12,6 +12,7 @@ use redis::{
 };
 
 use crate::lazy_cluster::LazyCluster;
+use crate::replicas::{Acked, ReplicaWait};
 use crate::{RedisStoreError, RedisTarget};
 
 /// How long a call waits for its reply before redis-rs gives up on it:
@@ -129,6 +130,29 @@ impl Connection {
         }
     }
 
+    /// Runs a script as [`Connection::invoke`] does; with `wait`, then
+    /// `WAIT` in the same pipeline ([`crate::replicas`]), and says how many
+    /// replicas acknowledged.
+    pub(crate) async fn invoke_acked<T: FromRedisValue>(
+        &self,
+        call: &Evalsha<'_>,
+        wait: Option<ReplicaWait>,
+    ) -> RedisResult<(T, Acked)> {
+        let Some(wait) = wait else {
+            return Ok((self.invoke(call).await?, Acked::NotAsked));
+        };
+        let (reply, acknowledged) = match self {
+            Connection::Single(c) => match call.run_acked(&mut c.clone(), wait).await {
+                // As in `invoke`: a refused connection sent nothing.
+                Err(e) if e.is_connection_refusal() => call.run_acked(&mut c.clone(), wait).await,
+                answer => answer,
+            },
+            // redis-rs follows a pipeline's MOVED and ASK as a command's.
+            Connection::Cluster(c) => call.run_acked(&mut c.get().await?, wait).await,
+        }?;
+        Ok((reply, Acked::Replicas(acknowledged)))
+    }
+
     /// The cluster's `CLUSTER SLOTS`, asked of any one node (on one node,
     /// an error: there are no slots).
     pub(crate) async fn cluster_slots(&self) -> Result<Value, RedisStoreError> {
@@ -243,6 +267,44 @@ impl<'a> Evalsha<'a> {
             }
             answer => answer,
         }
+    }
+
+    /// Sends it, then `WAIT` for `wait`'s replicas, in one pipeline on one
+    /// connection: a `WAIT` sent on its own could go out on a new
+    /// connection (after a reconnect), which has written nothing and so is
+    /// acknowledged at once. Loads the script after `NOSCRIPT` as
+    /// [`Evalsha::run`] does: the `WAIT` behind the refused script has
+    /// waited for the connection's earlier writes, so with replicas that
+    /// lag the call sent again may start past its deadline (and write
+    /// nothing).
+    async fn run_acked<C, T>(&self, connection: &mut C, wait: ReplicaWait) -> RedisResult<(T, u64)>
+    where
+        C: redis::aio::ConnectionLike,
+        T: FromRedisValue,
+    {
+        let mut pipeline = redis::pipe();
+        pipeline
+            .ignore_errors()
+            .add_command(self.command.clone())
+            .cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(wait.timeout_ms);
+        let mut replies: Vec<Value> = pipeline.query_async(connection).await?;
+        if matches!(replies.first(), Some(Value::ServerError(e)) if e.kind() == Some(ServerErrorKind::NoScript))
+        {
+            self.script.load_async(connection).await?;
+            replies = pipeline.query_async(connection).await?;
+        }
+        let [reply, acknowledged] = <[Value; 2]>::try_from(replies).map_err(|replies| {
+            redis::RedisError::from((
+                ErrorKind::UnexpectedReturnType,
+                "a script and WAIT answered",
+                format!("{} replies", replies.len()),
+            ))
+        })?;
+        let reply = T::from_redis_value(reply.extract_error()?)?;
+        let acknowledged = u64::from_redis_value(acknowledged.extract_error()?)?;
+        Ok((reply, acknowledged))
     }
 }
 

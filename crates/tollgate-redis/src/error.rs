@@ -72,6 +72,19 @@ pub enum RedisStoreError {
     /// nothing is known of it.
     #[error("the batch carrying the call was dropped before Redis answered")]
     BatchLost,
+    /// The call consumed, but fewer replicas than
+    /// [`crate::RedisStoreConfig::replicas_to_ack`] acknowledged its writes
+    /// in time (replicas down, lagging or too few): its consumption is being
+    /// taken back, and the failure policy answers. See [`crate::replicas`].
+    #[error("only {acknowledged} of {replicas} replicas acknowledged the decision within {timeout_ms} ms; its consumption is taken back")]
+    NotReplicated {
+        /// Replicas that acknowledged (Redis's `WAIT`).
+        acknowledged: u64,
+        /// Replicas asked for.
+        replicas: u32,
+        /// How long `WAIT` waited.
+        timeout_ms: u64,
+    },
     /// The script answered something this crate does not understand (a
     /// different script version under the same name, most likely).
     #[error("unexpected reply from the tollgate script: {0}")]
@@ -88,6 +101,7 @@ impl RedisStoreError {
             RedisStoreError::Timeout(_)
             | RedisStoreError::DeadlinePassed { .. }
             | RedisStoreError::Unsettled { .. }
+            | RedisStoreError::NotReplicated { .. }
             | RedisStoreError::BatchLost => true,
             RedisStoreError::Redis(e) | RedisStoreError::Connect { source: e, .. } => {
                 is_transient_redis(e)

@@ -37,6 +37,12 @@
 //!   serve a limit at all (for config checks).
 //! - Exactness ([`bounds`]): Lua numbers are doubles, so arguments whose
 //!   arithmetic could pass 2^53 are refused before any write.
+//! - Replicas ([`replicas`]): with [`RedisStoreConfig::replicas_to_ack`],
+//!   a decision that consumed is answered as allowed only once that many
+//!   replicas acknowledged it (Redis's `WAIT`, in one pipeline behind the
+//!   script), so that a master that dies takes no allowed decision with it;
+//!   one acknowledged by fewer is taken back and answered by the failure
+//!   policy.
 //! - Failures: every error is converted here ([`RedisStoreError`]) and
 //!   marked transient or permanent; the timeout, the failure policy and the
 //!   circuit breaker around any store live in `tollgate-guard`.
@@ -154,6 +160,7 @@ mod measure;
 pub mod policies;
 mod receipts;
 pub mod refund;
+pub mod replicas;
 mod reply;
 pub mod scripts;
 mod settle;
@@ -168,7 +175,7 @@ pub use bounds::{at_fault, check_limit, AtFault};
 pub use call::CallCounts;
 pub use config::{
     RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX, DEFAULT_TIMEOUT,
-    MAX_BATCH, MAX_BATCHES_IN_FLIGHT,
+    MAX_BATCH, MAX_BATCHES_IN_FLIGHT, MAX_REPLICAS_TO_ACK,
 };
 pub use connection::RESPONSE_TIMEOUT;
 pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};

@@ -134,7 +134,11 @@ impl Refund {
         }
         Some(Refund {
             client: call.keys.first()?.clone(),
-            call: Call { keys, args },
+            call: Call {
+                keys,
+                args,
+                wait: None,
+            },
         })
     }
 
@@ -167,7 +171,11 @@ impl Refund {
         }
         Refund {
             client: self.client.clone(),
-            call: Call { keys, args },
+            call: Call {
+                keys,
+                args,
+                wait: None,
+            },
         }
     }
 }

@@ -312,7 +312,12 @@ impl RedisStore {
         for limit in limits {
             push_limit(&base, limit, &mut keys, &mut args)?;
         }
-        let invocation = Call { keys, args }.invocation(&self.inspect_script);
+        let inspection = Call {
+            keys,
+            args,
+            wait: None,
+        };
+        let invocation = inspection.invocation(&self.inspect_script);
         let reply: Vec<i64> = self
             .scripts
             .connection
@@ -354,7 +359,11 @@ impl RedisStore {
             push_limit(&base, limit, &mut keys, &mut args)?;
             args.push(Arg::Text(if limit.is_shadow() { "1" } else { "0" }));
         }
-        Ok(Call { keys, args })
+        Ok(Call {
+            keys,
+            args,
+            wait: self.config.replica_wait(),
+        })
     }
 }
 

@@ -114,6 +114,8 @@ pub struct StoreSection {
     pub batch_max: Option<Spanned<u64>>,
     /// At most this many Redis script calls of batched decisions in flight.
     pub batches_in_flight: Option<Spanned<u64>>,
+    /// Replicas that must acknowledge a decision before it is answered.
+    pub replicas_to_ack: Option<Spanned<u64>>,
 }
 
 /// `[envoy]`.

@@ -62,6 +62,10 @@ pub struct StoreConfig {
     /// calls in flight at once (`batches_in_flight`): see
     /// `tollgate_redis::RedisStoreConfig::batch_max`.
     pub batching: Batching,
+    /// Replicas that must acknowledge a decision's writes before it is
+    /// answered (`replicas_to_ack`, 0 = none): see
+    /// `tollgate_redis::RedisStoreConfig::replicas_to_ack`.
+    pub replicas_to_ack: u32,
 }
 
 /// `batch_max` and `batches_in_flight`, checked against the Redis store's bounds.
@@ -101,6 +105,7 @@ impl StoreConfig {
             tls_ca: None,
             rejection_cache: Some(tollgate_cache::DEFAULT_MAX_CLIENTS),
             batching: Batching::default(),
+            replicas_to_ack: 0,
         }
     }
 
@@ -169,6 +174,7 @@ pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<S
                 at,
             )?,
         },
+        replicas_to_ack: build_replicas_to_ack(section, at)?,
     };
     check_redis_target(&store, section, at)?;
     Ok(store)
@@ -221,6 +227,24 @@ fn build_bounded(
         _ => Err(at(
             v.span(),
             format!("{name} must be from 1 to {max} (got {})", v.get_ref()),
+        )),
+    }
+}
+
+/// `replicas_to_ack`: from 0 (the default: none) to the Redis store's bound.
+fn build_replicas_to_ack(section: &file::StoreSection, at: &At<'_>) -> Result<u32, Error> {
+    let Some(v) = &section.replicas_to_ack else {
+        return Ok(0);
+    };
+    let max = tollgate_redis::MAX_REPLICAS_TO_ACK;
+    match u32::try_from(*v.get_ref()) {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(at(
+            v.span(),
+            format!(
+                "replicas_to_ack must be from 0 to {max} (got {})",
+                v.get_ref()
+            ),
         )),
     }
 }

@@ -41,10 +41,15 @@ impl Config {
         let store = match &self.store.kind {
             StoreKind::Memory => format!("memory (at most {} clients)", self.store.max_clients),
             StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => {
-                let cache = match self.store.shared_rejection_cache() {
+                let mut cache = match self.store.shared_rejection_cache() {
                     Some(max) => format!("rejection cache of at most {max} clients"),
                     None => "no rejection cache".to_owned(),
                 };
+                match self.store.replicas_to_ack {
+                    0 => {}
+                    1 => cache.push_str("; each decision acknowledged by 1 replica"),
+                    n => cache.push_str(&format!("; each decision acknowledged by {n} replicas")),
+                }
                 match self.store.redis_target() {
                     Ok(Some(target)) => format!("redis {} ({cache})", target.redacted()),
                     _ => "redis (unusable target)".to_owned(),

@@ -25,6 +25,7 @@ fn call(cost: u64) -> Call {
             Arg::Number(500),
             Arg::Text("1"),
         ],
+        wait: None,
     }
 }
 

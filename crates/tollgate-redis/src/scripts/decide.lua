@@ -255,8 +255,12 @@ end
 -- whether it ran; run twice, it would consume twice for one request. So it
 -- is answered as it was, allowed, with its receipt's time and undo numbers
 -- (what a refund or a claim takes back is that one consumption), each
--- limit as it stands now (remaining counts the call once), writing nothing.
-local function answer_again(seen_key, ran_at, cost, limits, redis_us)
+-- limit as it stands now (remaining counts the call once), writing nothing
+-- but the receipts' expiry, set again: a write, so that a WAIT behind this
+-- call on its new connection (src/replicas.rs) waits until the replicas
+-- hold everything written so far, the first run's writes among it, where a
+-- connection that wrote nothing is acknowledged at once.
+local function answer_again(receipts_at, seen_key, ran_at, cost, limits, redis_us)
   local now = time_after_seen(seen_key, ran_at, limits)
   for i = 1, #limits do
     local l = limits[i]
@@ -270,7 +274,9 @@ local function answer_again(seen_key, ran_at, cost, limits, redis_us)
       l.undo1, l.undo2 = 0, 0
     end
   end
-  return call_reply(redis_us, ran_at, true, cost, limits)
+  local reply = call_reply(redis_us, ran_at, true, cost, limits)
+  redis.call('PEXPIRE', receipts_at, fmt(RECEIPTS_KEPT_MS))
+  return reply
 end
 
 local function decide_call(keys, argv)
@@ -300,7 +306,7 @@ local function decide_call(keys, argv)
     receipts = redis.call('GET', at) or ''
     local ran_at = read_receipt(receipts, at, id, limits)
     if ran_at then
-      return answer_again(keys[1], ran_at, cost, limits, redis_us)
+      return answer_again(at, keys[1], ran_at, cost, limits, redis_us)
     end
   end
   -- The backwards-time rule (reads the last-seen time, checks the bounds).

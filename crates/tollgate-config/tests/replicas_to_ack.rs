@@ -1,0 +1,84 @@
+//! `[store] replicas_to_ack`, from the file to the store a service decides
+//! with (`StoreHandle::connect`, then `into_store`: the guard and its
+//! failure policy in front), against a real `redis-server` the test starts
+//! itself, and then a replica of it.
+
+use std::time::Duration;
+
+use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan};
+use tollgate_config::{Config, StoreHandle};
+use tollgate_redis::testing::{wait_for, RedisServer};
+
+/// A decision that no replica acknowledged is answered by the failure
+/// policy and consumes nothing; once a replica is in sync, the store
+/// decides, and the client has its whole limit.
+#[test]
+fn a_decision_is_answered_by_the_store_only_once_a_replica_holds_it() {
+    let Some(master) = RedisServer::spawn("config_replicas_to_ack") else {
+        return;
+    };
+    // The replica below syncs at once rather than after the default 5 s.
+    master.cli(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
+    let text = format!(
+        "[[plans.default]]\nname = \"s\"\npolicy = \"sliding-window\"\nlimit = 5\nwindow = \"1h\"\n\
+         [store]\nurl = \"{}\"\nreplicas_to_ack = 1\ntimeout = \"200ms\"\n\
+         failure_policy = \"fail-closed\"\nbreaker_failures = 0\n",
+        master.url()
+    );
+    let config = Config::parse(&text).expect("config");
+    let policy = AnyPolicy::from_name("sliding-window", 5, 3_600_000).expect("policy");
+    let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
+    runtime().block_on(async {
+        let handle = StoreHandle::connect(&config).await.expect("connect");
+        let StoreHandle::Redis(redis) = &handle else {
+            panic!("not the Redis store");
+        };
+        let redis = redis.clone();
+        let (store, _) = handle.into_store(&config.store);
+
+        let decision = store.check(&plan, "c", 0, 1).await.expect("answered");
+        assert_eq!(
+            decision.decided_by,
+            DecidedBy::Failure(FailurePolicy::FailClosed),
+            "no replica: {decision:?}"
+        );
+        assert!(!decision.allowed);
+        // Whatever it consumed is taken back before the next call.
+        redis.settle(Duration::from_secs(5)).await.expect("settled");
+
+        let port = master.port().to_string();
+        let _replica = RedisServer::spawn_with(
+            "config_replicas_to_ack",
+            &["--replicaof", "127.0.0.1", &port],
+        )
+        .expect("replica");
+        assert!(
+            wait_for(250, || master
+                .cli(&["INFO", "replication"])
+                .contains("connected_slaves:1")),
+            "the replica never connected"
+        );
+        let mut decided = None;
+        for t in 1..=50 {
+            let decision = store.check(&plan, "c", t, 1).await.expect("answered");
+            if decision.decided_by == DecidedBy::Store {
+                decided = Some(decision);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let decided = decided.expect("the store never decided with a replica in sync");
+        assert!(decided.allowed);
+        assert_eq!(
+            decided.limits[0].decision.remaining, 4,
+            "the decision answered by the failure policy consumed nothing"
+        );
+    });
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}

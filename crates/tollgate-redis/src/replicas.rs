@@ -1,0 +1,87 @@
+//! Decisions answered only once replicas hold them
+//! ([`crate::RedisStoreConfig::replicas_to_ack`]).
+//!
+//! Redis replicates asynchronously: a master that dies before its replica
+//! received a decision's writes is replaced by a replica that never saw
+//! them, and the client's consumption is lost (BENCHMARKS.md, "An unplanned
+//! failover", measured it: once 783 of 16,282 allowed uses in 13 drills).
+//! With `replicas_to_ack` = n, every script call is sent in one pipeline
+//! with `WAIT n timeout` behind it, on the same connection, so the `WAIT`
+//! counts the replicas that acknowledged that call's writes (and any earlier
+//! ones of the connection). A call that consumed, answered with fewer than
+//! n acknowledgements, is not answered as allowed: its consumption is taken
+//! back ([`crate::refund`]) and its caller gets the transient
+//! [`RedisStoreError::NotReplicated`], which the failure policy answers. A
+//! call that consumed nothing (a rejection, a cost of 0, a call that
+//! started too late) is answered as it is: losing it in a failover loses no
+//! consumption.
+//!
+//! What this guarantees, and what not: an allowed decision is on the
+//! master and on n replicas. A failover to one of those replicas keeps it;
+//! Redis Cluster lets the replica with the most replicated data stand for
+//! election first, and with n equal to the number of replicas every
+//! candidate has it. A
+//! failover to a replica that did not acknowledge (n smaller than the
+//! replicas, an operator's forced takeover) can still lose it, as `WAIT`'s
+//! own documentation says: it makes loss unlikely, not impossible. The
+//! refund of a call not acknowledged is itself replicated asynchronously;
+//! losing it leaves the consumption counted, towards admitting less.
+
+use std::sync::Arc;
+
+use crate::call::{Call, CallReply, Scripts};
+use crate::refund::Refund;
+use crate::RedisStoreError;
+
+/// How many replicas must acknowledge a call's writes, and how long
+/// Redis's `WAIT` waits for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplicaWait {
+    /// At least 1.
+    pub(crate) replicas: u32,
+    /// At least 1 (`WAIT`'s 0 would wait for ever).
+    pub(crate) timeout_ms: u64,
+}
+
+/// What the `WAIT` behind a script call answered, if one was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acked {
+    /// No `WAIT` was sent.
+    NotAsked,
+    /// This many replicas acknowledged the call's writes.
+    Replicas(u64),
+}
+
+/// The strictest `WAIT` any of `calls` asks for (a batch carries the calls
+/// of stores that share a queue, whatever their own setting).
+pub(crate) fn strictest<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Option<ReplicaWait> {
+    calls
+        .into_iter()
+        .filter_map(|call| call.wait)
+        .max_by_key(|wait| (wait.replicas, wait.timeout_ms))
+}
+
+impl Acked {
+    /// `reply` to `call` as its caller gets it: unchanged unless the call
+    /// asked for replicas, consumed, and fewer acknowledged it, in which
+    /// case its consumption is taken back (a refund is queued) and the
+    /// caller gets [`RedisStoreError::NotReplicated`]. Must be called
+    /// inside a Tokio runtime.
+    pub(crate) fn answer(self, scripts: &Arc<Scripts>, call: &Call, reply: Vec<i64>) -> CallReply {
+        let (Some(wait), Acked::Replicas(acknowledged)) = (call.wait, self) else {
+            return Ok(reply);
+        };
+        if acknowledged >= u64::from(wait.replicas) {
+            return Ok(reply);
+        }
+        let Some(refund) = Refund::of(call, &reply) else {
+            return Ok(reply);
+        };
+        scripts.refunds.push(scripts, refund);
+        Err(RedisStoreError::NotReplicated {
+            acknowledged,
+            replicas: wait.replicas,
+            timeout_ms: wait.timeout_ms,
+        })
+    }
+}
