@@ -100,7 +100,7 @@ fn assert_not_replicated(error: &RedisStoreError) {
             RedisStoreError::NotReplicated {
                 acknowledged: 0,
                 replicas: 1,
-                timeout_ms: 300
+                ..
             }
         ),
         "{error:?}"
@@ -302,12 +302,19 @@ fn master_holding(cluster: &RedisCluster, client: &str) -> usize {
         .expect("a master holds the client's keys")
 }
 
-/// The replica of the master at index `master` of the cluster's nodes.
+/// The replica of the master at index `master` of the cluster's nodes, by
+/// the port the master says it listens on (`slave0:ip=...,port=...`).
 fn replica_of(cluster: &RedisCluster, master: usize) -> &RedisServer {
-    let of_master = format!("master_port:{}", cluster.nodes()[master].port());
+    let info = cluster.nodes()[master].cli(&["INFO", "replication"]);
+    let port: u16 = info
+        .lines()
+        .find_map(|line| line.strip_prefix("slave0:"))
+        .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("port=")))
+        .and_then(|port| port.parse().ok())
+        .expect("the master has a replica");
     cluster
         .nodes()
         .iter()
-        .find(|node| node.cli(&["INFO", "replication"]).contains(&of_master))
+        .find(|node| node.port() == port)
         .expect("a replica of the master")
 }

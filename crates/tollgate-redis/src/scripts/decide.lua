@@ -259,7 +259,9 @@ end
 -- but the receipts' expiry, set again: a write, so that a WAIT behind this
 -- call on its new connection (src/replicas.rs) waits until the replicas
 -- hold everything written so far, the first run's writes among it, where a
--- connection that wrote nothing is acknowledged at once.
+-- connection that wrote nothing is acknowledged at once. (Redis 7.0 moves a
+-- connection's WAIT offset after any command; a Redis that moves it only
+-- after a write would not wait without this one.)
 local function answer_again(receipts_at, seen_key, ran_at, cost, limits, redis_us)
   local now = time_after_seen(seen_key, ran_at, limits)
   for i = 1, #limits do
