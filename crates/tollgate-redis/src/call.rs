@@ -128,6 +128,11 @@ pub struct CallCounts {
     /// their deadline passed ([`crate::lost`]); those that had consumed are
     /// refunded, and counted above as such.
     pub replies_lost: u64,
+    /// Decisions that consumed but that fewer replicas than
+    /// [`crate::RedisStoreConfig::replicas_to_ack`] acknowledged in time
+    /// ([`crate::replicas`]): refunded (and counted above as such), and
+    /// answered by the failure policy.
+    pub not_replicated: u64,
 }
 
 #[derive(Debug, Default)]
@@ -135,6 +140,7 @@ struct Counters {
     decisions: AtomicU64,
     calls: AtomicU64,
     batches: AtomicU64,
+    not_replicated: AtomicU64,
 }
 
 /// At most this many take-backs (clients' refunds, and claims of lost
@@ -202,7 +208,13 @@ impl Scripts {
             refunds_failed: refunds.failed.load(Ordering::Relaxed),
             refunds_pending: refunds.pending.load(Ordering::Relaxed),
             replies_lost: self.lost.queued.load(Ordering::Relaxed),
+            not_replicated: self.counters.not_replicated.load(Ordering::Relaxed),
         }
+    }
+
+    /// Counts a decision that consumed but too few replicas acknowledged.
+    pub(crate) fn count_not_replicated(&self) {
+        self.counters.not_replicated.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Sends `call` alone from a task of its own, so that its reply is read

@@ -78,6 +78,7 @@ impl Acked {
             return Ok(reply);
         };
         scripts.refunds.push(scripts, refund);
+        scripts.count_not_replicated();
         Err(RedisStoreError::NotReplicated {
             acknowledged,
             replicas: wait.replicas,

@@ -419,6 +419,7 @@ impl Server {
                 refunds_failed: counts.refunds_failed,
                 replies_lost: counts.replies_lost,
                 refunds_pending: counts.refunds_pending,
+                not_replicated: counts.not_replicated,
             }
         });
         if let Some(memory) = &self.inner.memory {

@@ -6,7 +6,7 @@ mod common;
 
 use common::TestServer;
 use reqwest::StatusCode;
-use tollgate_redis::testing::{free_port, wait_until, RedisServer, Relay};
+use tollgate_redis::testing::{free_port, load_scripts, wait_until, RedisServer, Relay};
 use tollgate_server::{Config, StoreHandle};
 use tollgate_testkit::metric;
 
@@ -215,6 +215,67 @@ async fn a_decision_answered_by_the_failure_policy_is_refunded_when_its_late_rep
     }
     assert_eq!(restored, 1, "{series}");
     let answer = t.check("held", 5).await;
+    assert_eq!(answer.json()["decided_by"], "store", "{}", answer.body);
+    assert_eq!(
+        answer.json()["allowed"],
+        true,
+        "the whole budget: {}",
+        answer.body
+    );
+    t.stop().await;
+}
+
+/// With `[store] replicas_to_ack = 1`, a decision no replica acknowledged
+/// (the Redis has none yet) is answered by the failure policy, taken back,
+/// and counted by `/metrics`; once a replica is in sync, the store decides,
+/// with the client's whole budget left.
+#[tokio::test]
+async fn a_decision_no_replica_acknowledged_is_answered_by_the_failure_policy_and_counted() {
+    let Some(redis) = RedisServer::spawn("a_decision_no_replica_acknowledged") else {
+        return;
+    };
+    // Loaded before: a script Redis lacks would be sent again after a WAIT
+    // (NOSCRIPT), past its deadline.
+    load_scripts(&redis.url()).await;
+    let text = config_text(&redis.url(), "fail-closed").replace(
+        "timeout = \"200ms\"\n",
+        "timeout = \"200ms\"\nreplicas_to_ack = 1\n",
+    );
+    let t = start(&text).await;
+    let held = t.check("c", 3).await;
+    assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
+
+    let counted = |series: &'static str| {
+        let t = &t;
+        async move { metric(&t.get("/metrics").await.body, series) }
+    };
+    let restored = "tollgate_store_refunds_total{outcome=\"restored\"}";
+    let mut taken_back = 0;
+    for _ in 0..100 {
+        taken_back = counted(restored).await;
+        if taken_back == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(taken_back, 1, "{restored}");
+    assert_eq!(counted("tollgate_store_not_replicated_total").await, 1);
+
+    redis.cli(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
+    let port = redis.port().to_string();
+    let replica = RedisServer::spawn_with(
+        "a_decision_no_replica_acknowledged",
+        &["--replicaof", "127.0.0.1", &port],
+    )
+    .expect("replica");
+    let in_sync = wait_until(250, || {
+        replica
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:up")
+    })
+    .await;
+    assert!(in_sync, "the replica never got in sync");
+    let answer = t.check("c", 5).await;
     assert_eq!(answer.json()["decided_by"], "store", "{}", answer.body);
     assert_eq!(
         answer.json()["allowed"],

@@ -62,6 +62,9 @@ pub struct StoreCalls {
     /// Refunds not ended yet: queued, being sent, or waiting for Redis to
     /// be reached again (up to 60 s).
     pub refunds_pending: u64,
+    /// Decisions that consumed but too few replicas acknowledged
+    /// (`[store] replicas_to_ack`): refunded, answered by the failure policy.
+    pub not_replicated: u64,
 }
 
 /// Store errors by kind, as the guarded stores counted them.
@@ -176,6 +179,11 @@ impl Gauges {
                     "store_replies_lost",
                     "Decisions whose reply never came (the connection dropped after they were sent, or no reply within 5 s; on a Redis Cluster, any failed decision, since the cluster client sends a command again), looked up by the receipt they left in Redis and refunded if they consumed",
                     calls.replies_lost,
+                ),
+                (
+                    "store_not_replicated",
+                    "Decisions that consumed but that fewer replicas than [store] replicas_to_ack acknowledged within the store's timeout (Redis's WAIT): refunded, and answered by the failure policy",
+                    calls.not_replicated,
                 ),
             ] {
                 let counter = Counter::<u64>::default();
