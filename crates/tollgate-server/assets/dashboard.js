@@ -100,12 +100,15 @@ function drawStore(store) {
   // or never came, or that an Envoy request gave back when another of its
   // clients refused: taken back, or kept (the client was used since, or the
   // refund failed); how many replies never came; and how many refunds
-  // have not ended yet (Redis could not be reached: sent again).
+  // have not ended yet (Redis could not be reached: sent again); and the
+  // decisions too few replicas acknowledged ([store] replicas_to_ack),
+  // answered by the failure policy and taken back.
   if (store.refunds) {
     rows.push(["uses taken back", store.refunds.restored]);
     rows.push(["uses not taken back", store.refunds.stale + store.refunds.failed]);
     rows.push(["replies lost", store.refunds.replies_lost]);
     rows.push(["refunds pending", store.refunds.pending]);
+    rows.push(["not acknowledged by replicas", store.refunds.not_replicated]);
   }
   const kv = el("div", { class: "kv" });
   for (const [k, v] of rows) kv.append(el("div", {}, k), el("div", {}, v));

@@ -6,7 +6,8 @@
 //! then the relay drops its connections with a held reply, and the panel
 //! shows the reply lost and its call taken back by its receipt ("replies
 //! lost: 1", "uses taken back: 2"). The screenshot is kept in
-//! target/test-artefacts/.
+//! target/test-artefacts/. And, with `[store] replicas_to_ack`, a decision
+//! no replica acknowledged ("not acknowledged by replicas: 1").
 
 mod common;
 
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::TestServer;
-use tollgate_redis::testing::{RedisServer, Relay};
+use tollgate_redis::testing::{load_scripts, RedisServer, Relay};
 use tollgate_server::{Config, StoreHandle};
 use tollgate_testkit::browser::Browser;
 
@@ -58,7 +59,7 @@ async fn the_store_panel_shows_late_and_lost_replies_taken_back_in_a_real_browse
     assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
     relay.release_replies();
 
-    let late = serde_json::json!({"restored": 1, "stale": 0, "failed": 0, "replies_lost": 0, "pending": 0});
+    let late = serde_json::json!({"restored": 1, "stale": 0, "failed": 0, "replies_lost": 0, "pending": 0, "not_replicated": 0});
     assert_eq!(refunds_once(&t, |r| r["restored"] == 1).await, late);
     let shown = browser_shows(&browser, &t, &[("uses taken back", 1), ("replies lost", 0)]).await;
     assert!(shown, "the store panel shows the late reply taken back");
@@ -67,7 +68,7 @@ async fn the_store_panel_shows_late_and_lost_replies_taken_back_in_a_real_browse
     let held = t.check("lost", 1).await;
     assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
     relay.cut();
-    let lost = serde_json::json!({"restored": 2, "stale": 0, "failed": 0, "replies_lost": 1, "pending": 0});
+    let lost = serde_json::json!({"restored": 2, "stale": 0, "failed": 0, "replies_lost": 1, "pending": 0, "not_replicated": 0});
     assert_eq!(refunds_once(&t, |r| r["restored"] == 2).await, lost);
     let shown = browser_shows(
         &browser,
@@ -95,6 +96,48 @@ async fn the_store_panel_shows_late_and_lost_replies_taken_back_in_a_real_browse
         .join("../../target/test-artefacts/dashboard-refunds.png");
     let png = browser.screenshot(&[path.as_path()]).await;
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    browser.finish().await;
+    t.stop().await;
+}
+
+/// With `[store] replicas_to_ack = 1` on a Redis that has no replica, a
+/// check is answered by the failure policy and its use taken back; the
+/// store panel says why ("not acknowledged by replicas: 1"), as
+/// `/v1/stats` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_panel_shows_decisions_no_replica_acknowledged_in_a_real_browser() {
+    let Some(redis) = RedisServer::spawn("dashboard_not_replicated") else {
+        return;
+    };
+    let Some(browser) = Browser::start("dashboard_not_replicated", 1400, 1000).await else {
+        return;
+    };
+    // Loaded before: a script Redis lacks would be sent again after a WAIT
+    // (NOSCRIPT), past its deadline.
+    load_scripts(&redis.url()).await;
+    let text = config_text(&redis.url()).replace(
+        "timeout = \"200ms\"\n",
+        "timeout = \"200ms\"\nreplicas_to_ack = 1\n",
+    );
+    let config = Config::parse(&text).expect("the config is valid");
+    let store = StoreHandle::for_config(&config).expect("a Redis store");
+    let t = TestServer::start_with(&text, config, store).await;
+    let answer = t.check("c", 2).await;
+    assert_eq!(
+        answer.json()["decided_by"],
+        "fail-closed",
+        "{}",
+        answer.body
+    );
+
+    let refunds = serde_json::json!({"restored": 1, "stale": 0, "failed": 0, "replies_lost": 0, "pending": 0, "not_replicated": 1});
+    assert_eq!(refunds_once(&t, |r| r["restored"] == 1).await, refunds);
+    let rows = [("not acknowledged by replicas", 1), ("uses taken back", 1)];
+    let shown = browser_shows(&browser, &t, &rows).await;
+    assert!(
+        shown,
+        "the store panel shows the decision no replica acknowledged"
+    );
     browser.finish().await;
     t.stop().await;
 }

@@ -124,6 +124,10 @@ pub struct StoreRefunds {
     /// Redis cannot be reached (for up to 60 s); each ends as one of the
     /// first three.
     pub pending: u64,
+    /// Calls that consumed but that fewer replicas than `[store]
+    /// replicas_to_ack` acknowledged in time: answered by the failure
+    /// policy, and refunded (counted above as well).
+    pub not_replicated: u64,
 }
 
 /// One master's circuit breaker, as the dashboard shows it.
@@ -222,6 +226,7 @@ impl Server {
                     failed: c.refunds_failed,
                     replies_lost: c.replies_lost,
                     pending: c.refunds_pending,
+                    not_replicated: c.not_replicated,
                 }
             }),
             circuits: self.inner.guarded.as_ref().map_or_else(Vec::new, |g| {
