@@ -37,6 +37,18 @@ fn four_per_day(dir: &Path) -> PathBuf {
     path
 }
 
+/// [`four_per_day`] with `[store] replicas_to_ack = replicas`.
+fn replicas_to_ack(dir: &Path, replicas: u32) -> PathBuf {
+    let path = dir.join("replicas-to-ack.toml");
+    let text = std::fs::read_to_string(four_per_day(dir)).expect("read the config");
+    let text = text.replace(
+        "[store]\n",
+        &format!("[store]\nreplicas_to_ack = {replicas}\n"),
+    );
+    std::fs::write(&path, text).expect("write the config");
+    path
+}
+
 /// `tollgate serve` in this process on loopback port 0, with `redis` flags;
 /// its HTTP address.
 async fn start_serve(config: &Path, redis: &[(&str, &str)]) -> String {
@@ -413,8 +425,8 @@ fn serve_warns_at_start_up_of_a_redis_that_evicts_keys_or_is_a_replica() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = four_per_day(dir.path());
     // What serve logs until it says it listens (it checks Redis first).
-    let start_up_log = |url: &str| {
-        let mut child = serve_process(&config, url);
+    let start_up_log_of = |config: &Path, url: &str| {
+        let mut child = serve_process(config, url);
         let banner = read_until(child.stdout.take().expect("stdout"), "listening");
         let _ = child.kill();
         let _ = child.wait();
@@ -424,6 +436,7 @@ fn serve_warns_at_start_up_of_a_redis_that_evicts_keys_or_is_a_replica() {
         assert!(banner.contains("listening"), "{banner}\n{stderr}");
         stderr
     };
+    let start_up_log = |url: &str| start_up_log_of(&config, url);
     let stderr = start_up_log(&server.url());
     assert!(stderr.contains("volatile-lru"), "{stderr}");
     assert!(stderr.contains("maxmemory-policy noeviction"), "{stderr}");
@@ -442,6 +455,14 @@ fn serve_warns_at_start_up_of_a_redis_that_evicts_keys_or_is_a_replica() {
     let stderr = start_up_log(&replica.url());
     assert!(stderr.contains("Redis is a replica"), "{stderr}");
     assert!(stderr.contains("give the primary's address"), "{stderr}");
+    drop(replica);
+
+    // Waiting for more replicas than the primary has.
+    let stderr = start_up_log_of(&replicas_to_ack(dir.path(), 2), &server.url());
+    assert!(
+        stderr.contains("fewer replicas connected than replicas_to_ack"),
+        "{stderr}"
+    );
 }
 
 /// The `tollgate serve` binary on `config` and the Redis at `url`, with its

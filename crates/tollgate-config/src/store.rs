@@ -115,17 +115,37 @@ impl StoreHandle {
 /// Warns of a Redis that would silently cost exactness or every decision:
 /// one that may evict tollgate's keys (a `maxmemory-policy` other than
 /// `noeviction`: full, it would drop clients' state early and allow them
-/// again), or a replica (it refuses every write, so the failure policy would
-/// answer every call). What cannot be read (`CONFIG` refused or renamed, as
+/// again), a replica (it refuses every write, so the failure policy would
+/// answer every call), or one with fewer replicas connected than `[store]
+/// replicas_to_ack` (every decision that consumes would be answered by the
+/// failure policy). What cannot be read (`CONFIG` refused or renamed, as
 /// managed services do) is only noted at debug level.
 async fn warn_of_risks(store: &RedisStore, target: &RedisTarget) {
     let redis = target.redacted();
-    // Both asked at once, under one bound: start-up waits for one round trip.
-    let checks = async { tokio::join!(store.evicting_memory_policy(), store.is_replica()) };
-    let Ok((policy, replica)) = tokio::time::timeout(STARTUP_CHECK_TIMEOUT, checks).await else {
-        tracing::debug!("no answer to the start-up checks (maxmemory-policy, ROLE)");
+    // Asked at once, under one bound: start-up waits for one round trip.
+    let checks = async {
+        tokio::join!(
+            store.evicting_memory_policy(),
+            store.is_replica(),
+            store.fewest_connected_replicas()
+        )
+    };
+    let Ok((policy, replica, replicas)) = tokio::time::timeout(STARTUP_CHECK_TIMEOUT, checks).await
+    else {
+        tracing::debug!("no answer to the start-up checks (maxmemory-policy, ROLE, INFO)");
         return;
     };
+    let wanted = store.config().replicas_to_ack;
+    if let Ok(Some(connected)) = replicas {
+        if connected < u64::from(wanted) {
+            tracing::warn!(
+                redis,
+                connected,
+                replicas_to_ack = wanted,
+                "Redis has fewer replicas connected than replicas_to_ack (on the primary with fewest): every decision that consumes is answered by the failure policy until enough are"
+            );
+        }
+    }
     match policy {
         Ok(Some(policy)) => tracing::warn!(
             redis,

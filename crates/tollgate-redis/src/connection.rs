@@ -175,16 +175,7 @@ impl Connection {
     pub(crate) async fn config_get(&self, name: &str) -> Result<Vec<String>, RedisStoreError> {
         let mut command = redis::cmd("CONFIG");
         command.arg("GET").arg(name);
-        let replies = match self {
-            Connection::Single(c) => vec![command.query_async::<Value>(&mut c.clone()).await?],
-            Connection::Cluster(c) => {
-                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                match c.get().await?.route_command(command, routing).await? {
-                    Value::Map(nodes) => nodes.into_iter().map(|(_, reply)| reply).collect(),
-                    reply => vec![reply],
-                }
-            }
-        };
+        let replies = self.ask_every_primary(command).await?;
         // Each reply: the name and its value, as a map (RESP3) or a list.
         let values = replies.into_iter().filter_map(|reply| {
             let pairs: Vec<(String, String)> = redis::from_redis_value(reply).ok()?;
@@ -194,6 +185,24 @@ impl Connection {
                 .map(|(_, value)| value)
         });
         Ok(values.collect())
+    }
+
+    /// `command`'s reply from the node, or from every cluster primary that
+    /// answered.
+    pub(crate) async fn ask_every_primary(
+        &self,
+        command: Cmd,
+    ) -> Result<Vec<Value>, RedisStoreError> {
+        Ok(match self {
+            Connection::Single(c) => vec![command.query_async::<Value>(&mut c.clone()).await?],
+            Connection::Cluster(c) => {
+                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                match c.get().await?.route_command(command, routing).await? {
+                    Value::Map(nodes) => nodes.into_iter().map(|(_, reply)| reply).collect(),
+                    reply => vec![reply],
+                }
+            }
+        })
     }
 
     /// Whether the one node is a replica (`ROLE`), which refuses every

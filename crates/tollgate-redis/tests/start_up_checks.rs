@@ -2,7 +2,9 @@
 //! the test starts itself: `RedisStore::evicting_memory_policy` (under an
 //! evicting `maxmemory-policy` a full Redis drops tollgate's keys early,
 //! since every key carries an expiry), read of the node or of every cluster
-//! primary; and `RedisStore::is_replica` (a replica refuses every write).
+//! primary; `RedisStore::is_replica` (a replica refuses every write); and
+//! `RedisStore::fewest_connected_replicas` (fewer than `replicas_to_ack`,
+//! and every decision that consumes is answered by the failure policy).
 
 use tollgate_redis::testing::{wait_for, RedisCluster, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig};
@@ -48,6 +50,9 @@ fn one_evicting_primary_of_a_cluster_is_named() {
         assert_eq!(set.trim(), "OK");
         let policy = store.evicting_memory_policy().await.expect("read");
         assert_eq!(policy.as_deref(), Some("allkeys-lru"));
+        // No primary of this cluster has a replica.
+        let replicas = store.fewest_connected_replicas().await.expect("INFO");
+        assert_eq!(replicas, Some(0));
     });
 }
 
@@ -91,6 +96,8 @@ fn a_replica_is_told_from_its_primary() {
                 .await
                 .expect("connect");
             assert_eq!(store.is_replica().await.expect("ROLE"), is_replica);
+            let replicas = store.fewest_connected_replicas().await.expect("INFO");
+            assert_eq!(replicas, Some(if is_replica { 0 } else { 1 }));
         }
     });
 }

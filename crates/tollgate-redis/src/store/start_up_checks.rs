@@ -9,6 +9,9 @@
 //! - whether the node is a replica (a managed service's reader endpoint
 //!   given by mistake): every write is refused, so the failure policy
 //!   answers every call.
+//! - how many replicas the node, or each cluster primary, has connected:
+//!   fewer than [`crate::RedisStoreConfig::replicas_to_ack`], and every
+//!   decision that consumes is answered by the failure policy.
 
 use crate::{RedisStore, RedisStoreError};
 
@@ -44,4 +47,32 @@ impl RedisStore {
     pub async fn is_replica(&self) -> Result<bool, RedisStoreError> {
         self.scripts.connection.is_replica().await
     }
+
+    /// The fewest replicas connected to the node, or to any cluster
+    /// primary (`INFO replication`'s `connected_slaves`); `None` when no
+    /// node said. With fewer than
+    /// [`crate::RedisStoreConfig::replicas_to_ack`], every decision that
+    /// consumes is answered by the failure policy.
+    ///
+    /// # Errors
+    /// When Redis cannot be reached, or refuses `INFO`.
+    pub async fn fewest_connected_replicas(&self) -> Result<Option<u64>, RedisStoreError> {
+        let mut command = redis::cmd("INFO");
+        command.arg("replication");
+        let replies = self.scripts.connection.ask_every_primary(command).await?;
+        Ok(replies
+            .into_iter()
+            .filter_map(|reply| redis::from_redis_value::<String>(reply).ok())
+            .filter_map(|info| connected_replicas(&info))
+            .min())
+    }
+}
+
+/// `connected_slaves` of an `INFO replication` text.
+fn connected_replicas(info: &str) -> Option<u64> {
+    info.lines()
+        .find_map(|line| line.strip_prefix("connected_slaves:"))?
+        .trim()
+        .parse()
+        .ok()
 }
