@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan};
 use tollgate_config::{Config, StoreHandle};
-use tollgate_redis::testing::{wait_for, RedisServer};
+use tollgate_redis::testing::RedisServer;
 
 /// A decision that no replica acknowledged is answered by the failure
 /// policy and consumes nothing; once a replica is in sync, the store
@@ -17,8 +17,6 @@ fn a_decision_is_answered_by_the_store_only_once_a_replica_holds_it() {
     let Some(master) = RedisServer::spawn("config_replicas_to_ack") else {
         return;
     };
-    // The replica below syncs at once rather than after the default 5 s.
-    master.cli(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
     let text = format!(
         "[[plans.default]]\nname = \"s\"\npolicy = \"sliding-window\"\nlimit = 5\nwindow = \"1h\"\n\
          [store]\nurl = \"{}\"\nreplicas_to_ack = 1\ntimeout = \"200ms\"\n\
@@ -46,18 +44,8 @@ fn a_decision_is_answered_by_the_store_only_once_a_replica_holds_it() {
         // Whatever it consumed is taken back before the next call.
         redis.settle(Duration::from_secs(5)).await.expect("settled");
 
-        let port = master.port().to_string();
-        let _replica = RedisServer::spawn_with(
-            "config_replicas_to_ack",
-            &["--replicaof", "127.0.0.1", &port],
-        )
-        .expect("replica");
-        assert!(
-            wait_for(250, || master
-                .cli(&["INFO", "replication"])
-                .contains("connected_slaves:1")),
-            "the replica never connected"
-        );
+        let _replica = RedisServer::spawn_replica_of("config_replicas_to_ack", master.port())
+            .expect("replica");
         let mut decided = None;
         for t in 1..=50 {
             let decision = store.check(&plan, "c", t, 1).await.expect("answered");

@@ -177,6 +177,27 @@ impl RedisServer {
         Self::spawn_inner(test, extra, None)
     }
 
+    /// A replica of the Redis reached at 127.0.0.1:`primary` (the primary
+    /// itself, or a [`Relay`] in front of it), started as
+    /// [`RedisServer::spawn`] does, once it is in sync (`master_link_status:up`,
+    /// waited for, bounded). The primary is first told to sync at once
+    /// (`repl-diskless-sync-delay 0`), not after its default 5 s.
+    ///
+    /// # Panics
+    /// As [`RedisServer::spawn`], and when the replica never gets in sync.
+    pub fn spawn_replica_of(test: &str, primary: u16) -> Option<Self> {
+        redis_cli(primary, &["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
+        let port = primary.to_string();
+        let replica = Self::spawn_with(test, &["--replicaof", "127.0.0.1", &port])?;
+        let in_sync = wait_for(250, || {
+            replica
+                .cli(&["INFO", "replication"])
+                .contains("master_link_status:up")
+        });
+        assert!(in_sync, "the replica of port {primary} never got in sync");
+        Some(replica)
+    }
+
     /// A Redis that accepts only TLS connections (`--port 0 --tls-port P`),
     /// with a certificate for 127.0.0.1 signed by a CA the test makes
     /// itself ([`RedisServer::certs`]); clients need no certificate of

@@ -6,7 +6,7 @@
 
 use redis::aio::MultiplexedConnection;
 use redis::Script;
-use tollgate_redis::testing::{wait_for, RedisServer, Relay};
+use tollgate_redis::testing::{RedisServer, Relay};
 
 const SEEN: &str = "receipts:{c:r}:seen";
 const STATE: &str = "receipts:{c:r}:1";
@@ -239,20 +239,9 @@ fn a_wait_behind_a_call_sent_again_waits_for_its_first_runs_writes() {
     let Some(master) = RedisServer::spawn("a_call_sent_again_writes") else {
         return;
     };
-    master.cli(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
     let relay = Relay::start(master.port());
-    let port = relay.port().to_string();
-    let replica = RedisServer::spawn_with(
-        "a_call_sent_again_writes",
-        &["--replicaof", "127.0.0.1", &port],
-    )
-    .expect("replica");
-    assert!(
-        wait_for(250, || replica
-            .cli(&["INFO", "replication"])
-            .contains("master_link_status:up")),
-        "the replica never got in sync"
-    );
+    let _replica =
+        RedisServer::spawn_replica_of("a_call_sent_again_writes", relay.port()).expect("replica");
     runtime().block_on(async {
         relay.hold_replies();
         let mut c = connection(&master).await;

@@ -13,9 +13,7 @@ use std::time::Duration;
 use batching::{at_once, in_order, runtime};
 
 use tollgate::{AnyPolicy, Limit, Plan};
-use tollgate_redis::testing::{
-    client_tag, wait_for, ClusterOptions, RedisCluster, RedisServer, Relay,
-};
+use tollgate_redis::testing::{client_tag, ClusterOptions, RedisCluster, RedisServer, Relay};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 /// One limit of 5 per policy, over a window far longer than the test.
@@ -55,17 +53,8 @@ struct MasterAndReplica {
 
 fn master_and_replica(test: &str) -> Option<MasterAndReplica> {
     let master = RedisServer::spawn(test)?;
-    // The replica syncs at once rather than after the default 5 s.
-    master.cli(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
     let relay = Relay::start(master.port());
-    let port = relay.port().to_string();
-    let replica = RedisServer::spawn_with(test, &["--replicaof", "127.0.0.1", &port])?;
-    assert!(
-        wait_for(250, || replica
-            .cli(&["INFO", "replication"])
-            .contains("master_link_status:up")),
-        "the replica never got in sync"
-    );
+    let replica = RedisServer::spawn_replica_of(test, relay.port())?;
     Some(MasterAndReplica {
         master,
         relay,
