@@ -204,6 +204,13 @@ async fn a_decision_answered_by_the_failure_policy_is_refunded_when_its_late_rep
     assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
     relay.release_replies();
 
+    assert_one_use_taken_back(&t).await;
+    assert_whole_budget_left(&t, "held").await;
+    t.stop().await;
+}
+
+/// `/metrics` counts one use taken back, within 2 s.
+async fn assert_one_use_taken_back(t: &TestServer) {
     let series = "tollgate_store_refunds_total{outcome=\"restored\"}";
     let mut restored = 0;
     for _ in 0..100 {
@@ -214,7 +221,11 @@ async fn a_decision_answered_by_the_failure_policy_is_refunded_when_its_late_rep
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(restored, 1, "{series}");
-    let answer = t.check("held", 5).await;
+}
+
+/// The store allows `client` the whole budget of `shared` (5) at once.
+async fn assert_whole_budget_left(t: &TestServer, client: &str) {
+    let answer = t.check(client, 5).await;
     assert_eq!(answer.json()["decided_by"], "store", "{}", answer.body);
     assert_eq!(
         answer.json()["allowed"],
@@ -222,7 +233,6 @@ async fn a_decision_answered_by_the_failure_policy_is_refunded_when_its_late_rep
         "the whole budget: {}",
         answer.body
     );
-    t.stop().await;
 }
 
 /// With `[store] replicas_to_ack = 1`, a decision no replica acknowledged
@@ -245,33 +255,14 @@ async fn a_decision_no_replica_acknowledged_is_answered_by_the_failure_policy_an
     let held = t.check("c", 3).await;
     assert_eq!(held.json()["decided_by"], "fail-closed", "{}", held.body);
 
-    let counted = |series: &'static str| {
-        let t = &t;
-        async move { metric(&t.get("/metrics").await.body, series) }
-    };
-    let restored = "tollgate_store_refunds_total{outcome=\"restored\"}";
-    let mut taken_back = 0;
-    for _ in 0..100 {
-        taken_back = counted(restored).await;
-        if taken_back == 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(taken_back, 1, "{restored}");
-    assert_eq!(counted("tollgate_store_not_replicated_total").await, 1);
+    assert_one_use_taken_back(&t).await;
+    let metrics = t.get("/metrics").await.body;
+    assert_eq!(metric(&metrics, "tollgate_store_not_replicated_total"), 1);
 
     let _replica =
         RedisServer::spawn_replica_of("a_decision_no_replica_acknowledged", redis.port())
             .expect("replica");
-    let answer = t.check("c", 5).await;
-    assert_eq!(answer.json()["decided_by"], "store", "{}", answer.body);
-    assert_eq!(
-        answer.json()["allowed"],
-        true,
-        "the whole budget: {}",
-        answer.body
-    );
+    assert_whole_budget_left(&t, "c").await;
     t.stop().await;
 }
 
