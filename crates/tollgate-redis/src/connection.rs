@@ -141,7 +141,7 @@ impl Connection {
         let Some(wait) = wait else {
             return Ok((self.invoke(call).await?, Acked::NotAsked));
         };
-        let (reply, acknowledged) = match self {
+        let (reply, waited) = match self {
             Connection::Single(c) => match call.run_acked(&mut c.clone(), wait).await {
                 // As in `invoke`: a refused connection sent nothing.
                 Err(e) if e.is_connection_refusal() => call.run_acked(&mut c.clone(), wait).await,
@@ -150,7 +150,13 @@ impl Connection {
             // redis-rs follows a pipeline's MOVED and ASK as a command's.
             Connection::Cluster(c) => call.run_acked(&mut c.get().await?, wait).await,
         }?;
-        Ok((reply, Acked::Replicas(acknowledged)))
+        Ok((
+            reply,
+            match waited {
+                Ok(acknowledged) => Acked::Replicas(acknowledged),
+                Err(refused) => Acked::Refused(refused),
+            },
+        ))
     }
 
     /// The cluster's `CLUSTER SLOTS`, asked of any one node (on one node,
@@ -285,8 +291,13 @@ impl<'a> Evalsha<'a> {
     /// [`Evalsha::run`] does: the `WAIT` behind the refused script has
     /// waited for the connection's earlier writes, so with replicas that
     /// lag the call sent again may start past its deadline (and write
-    /// nothing).
-    async fn run_acked<C, T>(&self, connection: &mut C, wait: ReplicaWait) -> RedisResult<(T, u64)>
+    /// nothing). The script's reply, and `WAIT`'s answer or refusal (an ACL
+    /// without `WAIT`): the script ran either way.
+    async fn run_acked<C, T>(
+        &self,
+        connection: &mut C,
+        wait: ReplicaWait,
+    ) -> RedisResult<(T, RedisResult<u64>)>
     where
         C: redis::aio::ConnectionLike,
         T: FromRedisValue,
@@ -312,7 +323,9 @@ impl<'a> Evalsha<'a> {
             ))
         })?;
         let reply = T::from_redis_value(reply.extract_error()?)?;
-        let acknowledged = u64::from_redis_value(acknowledged.extract_error()?)?;
+        let acknowledged = acknowledged
+            .extract_error()
+            .and_then(|count| Ok(u64::from_redis_value(count)?));
         Ok((reply, acknowledged))
     }
 }

@@ -13,7 +13,8 @@
 //! ones of the connection). A call that consumed, answered with fewer than
 //! n acknowledgements, is not answered as allowed: its consumption is taken
 //! back ([`crate::refund`]) and its caller gets the transient
-//! [`RedisStoreError::NotReplicated`], which the failure policy answers. A
+//! [`RedisStoreError::NotReplicated`], which the failure policy answers (or
+//! Redis's refusal of the `WAIT`, `NOPERM` for an ACL user without it). A
 //! call that consumed nothing (a rejection, a cost of 0, a call that
 //! started too late) is answered as it is: losing it in a failover loses no
 //! consumption. (A rejection may have counted a consumption not yet taken
@@ -47,12 +48,15 @@ pub(crate) struct ReplicaWait {
 }
 
 /// What the `WAIT` behind a script call answered, if one was sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Acked {
     /// No `WAIT` was sent.
     NotAsked,
     /// This many replicas acknowledged the call's writes.
     Replicas(u64),
+    /// Redis refused the `WAIT` (a user whose ACL lacks it): no replica is
+    /// known to hold the call's writes.
+    Refused(redis::RedisError),
 }
 
 /// The strictest `WAIT` any of `calls` asks for (a batch carries the calls
@@ -68,24 +72,30 @@ impl Acked {
     /// `reply` to `call` as its caller gets it: unchanged unless the call
     /// asked for replicas, consumed, and fewer acknowledged it, in which
     /// case its consumption is taken back (a refund is queued) and the
-    /// caller gets [`RedisStoreError::NotReplicated`]. Must be called
-    /// inside a Tokio runtime.
-    pub(crate) fn answer(self, scripts: &Arc<Scripts>, call: &Call, reply: Vec<i64>) -> CallReply {
-        let (Some(wait), Acked::Replicas(acknowledged)) = (call.wait, self) else {
+    /// caller gets [`RedisStoreError::NotReplicated`] (or, when Redis
+    /// refused the `WAIT`, its refusal). Must be called inside a Tokio
+    /// runtime.
+    pub(crate) fn answer(&self, scripts: &Arc<Scripts>, call: &Call, reply: Vec<i64>) -> CallReply {
+        let Some(wait) = call.wait else {
             return Ok(reply);
         };
-        if acknowledged >= u64::from(wait.replicas) {
-            return Ok(reply);
-        }
+        let error = match self {
+            Acked::NotAsked => return Ok(reply),
+            Acked::Replicas(acknowledged) if *acknowledged >= u64::from(wait.replicas) => {
+                return Ok(reply)
+            }
+            Acked::Replicas(acknowledged) => RedisStoreError::NotReplicated {
+                acknowledged: *acknowledged,
+                replicas: wait.replicas,
+                timeout_ms: wait.timeout_ms,
+            },
+            Acked::Refused(refusal) => RedisStoreError::Redis(refusal.clone()),
+        };
         let Some(refund) = Refund::of(call, &reply) else {
             return Ok(reply);
         };
         scripts.refunds.push(scripts, refund);
         scripts.count_not_replicated();
-        Err(RedisStoreError::NotReplicated {
-            acknowledged,
-            replicas: wait.replicas,
-            timeout_ms: wait.timeout_ms,
-        })
+        Err(error)
     }
 }

@@ -317,3 +317,39 @@ fn replica_of(cluster: &RedisCluster, master: usize) -> &RedisServer {
         .find(|node| node.port() == port)
         .expect("a replica of the master")
 }
+
+/// A user who may not run `WAIT` (an ACL without it): a decision that
+/// consumed is taken back, and its caller gets Redis's refusal (`NOPERM`,
+/// permanent: a configuration to fix), not an allowed answer no replica
+/// may hold; a refusal is answered as it is.
+#[test]
+fn a_wait_refused_takes_the_decision_back_and_says_why() {
+    let user = ["--user", "alice", "on", ">pw", "~*", "&*", "+@all", "-wait"];
+    let Some(server) = RedisServer::spawn_with("replica-ack-noperm", &user) else {
+        return;
+    };
+    runtime().block_on(async {
+        let plan = plan();
+        let url = format!("redis://alice:pw@127.0.0.1:{}", server.port());
+        let store = RedisStore::connect(&url, config(1)).await.expect("connect");
+        let error = store
+            .decide(&plan, "a", 0, 1)
+            .await
+            .expect_err("WAIT refused");
+        assert!(error.to_string().contains("NOPERM"), "{error}");
+        assert!(!error.is_transient(), "{error}");
+        let refused = store.decide(&plan, "a", 1, 6).await.expect("a refusal");
+        assert!(!refused.allowed);
+        store.settle(Duration::from_secs(5)).await.expect("settled");
+        let counts = store.call_counts();
+        assert_eq!(
+            (counts.refunded, counts.not_replicated),
+            (1, 1),
+            "{counts:?}"
+        );
+        let inspection = store.inspect(&plan, "a", 2).await.expect("inspect");
+        for limit in &inspection.limits {
+            assert_eq!(limit.remaining, 5, "{}: nothing used", limit.name);
+        }
+    });
+}
