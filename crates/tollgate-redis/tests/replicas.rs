@@ -81,6 +81,29 @@ async fn fail_over(pair: &mut MasterAndReplica) -> RedisStore {
     store_on(&pair.replica, 0).await
 }
 
+/// Once `store` settled, `decisions` decisions were taken back, each one
+/// too few replicas acknowledged.
+async fn assert_taken_back(store: &RedisStore, decisions: u64) {
+    store.settle(Duration::from_secs(5)).await.expect("settled");
+    let counts = store.call_counts();
+    assert_eq!(
+        (counts.refunded, counts.not_replicated),
+        (decisions, decisions),
+        "{counts:?}"
+    );
+}
+
+/// `client` has `remaining` left under every limit of [`plan`] at `now_ms`.
+async fn assert_left(store: &RedisStore, client: &str, now_ms: u64, remaining: u32) {
+    let inspection = store
+        .inspect(&plan(), client, now_ms)
+        .await
+        .expect("inspect");
+    for limit in &inspection.limits {
+        assert_eq!(limit.remaining, remaining, "{client}, {}", limit.name);
+    }
+}
+
 /// `error` is the store's: too few replicas acknowledged, transient.
 fn assert_not_replicated(error: &RedisStoreError) {
     assert!(
@@ -140,17 +163,8 @@ fn a_decision_no_replica_acknowledged_is_taken_back_and_a_failover_keeps_the_lim
         // A refusal consumed nothing: no replica is needed to answer it.
         let refused = store.decide(&plan, "a", 4, 6).await.expect("a refusal");
         assert!(!refused.allowed);
-        store.settle(Duration::from_secs(5)).await.expect("settled");
-        let counts = store.call_counts();
-        assert_eq!(
-            (counts.refunded, counts.not_replicated),
-            (1, 1),
-            "{counts:?}"
-        );
-        let inspection = store.inspect(&plan, "a", 5).await.expect("inspect");
-        for limit in &inspection.limits {
-            assert_eq!(limit.remaining, 2, "{}: 3 used", limit.name);
-        }
+        assert_taken_back(&store, 1).await;
+        assert_left(&store, "a", 5, 2).await;
 
         let promoted = fail_over(&mut pair).await;
         let after = allowed_until_refused(&promoted, "a", 10).await;
@@ -203,13 +217,7 @@ fn a_batch_no_replica_acknowledged_is_taken_back_whole() {
         }
         let counts = store.call_counts();
         assert!(counts.batches >= 1, "no batch was sent: {counts:?}");
-        store.settle(Duration::from_secs(5)).await.expect("settled");
-        let counts = store.call_counts();
-        assert_eq!(
-            (counts.refunded, counts.not_replicated),
-            (10, 10),
-            "{counts:?}"
-        );
+        assert_taken_back(&store, 10).await;
 
         pair.relay.release_replies();
         // A Redis that lost its scripts (restarted, flushed): loaded again.
@@ -272,12 +280,8 @@ fn on_a_cluster_only_the_clients_of_a_master_whose_replica_is_silent_wait_in_vai
         store.settle(Duration::from_secs(5)).await.expect("settled");
         replica.continue_process();
 
-        for (client, used) in [(victim, 1), (bystander, 2)] {
-            let inspection = store.inspect(&plan, client, 2).await.expect("inspect");
-            for limit in &inspection.limits {
-                assert_eq!(limit.remaining, 5 - used, "{client}, {}", limit.name);
-            }
-        }
+        assert_left(&store, victim, 2, 4).await;
+        assert_left(&store, bystander, 2, 3).await;
 
         // The victim's slot moves to the bystander's master: the store's
         // call, with its WAIT, meets MOVED at the old master, and is sent on.
@@ -340,16 +344,7 @@ fn a_wait_refused_takes_the_decision_back_and_says_why() {
         assert!(!error.is_transient(), "{error}");
         let refused = store.decide(&plan, "a", 1, 6).await.expect("a refusal");
         assert!(!refused.allowed);
-        store.settle(Duration::from_secs(5)).await.expect("settled");
-        let counts = store.call_counts();
-        assert_eq!(
-            (counts.refunded, counts.not_replicated),
-            (1, 1),
-            "{counts:?}"
-        );
-        let inspection = store.inspect(&plan, "a", 2).await.expect("inspect");
-        for limit in &inspection.limits {
-            assert_eq!(limit.remaining, 5, "{}: nothing used", limit.name);
-        }
+        assert_taken_back(&store, 1).await;
+        assert_left(&store, "a", 2, 5).await;
     });
 }
