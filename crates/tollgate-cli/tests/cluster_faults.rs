@@ -422,18 +422,20 @@ fn replica_of(cluster: &RedisCluster, master: usize) -> usize {
 /// master while the replica catches up, and moves the slots; a call that
 /// meets the pause past the store's timeout (1 s here), or the slots in
 /// motion (`MOVED`, `READONLY`, `TRYAGAIN`, `CLUSTERDOWN`), is answered by
-/// the failure policy (`fail-closed`); nothing else (no HTTP error). The
-/// clients of the other masters are decided by the store throughout, and
-/// the moved clients are decided by the store again within a few seconds
-/// (measured and printed; asserted under a generous 15 s). Measured on this
-/// machine: the replica is promoted in about 0.1 s and every call is still
-/// decided by the store (redis-rs follows the `MOVED` replies itself), so a
-/// caller saw no failure at all; the bound is for a slower machine. While
-/// redis-rs reads the slot map again after a `MOVED`, it holds every
-/// request of the connection, the other masters' too: a reading slower than
-/// the 1 s timeout would answer a kept client `fail-closed` (seen once in
-/// about 25 runs, at load average 4-5; the store's logged error is printed
-/// when an assertion fails).
+/// the failure policy (`fail-closed`); nothing else (no HTTP error). Every
+/// client is decided by the store again within a few seconds (measured and
+/// printed; asserted under a generous 15 s), and from then on.
+///
+/// Measured on this machine: the replica is promoted in about 0.1 s and
+/// every call is still decided by the store (redis-rs follows the `MOVED`
+/// replies itself), so a caller saw no failure at all; the bound is for a
+/// slower machine. The clients of the other masters are not spared by
+/// design: while redis-rs reads the slot map again after a `MOVED`, it holds
+/// every request of the connection, the other masters' too, so a reading
+/// slower than the 1 s timeout answers them `fail-closed` as well (seen in
+/// about 1 run of 25 at load average 4-5, and once in CI). The test allows
+/// it and prints how many there were; the store's logged error is printed
+/// when an assertion fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_failover_is_answered_by_the_failure_policy_and_recovers() {
     // The store's errors (the failure policy logs the first of each kind),
@@ -471,18 +473,18 @@ async fn a_cluster_failover_is_answered_by_the_failure_policy_and_recovers() {
     let reply = cluster.nodes()[replica].cli(&["CLUSTER", "FAILOVER"]);
     assert!(reply.starts_with("OK"), "{reply}");
     let mut seen = std::collections::BTreeMap::<String, u32>::new();
+    let mut seen_kept = std::collections::BTreeMap::<String, u32>::new();
     let mut last_failure = None;
     let mut promoted_at = None;
     while started.elapsed() < Duration::from_secs(15) {
-        for client in &moved {
-            let answer = decided_by(&http, &serve, client).await;
-            if answer != "store" {
-                last_failure = Some(started.elapsed());
+        for (clients, answers) in [(&moved, &mut seen), (&kept, &mut seen_kept)] {
+            for client in clients {
+                let answer = decided_by(&http, &serve, client).await;
+                if answer != "store" {
+                    last_failure = Some(started.elapsed());
+                }
+                *answers.entry(answer).or_default() += 1;
             }
-            *seen.entry(answer).or_default() += 1;
-        }
-        for client in &kept {
-            assert_eq!(decided_by(&http, &serve, client).await, "store", "{client}");
         }
         if promoted_at.is_none()
             && cluster.nodes()[replica]
@@ -498,15 +500,17 @@ async fn a_cluster_failover_is_answered_by_the_failure_policy_and_recovers() {
     }
     let promoted_at = promoted_at.expect("the replica became a master within 15 s");
     println!(
-        "failover: replica promoted after {promoted_at:?}; last answer not from the store at {last_failure:?}; answers for the moved clients: {seen:?}"
+        "failover: replica promoted after {promoted_at:?}; last answer not from the store at {last_failure:?}; answers for the moved clients: {seen:?}, for the others: {seen_kept:?}"
     );
-    assert!(
-        seen.keys().all(|k| k == "store" || k == "fail-closed"),
-        "a caller sees the store or the failure policy, nothing else: {seen:?}"
-    );
+    for answers in [&seen, &seen_kept] {
+        assert!(
+            answers.keys().all(|k| k == "store" || k == "fail-closed"),
+            "a caller sees the store or the failure policy, nothing else: {answers:?}"
+        );
+    }
     let recovered = last_failure.unwrap_or_default();
     assert!(recovered < Duration::from_secs(15), "{recovered:?}");
-    for client in &moved {
+    for client in moved.iter().chain(&kept) {
         assert_eq!(decided_by(&http, &serve, client).await, "store", "{client}");
     }
     // The store reads its map of slots again within a second or so, so the
