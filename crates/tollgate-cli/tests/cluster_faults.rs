@@ -329,7 +329,7 @@ async fn a_killed_master_is_replaced_by_its_replica_and_its_clients_are_decided_
     let Some(mut t) = OneMasterDown::start_with("killed_master_replaced", &options).await else {
         return;
     };
-    let replica = replica_of(&t.cluster, t.victim);
+    let replica = t.cluster.replica_of(t.victim);
     let synced = tollgate_redis::testing::wait_for(200, || {
         t.cluster.nodes()[replica].cli(&["DBSIZE"]) == t.cluster.nodes()[t.victim].cli(&["DBSIZE"])
     });
@@ -404,18 +404,6 @@ async fn remaining_by_store(http: &reqwest::Client, addr: &str, client: &str) ->
     panic!("{client} still not decided by the store after 30 s");
 }
 
-/// The index of a replica of the master at `master`.
-fn replica_of(cluster: &RedisCluster, master: usize) -> usize {
-    let port = cluster.nodes()[master].port().to_string();
-    (0..cluster.nodes().len())
-        .find(|&i| {
-            let role = cluster.nodes()[i].cli(&["ROLE"]);
-            let lines: Vec<&str> = role.lines().collect();
-            lines.first() == Some(&"slave") && lines.get(2) == Some(&port.as_str())
-        })
-        .expect("every master has a replica")
-}
-
 /// With one replica per master, `CLUSTER FAILOVER` on the replica of the
 /// master that holds some clients, while serve decides for them all the
 /// time. What a caller sees: a manual failover pauses writes on the old
@@ -463,7 +451,7 @@ async fn a_cluster_failover_is_answered_by_the_failure_policy_and_recovers() {
     else {
         return;
     };
-    let replica = replica_of(&cluster, old_master);
+    let replica = cluster.replica_of(old_master);
     // Let the replica hold every key, then fail over to it.
     let synced = tollgate_redis::testing::wait_for(200, || {
         cluster.nodes()[replica].cli(&["DBSIZE"]) == cluster.nodes()[old_master].cli(&["DBSIZE"])

@@ -50,6 +50,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::answer::{self, Answer};
 use crate::call::{Batched, Call, CallReply, Scripts};
+use crate::connection::Connection;
 use crate::receipts::OpenReceipt;
 use crate::task_place::TaskPlace;
 
@@ -89,6 +90,9 @@ impl Queue {
 /// The queue of decisions for one Redis node, and the calls carrying them.
 pub(crate) struct Batcher {
     scripts: Arc<Scripts>,
+    /// The connection the batches go on: on a cluster, their master's lane
+    /// ([`Connection::lane`]).
+    connection: Connection,
     batch_max: usize,
     in_flight_max: usize,
     queue: Mutex<Queue>,
@@ -98,22 +102,30 @@ pub(crate) struct Batcher {
 }
 
 impl Batcher {
-    /// Batches of at most `batch_max` decisions, at most `in_flight_max` of
-    /// them in flight at once (both at least 1); `misrouted` is set when a
-    /// call turns out to belong to another master of a cluster.
+    /// Batches of at most `batch_max` decisions on `connection`, at most
+    /// `in_flight_max` of them in flight at once (both at least 1);
+    /// `misrouted` is set when a call turns out to belong to another master
+    /// of a cluster.
     pub(crate) fn new(
         scripts: Arc<Scripts>,
+        connection: Connection,
         batch_max: usize,
         in_flight_max: usize,
         misrouted: Arc<AtomicBool>,
     ) -> Self {
         Self {
             scripts,
+            connection,
             batch_max: batch_max.max(1),
             in_flight_max: in_flight_max.max(1),
             queue: Mutex::new(Queue::default()),
             misrouted,
         }
+    }
+
+    /// The connection this queue's batches go on.
+    pub(crate) fn lane(&self) -> &Connection {
+        &self.connection
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -184,13 +196,13 @@ impl Batcher {
     async fn send(&self, mut batch: Vec<Waiting>) {
         if batch.len() <= 1 {
             if let Some(waiting) = batch.pop() {
-                let reply = self.scripts.one(&waiting.call).await;
+                let reply = self.scripts.one(&self.connection, &waiting.call).await;
                 waiting.answer.send(&self.scripts, waiting.call, reply);
             }
             return;
         }
         let calls: Vec<&Call> = batch.iter().map(|w| &w.call).collect();
-        match self.scripts.many(&calls).await {
+        match self.scripts.many(&self.connection, &calls).await {
             Ok(replies) => {
                 let mut elsewhere = Vec::new();
                 for (waiting, reply) in batch.into_iter().zip(replies) {
@@ -214,9 +226,10 @@ impl Batcher {
     }
 
     /// Sends each call that the batch's master said another master holds
-    /// alone, routed by its own key (nothing was written for it), each in a
-    /// task of its own, unless its caller gave up meanwhile (as for a batch
-    /// being taken); and reports that the map of slots is out of date.
+    /// alone, routed by its own key on the store's own connection (nothing
+    /// was written for it), each in a task of its own, unless its caller gave
+    /// up meanwhile (as for a batch being taken); and reports that the map of
+    /// slots is out of date.
     fn send_elsewhere(&self, calls: Vec<Waiting>) {
         if calls.is_empty() {
             return;
@@ -228,7 +241,7 @@ impl Batcher {
             }
             let scripts = self.scripts.clone();
             tokio::spawn(async move {
-                let reply = scripts.one(&waiting.call).await;
+                let reply = scripts.one(&scripts.connection, &waiting.call).await;
                 waiting.answer.send(&scripts, waiting.call, reply);
             });
         }

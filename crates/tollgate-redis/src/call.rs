@@ -217,18 +217,25 @@ impl Scripts {
         self.counters.not_replicated.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Sends `call` alone from a task of its own, so that its reply is read
-    /// even when the caller gives up first (and then refunded: see
-    /// [`crate::answer`]). Must be called inside a Tokio runtime.
-    pub(crate) async fn one_detached(self: &Arc<Self>, call: Call, open: OpenReceipt) -> CallReply {
+    /// Sends `call` alone on `connection` from a task of its own, so that
+    /// its reply is read even when the caller gives up first (and then
+    /// refunded: see [`crate::answer`]). Must be called inside a Tokio
+    /// runtime.
+    pub(crate) async fn one_detached(
+        self: &Arc<Self>,
+        connection: &Connection,
+        call: Call,
+        open: OpenReceipt,
+    ) -> CallReply {
         let (answer, answered) = answer::channel(self, Some(open));
         let scripts = self.clone();
+        let connection = connection.clone();
         tokio::spawn(async move {
             // A caller gone before the call left: nothing to send.
             if answer.is_closed() {
                 return;
             }
-            let reply = scripts.one(&call).await;
+            let reply = scripts.one(&connection, &call).await;
             answer.send(&scripts, call, reply);
         });
         answered.reply().await
@@ -248,13 +255,13 @@ impl Scripts {
             .map_err(script_error)
     }
 
-    /// Sends `call` alone, as the plan script.
-    pub(crate) async fn one(self: &Arc<Self>, call: &Call) -> CallReply {
+    /// Sends `call` alone on `connection` (the store's own, or a master's
+    /// lane: [`Connection::lane`]), as the plan script.
+    pub(crate) async fn one(self: &Arc<Self>, connection: &Connection, call: &Call) -> CallReply {
         let invocation = call.invocation(&self.plan);
         self.count(1);
         let sent_us = self.clock.now_us();
-        let (reply, acked): (Vec<i64>, Acked) = self
-            .connection
+        let (reply, acked): (Vec<i64>, Acked) = connection
             .invoke_acked(&invocation, call.wait)
             .await
             .map_err(script_error)?;
@@ -262,13 +269,15 @@ impl Scripts {
         acked.answer(self, call, reply)
     }
 
-    /// Sends `calls` (at least two) in one call of the batch script, on the
-    /// node that holds the first call's keys: each call's own reply or
+    /// Sends `calls` (at least two) in one call of the batch script on
+    /// `connection`, to the node that holds the first call's keys: each
+    /// call's own reply or
     /// error, in order ([`Batched::Elsewhere`] for a call whose keys another
     /// master of a cluster holds); or the error of the whole call
     /// (connection lost, BUSY, ...), which every one of them then meets.
     pub(crate) async fn many(
         self: &Arc<Self>,
+        connection: &Connection,
         calls: &[&Call],
     ) -> Result<Vec<Batched>, RedisStoreError> {
         let words = calls.iter().map(|c| 1 + c.words()).sum::<usize>();
@@ -287,8 +296,7 @@ impl Scripts {
         self.count(calls.len());
         let sent_us = self.clock.now_us();
         let wait = replicas::strictest(calls.iter().copied());
-        let (reply, acked): (Vec<Value>, Acked) = self
-            .connection
+        let (reply, acked): (Vec<Value>, Acked) = connection
             .invoke_acked(&invocation, wait)
             .await
             .map_err(script_error)?;

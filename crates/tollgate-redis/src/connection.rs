@@ -98,6 +98,26 @@ impl Connection {
         Ok(Connection::Single(manager))
     }
 
+    /// A connection of its own for one master's calls: on a cluster, a new
+    /// connection of the same client, made at its first use or by
+    /// [`Connection::ready`] (see `lazy_cluster.rs` for why); on one node,
+    /// this one.
+    pub(crate) fn lane(&self) -> Self {
+        match self {
+            Connection::Single(_) => self.clone(),
+            Connection::Cluster(c) => Connection::Cluster(Arc::new(c.lane())),
+        }
+    }
+
+    /// Makes a cluster's connection now, if it has none yet (one node's
+    /// reconnects by itself).
+    pub(crate) async fn ready(&self) -> RedisResult<()> {
+        match self {
+            Connection::Single(_) => Ok(()),
+            Connection::Cluster(c) => c.get().await.map(drop),
+        }
+    }
+
     /// Whether a command whose connection dropped is sent again on a new
     /// one (a cluster's, `ClusterClientBuilder::retries`; one node's
     /// manager never resends), so that any error, or a reply of a call

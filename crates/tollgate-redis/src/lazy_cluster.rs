@@ -3,6 +3,14 @@
 //! does for one node): until the cluster answers, each call fails as a
 //! transient error and the failure policy answers it. A store that
 //! connects eagerly makes it at once (`connection.rs`).
+//!
+//! A [`LazyCluster::lane`] is another connection of the same client, for one
+//! master's decisions ([`crate::masters`]): redis-rs holds every request of a
+//! cluster connection while it reads the map of slots again (after a
+//! `MOVED`, or a dropped connection), and that reading waits on every node
+//! it knows, a stalled replica too (up to [`crate::RESPONSE_TIMEOUT`]). On a
+//! connection of their own, the other masters' decisions are not held
+//! behind it.
 
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -21,6 +29,12 @@ impl LazyCluster {
             client,
             connection: OnceCell::new(),
         }
+    }
+
+    /// A connection of its own, with this one's client and settings, made
+    /// at its first use.
+    pub(crate) fn lane(&self) -> Self {
+        Self::new(self.client.clone())
     }
 
     /// The connection, made now if there is none yet (concurrent first

@@ -10,6 +10,14 @@
 //! costs calls, never an answer, and it is read again when a master says it
 //! is stale. Until the first map is read, every decision is sent alone.
 //!
+//! Each master's queue sends on a connection of its own, its lane
+//! ([`crate::connection::Connection::lane`]), so that redis-rs reading the
+//! map again for one master's calls (after a `MOVED` in a failover, or a
+//! dropped connection) holds no other master's; calls sent alone because of
+//! the map (none read yet, or a call another master holds) go on the store's
+//! own connection. With `batch_max` 1, each decision goes alone on its
+//! master's lane.
+//!
 //! The map also names each client's master as its failure domain (a
 //! circuit breaker per master, `tollgate::Store::failure_domain`), so it is
 //! kept on a cluster with `batch_max` 1 too (every decision then goes alone),
@@ -74,6 +82,7 @@ impl Queues {
             let misrouted = Arc::new(AtomicBool::new(false));
             Queues::Node(Arc::new(Batcher::new(
                 scripts.clone(),
+                scripts.connection.clone(),
                 batch_max,
                 in_flight_max,
                 misrouted,
@@ -106,6 +115,23 @@ struct Routes {
     queues: Vec<(Arc<str>, Arc<Batcher>)>,
     /// When the map was read (the scripts' clock, µs).
     read_us: u64,
+}
+
+impl Routes {
+    /// Makes every master's lane (a new master's is new), all at once, for
+    /// up to [`crate::RESPONSE_TIMEOUT`], before the routes are put in
+    /// place: a call routed to a lane still connecting would wait for it,
+    /// and could reach Redis past its deadline (a TLS cluster's handshakes
+    /// take longer than a short timeout). A lane that fails to connect is
+    /// tried again by its first call.
+    async fn connect_lanes(&self) {
+        let mut connecting = tokio::task::JoinSet::new();
+        for (_, queue) in &self.queues {
+            let lane = queue.lane().clone();
+            connecting.spawn(async move { lane.ready().await });
+        }
+        let _ = tokio::time::timeout(crate::RESPONSE_TIMEOUT, connecting.join_all()).await;
+    }
 }
 
 /// A queue per master of a cluster, and the map that picks one.
@@ -160,16 +186,19 @@ impl MasterQueues {
             if self.map_is_due(routes.as_deref()) {
                 self.read_map_later();
             }
-            let batching = self.batch_max > 1;
-            routes.as_ref().filter(|_| batching).and_then(|routes| {
+            routes.as_ref().and_then(|routes| {
                 let key = call.keys.first()?;
                 let master = routes.map.master_of(key.as_bytes())?;
                 routes.queues.get(master).map(|(_, queue)| queue.clone())
             })
         };
         match queue {
-            Some(queue) => queue.decide(call, open).await,
-            None => self.scripts.one_detached(call, open).await,
+            Some(queue) if self.batch_max > 1 => queue.decide(call, open).await,
+            Some(queue) => (self.scripts).one_detached(queue.lane(), call, open).await,
+            None => {
+                let connection = &self.scripts.connection;
+                self.scripts.one_detached(connection, call, open).await
+            }
         }
     }
 
@@ -203,15 +232,17 @@ impl MasterQueues {
         tokio::spawn(reading.run());
     }
 
-    /// Reads the map of slots and puts it in place, with a queue for each
-    /// master (a failed or late reading changes nothing).
+    /// Reads the map of slots and puts it in place, with a queue and a
+    /// connected lane for each master (a failed or late reading changes
+    /// nothing).
     async fn read_map(&self) {
         let reading = tokio::time::timeout(self.timeout, self.scripts.connection.cluster_slots());
         if let Ok(Ok(reply)) = reading.await {
             if let Ok(map) = SlotMap::from_reply(&reply) {
                 let read_us = self.scripts.clock.now_us();
-                self.routes
-                    .store(Some(Arc::new(self.routes_for(map, read_us))));
+                let routes = self.routes_for(map, read_us);
+                routes.connect_lanes().await;
+                self.routes.store(Some(Arc::new(routes)));
             }
         }
     }
@@ -233,6 +264,7 @@ impl MasterQueues {
                 let queue = kept.unwrap_or_else(|| {
                     Arc::new(Batcher::new(
                         self.scripts.clone(),
+                        self.scripts.connection.lane(),
                         self.batch_max,
                         self.in_flight_max,
                         self.misrouted.clone(),

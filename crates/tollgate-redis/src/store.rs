@@ -239,7 +239,10 @@ impl RedisStore {
         let kept = keep.then(|| call.clone());
         let whole = match &self.queues {
             Some(queues) => queues.decide(call, open).await?,
-            None => self.scripts.one_detached(call, open).await?,
+            None => {
+                let connection = &self.scripts.connection;
+                self.scripts.one_detached(connection, call, open).await?
+            }
         };
         let (&redis_us, reply) = whole
             .split_first()

@@ -13,7 +13,7 @@ use std::time::Duration;
 use batching::{at_once, in_order, runtime};
 
 use tollgate::{AnyPolicy, Limit, Plan};
-use tollgate_redis::testing::{client_tag, ClusterOptions, RedisCluster, RedisServer, Relay};
+use tollgate_redis::testing::{ClusterOptions, RedisCluster, RedisServer, Relay};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 /// One limit of 5 per policy, over a window far longer than the test.
@@ -261,14 +261,14 @@ fn on_a_cluster_only_the_clients_of_a_master_whose_replica_is_silent_wait_in_vai
                 .expect("acknowledged");
             assert!(decision.allowed, "{client}");
         }
-        let master = master_holding(&cluster, &clients[0]);
+        let master = cluster.master_holding(&clients[0]);
         let victim = &clients[0];
         let bystander = clients
             .iter()
-            .find(|client| master_holding(&cluster, client) != master)
+            .find(|client| cluster.master_holding(client) != master)
             .expect("a client of another master");
 
-        let replica = replica_of(&cluster, master);
+        let replica = &cluster.nodes()[cluster.replica_of(master)];
         replica.stop_process();
         let error = store
             .decide(&plan, victim, 1, 1)
@@ -285,41 +285,13 @@ fn on_a_cluster_only_the_clients_of_a_master_whose_replica_is_silent_wait_in_vai
 
         // The victim's slot moves to the bystander's master: the store's
         // call, with its WAIT, meets MOVED at the old master, and is sent on.
-        cluster.move_slot_of(victim, master_holding(&cluster, bystander));
+        cluster.move_slot_of(victim, cluster.master_holding(bystander));
         let decision = store.decide(&plan, victim, 3, 1).await.expect("decided");
         assert!(decision.allowed);
         for limit in &decision.limits {
             assert_eq!(limit.decision.remaining, 3, "{}: 2 used", limit.name);
         }
     });
-}
-
-/// The index of the master holding `client`'s keys (its replica holds
-/// them too).
-fn master_holding(cluster: &RedisCluster, client: &str) -> usize {
-    let tag = client_tag(client);
-    cluster
-        .masters()
-        .into_iter()
-        .find(|&master| cluster.nodes()[master].cli(&["KEYS", "*"]).contains(&tag))
-        .expect("a master holds the client's keys")
-}
-
-/// The replica of the master at index `master` of the cluster's nodes, by
-/// the port the master says it listens on (`slave0:ip=...,port=...`).
-fn replica_of(cluster: &RedisCluster, master: usize) -> &RedisServer {
-    let info = cluster.nodes()[master].cli(&["INFO", "replication"]);
-    let port: u16 = info
-        .lines()
-        .find_map(|line| line.strip_prefix("slave0:"))
-        .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("port=")))
-        .and_then(|port| port.parse().ok())
-        .expect("the master has a replica");
-    cluster
-        .nodes()
-        .iter()
-        .find(|node| node.port() == port)
-        .expect("a replica of the master")
 }
 
 /// A user who may not run `WAIT` (an ACL without it): a decision that

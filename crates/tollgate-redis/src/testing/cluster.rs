@@ -173,6 +173,35 @@ impl RedisCluster {
         (0..self.nodes.len()).find(|&node| self.nodes[node].cli(&["KEYS", "*"]).contains(&tag))
     }
 
+    /// The index of the master holding `client`'s keys (its replicas hold
+    /// them too).
+    ///
+    /// # Panics
+    /// When no master holds them.
+    pub fn master_holding(&self, client: &str) -> usize {
+        let tag = client_tag(client);
+        self.masters()
+            .into_iter()
+            .find(|&master| self.nodes[master].cli(&["KEYS", "*"]).contains(&tag))
+            .expect("a master holds the client's keys")
+    }
+
+    /// The index of a replica of the master at `master` (by the master's
+    /// port, which each replica's `ROLE` names).
+    ///
+    /// # Panics
+    /// When the master has no replica.
+    pub fn replica_of(&self, master: usize) -> usize {
+        let port = self.nodes[master].port().to_string();
+        (0..self.nodes.len())
+            .find(|&i| {
+                let role = self.nodes[i].cli(&["ROLE"]);
+                let lines: Vec<&str> = role.lines().collect();
+                lines.first() == Some(&"slave") && lines.get(2) == Some(&port.as_str())
+            })
+            .expect("the master has a replica")
+    }
+
     /// Moves the slot of `client`'s keys, with its keys, to the master
     /// `to` (an index in [`RedisCluster::nodes`]), as a resharding does
     /// (`CLUSTER SETSLOT` importing and migrating, `MIGRATE`, then the new
