@@ -271,10 +271,10 @@ impl Scripts {
 
     /// Sends `calls` (at least two) in one call of the batch script on
     /// `connection`, to the node that holds the first call's keys: each
-    /// call's own reply or
-    /// error, in order ([`Batched::Elsewhere`] for a call whose keys another
-    /// master of a cluster holds); or the error of the whole call
-    /// (connection lost, BUSY, ...), which every one of them then meets.
+    /// call's own reply or error, in order ([`Batched::Elsewhere`] for a
+    /// call whose keys another master of a cluster holds); or the error of
+    /// the whole call (connection lost, BUSY, ...), which every one of them
+    /// then meets.
     pub(crate) async fn many(
         self: &Arc<Self>,
         connection: &Connection,

@@ -7,10 +7,11 @@
 //! A [`LazyCluster::lane`] is another connection of the same client, for one
 //! master's decisions ([`crate::masters`]): redis-rs holds every request of a
 //! cluster connection while it reads the map of slots again (after a
-//! `MOVED`, or a dropped connection), and that reading waits on every node
-//! it knows, a stalled replica too (up to [`crate::RESPONSE_TIMEOUT`]). On a
-//! connection of their own, the other masters' decisions are not held
-//! behind it.
+//! `MOVED`), and that reading asks every node it knows on the connection's
+//! own links, so it waits behind any call a node holds there (a master
+//! whose writes are paused, as `CLUSTER FAILOVER` pauses them) for as long
+//! as the node holds it. On a connection of their own, the other masters'
+//! decisions are not held behind it.
 
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;

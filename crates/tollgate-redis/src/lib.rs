@@ -17,8 +17,9 @@
 //!   answers of separate calls in that order, each with its own deadline
 //!   and its own errors. No timer: a decision that arrives when a call may
 //!   still go out starts one, which leaves once the tasks already ready
-//!   have queued theirs. On a cluster, one queue per master
-//!   ([`masters`], by the cluster's map of slots, [`slots`]); a decision
+//!   have queued theirs. On a cluster, one queue per master, on a
+//!   connection of its own ([`masters`], by the cluster's map of slots,
+//!   [`slots`]); a decision
 //!   whose slot moved is refused by the old master before it writes and
 //!   sent again alone. [`RedisStore::call_counts`] says how many calls
 //!   carried how many decisions.

@@ -11,9 +11,9 @@
 //! is stale. Until the first map is read, every decision is sent alone.
 //!
 //! Each master's queue sends on a connection of its own, its lane
-//! ([`crate::connection::Connection::lane`]), so that redis-rs reading the
-//! map again for one master's calls (after a `MOVED` in a failover, or a
-//! dropped connection) holds no other master's; calls sent alone because of
+//! (`Connection::lane`, `connection.rs`), so that redis-rs reading the
+//! map again for one master's calls (after a `MOVED` in a failover, behind
+//! a call the master holds) holds no other master's; calls sent alone because of
 //! the map (none read yet, or a call another master holds) go on the store's
 //! own connection. With `batch_max` 1, each decision goes alone on its
 //! master's lane.
