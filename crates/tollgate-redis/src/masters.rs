@@ -11,12 +11,12 @@
 //! is stale. Until the first map is read, every decision is sent alone.
 //!
 //! Each master's queue sends on a connection of its own, its lane
-//! (`Connection::lane`, `connection.rs`), so that redis-rs reading the
-//! map again for one master's calls (after a `MOVED` in a failover, behind
-//! a call the master holds) holds no other master's; calls sent alone because of
-//! the map (none read yet, or a call another master holds) go on the store's
-//! own connection. With `batch_max` 1, each decision goes alone on its
-//! master's lane.
+//! (`Connection::lane`, `connection.rs`), so that redis-rs reading the map
+//! again for one master's calls (after a `MOVED` in a failover, behind a
+//! call the master holds) holds no other master's. Calls sent alone because
+//! of the map (none read yet, or a call another master holds) go on the
+//! store's own connection. With `batch_max` 1, each decision goes alone on
+//! its master's lane.
 //!
 //! The map also names each client's master as its failure domain (a
 //! circuit breaker per master, `tollgate::Store::failure_domain`), so it is
@@ -118,12 +118,12 @@ struct Routes {
 }
 
 impl Routes {
-    /// Makes every master's lane (a new master's is new), all at once, for
-    /// up to [`crate::RESPONSE_TIMEOUT`], before the routes are put in
-    /// place: a call routed to a lane still connecting would wait for it,
-    /// and could reach Redis past its deadline (a TLS cluster's handshakes
-    /// take longer than a short timeout). A lane that fails to connect is
-    /// tried again by its first call.
+    /// Makes every master's lane that is not made yet (a new master's),
+    /// all at once, for up to [`crate::RESPONSE_TIMEOUT`], before the routes
+    /// are put in place: a call routed to a lane still connecting would wait
+    /// for it, and could reach Redis past its deadline (a TLS cluster's
+    /// handshakes take longer than a short timeout). A lane that fails to
+    /// connect is tried again by its first call.
     async fn connect_lanes(&self) {
         let mut connecting = tokio::task::JoinSet::new();
         for (_, queue) in &self.queues {
