@@ -1,6 +1,7 @@
 //! The connection to Redis: one node (reconnecting by itself) or a cluster,
 //! with the two calls the store makes: a script, and `TIME`.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -135,16 +136,7 @@ impl Connection {
     pub(crate) async fn invoke<T: FromRedisValue>(&self, call: &Evalsha<'_>) -> RedisResult<T> {
         match self {
             Connection::Single(c) => {
-                let first = call.run(&mut c.clone()).await;
-                match first {
-                    // After an outage the manager answers the first call
-                    // with its last failed reconnect, and only then starts
-                    // a new one. A refused connection sent nothing, so one
-                    // retry cannot charge twice, and it lets the first call
-                    // after Redis is back (the breaker's probe) succeed.
-                    Err(e) if e.is_connection_refusal() => call.run(&mut c.clone()).await,
-                    answer => answer,
-                }
+                on_node(c, |mut c| async move { call.run(&mut c).await }).await
             }
             Connection::Cluster(c) => call.run(&mut c.get().await?).await,
         }
@@ -162,11 +154,9 @@ impl Connection {
             return Ok((self.invoke(call).await?, Acked::NotAsked));
         };
         let (reply, waited) = match self {
-            Connection::Single(c) => match call.run_acked(&mut c.clone(), wait).await {
-                // As in `invoke`: a refused connection sent nothing.
-                Err(e) if e.is_connection_refusal() => call.run_acked(&mut c.clone(), wait).await,
-                answer => answer,
-            },
+            Connection::Single(c) => {
+                on_node(c, |mut c| async move { call.run_acked(&mut c, wait).await }).await
+            }
             // redis-rs follows a pipeline's MOVED and ASK as a command's.
             Connection::Cluster(c) => call.run_acked(&mut c.get().await?, wait).await,
         }?;
@@ -347,6 +337,22 @@ impl<'a> Evalsha<'a> {
             .extract_error()
             .and_then(|count| Ok(u64::from_redis_value(count)?));
         Ok((reply, acknowledged))
+    }
+}
+
+/// Runs `run` on one node's connection, and once more when its connection
+/// was refused. After an outage the manager answers the first call with its
+/// last failed reconnect, and only then starts a new one. A refused
+/// connection sent nothing, so one retry cannot charge twice, and it lets
+/// the first call after Redis is back (the breaker's probe) succeed.
+async fn on_node<T, F, R>(manager: &ConnectionManager, run: F) -> RedisResult<T>
+where
+    F: Fn(ConnectionManager) -> R,
+    R: Future<Output = RedisResult<T>>,
+{
+    match run(manager.clone()).await {
+        Err(e) if e.is_connection_refusal() => run(manager.clone()).await,
+        answer => answer,
     }
 }
 
