@@ -38,6 +38,7 @@ use arc_swap::ArcSwapOption;
 
 use crate::batch::Batcher;
 use crate::call::{Call, CallReply, Scripts};
+use crate::connection::Connection;
 use crate::receipts::OpenReceipt;
 use crate::slots::SlotMap;
 
@@ -117,21 +118,21 @@ struct Routes {
     read_us: u64,
 }
 
-impl Routes {
-    /// Makes every master's lane that is not made yet (a new master's),
-    /// all at once, for up to [`crate::RESPONSE_TIMEOUT`], before the routes
-    /// are put in place: a call routed to a lane still connecting would wait
-    /// for it, and could reach Redis past its deadline (a TLS cluster's
-    /// handshakes take longer than a short timeout). A lane that fails to
-    /// connect is tried again by its first call.
-    async fn connect_lanes(&self) {
-        let mut connecting = tokio::task::JoinSet::new();
-        for (_, queue) in &self.queues {
-            let lane = queue.lane().clone();
-            connecting.spawn(async move { lane.ready().await });
-        }
-        let _ = tokio::time::timeout(crate::RESPONSE_TIMEOUT, connecting.join_all()).await;
+/// Makes `lanes` (new masters' lanes), all at once, for up to
+/// [`crate::RESPONSE_TIMEOUT`], before the routes that hold them are put in
+/// place: a call routed to a lane still connecting would wait for it, and
+/// could reach Redis past its deadline (a TLS cluster's handshakes take
+/// longer than a short timeout). A lane that fails to connect is tried
+/// again by its first call.
+async fn connect(lanes: Vec<Connection>) {
+    if lanes.is_empty() {
+        return;
     }
+    let mut connecting = tokio::task::JoinSet::new();
+    for lane in lanes {
+        connecting.spawn(async move { lane.ready().await });
+    }
+    let _ = tokio::time::timeout(crate::RESPONSE_TIMEOUT, connecting.join_all()).await;
 }
 
 /// A queue per master of a cluster, and the map that picks one.
@@ -240,44 +241,46 @@ impl MasterQueues {
         if let Ok(Ok(reply)) = reading.await {
             if let Ok(map) = SlotMap::from_reply(&reply) {
                 let read_us = self.scripts.clock.now_us();
-                let routes = self.routes_for(map, read_us);
-                routes.connect_lanes().await;
+                let (routes, new_lanes) = self.routes_for(map, read_us);
+                connect(new_lanes).await;
                 self.routes.store(Some(Arc::new(routes)));
             }
         }
     }
 
     /// The routes for `map`, read at `read_us`, keeping the queue of every
-    /// master that stays.
-    fn routes_for(&self, map: SlotMap, read_us: u64) -> Routes {
+    /// master that stays, and the lanes of the new masters' queues (not
+    /// connected yet).
+    fn routes_for(&self, map: SlotMap, read_us: u64) -> (Routes, Vec<Connection>) {
         let old = self.routes.load();
-        let queues = map
-            .masters()
-            .iter()
-            .map(|address| {
-                let kept = old.as_ref().and_then(|old| {
-                    old.queues
-                        .iter()
-                        .find(|(a, _)| **a == **address)
-                        .map(|(_, q)| q.clone())
-                });
-                let queue = kept.unwrap_or_else(|| {
-                    Arc::new(Batcher::new(
-                        self.scripts.clone(),
-                        self.scripts.connection.lane(),
-                        self.batch_max,
-                        self.in_flight_max,
-                        self.misrouted.clone(),
-                    ))
-                });
-                (Arc::from(address.as_str()), queue)
-            })
-            .collect();
-        Routes {
+        let mut queues = Vec::with_capacity(map.masters().len());
+        let mut new_lanes = Vec::new();
+        for address in map.masters() {
+            let kept = old.as_ref().and_then(|old| {
+                old.queues
+                    .iter()
+                    .find(|(a, _)| **a == **address)
+                    .map(|(_, q)| q.clone())
+            });
+            let queue = kept.unwrap_or_else(|| {
+                let lane = self.scripts.connection.lane();
+                new_lanes.push(lane.clone());
+                Arc::new(Batcher::new(
+                    self.scripts.clone(),
+                    lane,
+                    self.batch_max,
+                    self.in_flight_max,
+                    self.misrouted.clone(),
+                ))
+            });
+            queues.push((Arc::from(address.as_str()), queue));
+        }
+        let routes = Routes {
             map,
             queues,
             read_us,
-        }
+        };
+        (routes, new_lanes)
     }
 }
 
