@@ -11,7 +11,7 @@ the script ran per decision (commandstats calls), and a digest of the
 replies (without Redis's TIME) and of the stored state, which must be equal
 across directories: the answers and the keys are the same.
 
-  scripts/bench-redis-script.py [--rounds R] [--batch B] [--workload W] [--callgrind] DIR [DIR ...]
+  scripts/bench-redis-script.py [--rounds R] [--batch B] [--workload W] [--cluster] [--callgrind] DIR [DIR ...]
 
 --callgrind runs each directory on its own redis-server under valgrind
 (callgrind, collecting inside evalShaCommand only): instructions per
@@ -30,10 +30,12 @@ import contextlib
 import hashlib
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -145,17 +147,28 @@ def takes_receipts(directory):
         return "watermark" in f.read()
 
 
-def commands(sha_plan, sha_batch, args, receipts):
+def layout(directory):
+    """What the scripts of `directory` take besides the calls: whether
+    plan.lua declares the receipts key last, and whether batch.lua's ARGV[1]
+    says it runs on a cluster."""
+    read = lambda name: open(os.path.join(directory, name)).read()
+    return {"receipts_declared": "KEYS[2 + n]" in read("plan.lua"),
+            "cluster_flag": "on_cluster" in read("batch.lua")}
+
+
+def commands(sha_plan, sha_batch, args, receipts, shape):
     calls = [one_call(c, t, args, i + 1 if receipts else None)
              for i, (c, t) in enumerate(decisions(args))]
     if args.batch <= 1:
-        return [["EVALSHA", sha_plan, len(k)] + k + a for k, a in calls], len(calls)
+        declared = lambda k: k + [k[0][:-len("seen")] + "receipts"] if shape["receipts_declared"] else k
+        return [["EVALSHA", sha_plan, len(declared(k))] + declared(k) + a for k, a in calls], len(calls)
     out = []
     for j in range(0, len(calls), args.batch):
         group = calls[j:j + args.batch]
         # batch.lua: one key (the first call's, for routing); each call's
         # keys travel in ARGV with its arguments.
-        argv = [len(group)]
+        argv = [1 if args.cluster else 0] if shape["cluster_flag"] else []
+        argv += [len(group)]
         for ks, a in group:
             argv += [len(ks) - 1] + ks + a
         out.append(["EVALSHA", sha_batch, 1, group[0][0][0]] + argv)
@@ -183,7 +196,7 @@ def run(r, directory, args):
     for d in dirs:
         sha_plan = r.call("SCRIPT", "LOAD", compose(d, "plan.lua"))
         sha_batch = r.call("SCRIPT", "LOAD", compose(d, "batch.lua"))
-        runs.append(commands(sha_plan, sha_batch, args, takes_receipts(d)))
+        runs.append(commands(sha_plan, sha_batch, args, takes_receipts(d), layout(d)))
     n = runs[0][1]
     cmds = [runs[j % len(runs)][0][j] for j in range(len(runs[0][0]))]
     r.call("FLUSHALL")
@@ -242,6 +255,9 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--alternate", action="store_true",
                    help="also run the directories' scripts in turn, call by call, on one store")
+    p.add_argument("--cluster", action="store_true",
+                   help="run redis-server as a one-node Redis Cluster holding every slot "
+                        "(batch.lua then checks each call's keys: its ARGV[1])")
     p.add_argument("--callgrind", action="store_true",
                    help="count Redis's instructions inside EVALSHA under valgrind (one round)")
     args = p.parse_args()
@@ -256,19 +272,19 @@ def main():
         for d in args.dirs:
             out = "/tmp/bench-redis-script.%d.callgrind" % os.getpid()
             with server(["valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
-                         "--callgrind-out-file=" + out]) as r:
+                         "--callgrind-out-file=" + out], args.cluster) as r:
                 results[d].append(run(r, d, args))
             ir = [l for l in open(out) if l.startswith("summary:") or l.startswith("totals:")]
             if not os.environ.get("KEEP_CALLGRIND"):
                 os.unlink(out)
             results[d][-1]["ir"] = int(ir[-1].split()[1]) / args.decisions
     else:
-        with server([]) as r:
+        with server([], args.cluster) as r:
             for _ in range(args.rounds):
                 for d in args.dirs:
                     results[d].append(run(r, d, args))
     if args.alternate:
-        with server([]) as r:
+        with server([], args.cluster) as r:
             mixed = run(r, list(args.dirs), args)
         print("the directories in turn, call by call: replies %s, state %s (%d keys)" % (
             mixed["replies"], mixed["state"][0], mixed["state"][1]))
@@ -289,12 +305,15 @@ def main():
 
 
 @contextlib.contextmanager
-def server(prefix):
-    """A private redis-server on a free port (under `prefix`, e.g. valgrind)."""
+def server(prefix, cluster=False):
+    """A private redis-server on a free port (under `prefix`, e.g. valgrind);
+    with `cluster`, a one-node Redis Cluster that holds every slot."""
     port = free_port()
+    work = tempfile.mkdtemp(prefix="bench-redis-script.")
+    extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"] if cluster else []
     process = subprocess.Popen(prefix + ["redis-server", "--port", str(port), "--save", "",
-                                         "--appendonly", "no"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+                                         "--appendonly", "no", "--dir", work] + extra,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):
             try:
@@ -303,10 +322,17 @@ def server(prefix):
                 break
             except (ConnectionError, OSError, RuntimeError):
                 time.sleep(0.05)
+        if cluster:
+            r.call("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            for _ in range(600):
+                if "cluster_state:ok" in r.call("CLUSTER", "INFO"):
+                    break
+                time.sleep(0.05)
         yield r
     finally:
         process.terminate()
         process.wait()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ use tokio::sync::Semaphore;
 use crate::answer;
 use crate::connection::{Connection, Evalsha};
 use crate::deadline::RedisClock;
+use crate::keys::KeyLayout;
 use crate::lost::LostCalls;
 use crate::receipts::{OpenReceipt, Receipts};
 use crate::refund::{Refund, Refunds};
@@ -79,6 +80,22 @@ impl Call {
     pub(crate) fn invocation<'a>(&self, script: &'a Script) -> Evalsha<'a> {
         let mut invocation = Evalsha::new(script, self.keys.len(), self.words());
         self.write_to(&mut invocation);
+        invocation
+    }
+
+    /// The plan script called with its keys, the client's receipts key
+    /// (declared with them: every key a decision touches, `plan.lua`) and
+    /// its arguments.
+    pub(crate) fn decision<'a>(&self, plan: &'a Script) -> Evalsha<'a> {
+        let mut invocation = Evalsha::new(plan, self.keys.len() + 1, self.words() + 1);
+        for key in &self.keys {
+            invocation.arg(key);
+        }
+        let seen = self.keys.first().map_or("", String::as_str);
+        invocation.arg(KeyLayout::receipts_key(seen));
+        for arg in &self.args {
+            invocation.arg(arg);
+        }
         invocation
     }
 
@@ -258,7 +275,7 @@ impl Scripts {
     /// Sends `call` alone on `connection` (the store's own, or a master's
     /// lane: [`Connection::lane`]), as the plan script.
     pub(crate) async fn one(self: &Arc<Self>, connection: &Connection, call: &Call) -> CallReply {
-        let invocation = call.invocation(&self.plan);
+        let invocation = call.decision(&self.plan);
         self.count(1);
         let sent_us = self.clock.now_us();
         let (reply, acked): (Vec<i64>, Acked) = connection
@@ -272,22 +289,23 @@ impl Scripts {
     /// Sends `calls` (at least two) in one call of the batch script on
     /// `connection`, to the node that holds the first call's keys: each
     /// call's own reply or error, in order ([`Batched::Elsewhere`] for a
-    /// call whose keys another master of a cluster holds); or the error of
-    /// the whole call (connection lost, BUSY, ...), which every one of them
-    /// then meets.
+    /// call whose keys another master of a cluster holds, or that its slot
+    /// moving left on two masters); or the error of the whole call
+    /// (connection lost, BUSY, ...), which every one of them then meets.
     pub(crate) async fn many(
         self: &Arc<Self>,
         connection: &Connection,
         calls: &[&Call],
     ) -> Result<Vec<Batched>, RedisStoreError> {
         let words = calls.iter().map(|c| 1 + c.words()).sum::<usize>();
-        let mut invocation = Evalsha::new(&self.batch, 1, 2 + words);
+        let mut invocation = Evalsha::new(&self.batch, 1, 3 + words);
         invocation.arg(
             calls
                 .first()
                 .and_then(|c| c.keys.first())
                 .map_or("", String::as_str),
         );
+        invocation.arg(u8::from(connection.is_cluster()));
         invocation.arg(calls.len());
         for call in calls {
             invocation.arg(call.keys.len().saturating_sub(1));

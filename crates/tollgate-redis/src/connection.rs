@@ -63,11 +63,16 @@ impl Connection {
     /// Connects to one node or a cluster, eagerly: the first connection
     /// (TLS handshake, ACL login, database selection, a `PING`) must
     /// succeed, so that a wrong password, an untrusted certificate or an
-    /// unreachable node is reported at start-up, saying which.
-    pub(crate) async fn connect(target: &RedisTarget) -> Result<Self, RedisStoreError> {
+    /// unreachable node is reported at start-up, saying which. A cluster's
+    /// command sent again after a wait is sent within `timeout`, the
+    /// callers' (`RedisTarget::cluster_client`).
+    pub(crate) async fn connect(
+        target: &RedisTarget,
+        timeout: Duration,
+    ) -> Result<Self, RedisStoreError> {
         let failed = |e| RedisStoreError::connect(target, e);
         if target.is_cluster() {
-            let cluster = LazyCluster::new(target.cluster_client()?);
+            let cluster = LazyCluster::new(target.cluster_client(timeout)?);
             let mut connection = cluster.get().await.map_err(failed)?;
             redis::cmd("PING")
                 .query_async::<()>(&mut connection)
@@ -88,10 +93,10 @@ impl Connection {
     }
 
     /// Prepares a connection to one node or a cluster without connecting
-    /// yet (needs a Tokio runtime).
-    pub(crate) fn lazy(target: &RedisTarget) -> Result<Self, RedisStoreError> {
+    /// yet (needs a Tokio runtime); `timeout` as for [`Connection::connect`].
+    pub(crate) fn lazy(target: &RedisTarget, timeout: Duration) -> Result<Self, RedisStoreError> {
         if target.is_cluster() {
-            let cluster = LazyCluster::new(target.cluster_client()?);
+            let cluster = LazyCluster::new(target.cluster_client(timeout)?);
             return Ok(Connection::Cluster(Arc::new(cluster)));
         }
         let client = target.client()?;

@@ -24,6 +24,8 @@
 //! plan script never fails with CROSSSLOT. The prefix may not contain `{` or
 //! `}` (it would capture the hash tag).
 
+use redis::{RedisWrite, ToRedisArgs};
+
 use crate::RedisStoreError;
 
 /// Builds the keys of one store's key space.
@@ -85,6 +87,16 @@ impl KeyLayout {
         format!("{base}refund:{id}")
     }
 
+    /// The key of the client's receipts ([`crate::receipts`]), beside its
+    /// `seen_key`, as a command argument written without a `String` of its
+    /// own: the scripts declare it (`plan.lua`), though they find it from
+    /// the last-seen key (`common.lua`'s `receipts_key`).
+    pub(crate) fn receipts_key(seen_key: &str) -> ReceiptsKey<'_> {
+        ReceiptsKey {
+            base: seen_key.strip_suffix("seen").unwrap_or(seen_key),
+        }
+    }
+
     /// The key of the client's state under the limit with this id, stored in
     /// version `format` of its policy's state format (1 adds no suffix).
     pub fn limit_key(&self, client: &str, limit_id: u64, format: u32) -> String {
@@ -110,6 +122,20 @@ impl KeyLayout {
     }
 }
 
+/// `<prefix>:{c:<client>}:receipts`, written into a command
+/// ([`KeyLayout::receipts_key`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReceiptsKey<'a> {
+    /// `<prefix>:{c:<client>}:`.
+    base: &'a str,
+}
+
+impl ToRedisArgs for ReceiptsKey<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        out.write_arg_fmt(format_args!("{}receipts", self.base));
+    }
+}
+
 /// Percent-encodes every byte outside `A-Z a-z 0-9 - _ . ~`.
 pub fn escape_into(bytes: &[u8], out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -127,6 +153,14 @@ pub fn escape_into(bytes: &[u8], out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_receipts_key_is_beside_the_last_seen_key() {
+        let layout = KeyLayout::new("tg").unwrap();
+        let seen = layout.seen_key("a:b");
+        let written = KeyLayout::receipts_key(&seen).to_redis_args();
+        assert_eq!(written, [b"tg:{c:a%3Ab}:receipts".to_vec()]);
+    }
 
     #[test]
     fn keys_keep_the_layout_whatever_the_client_id() {

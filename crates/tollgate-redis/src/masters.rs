@@ -325,7 +325,9 @@ mod tests {
             .expect("a runtime");
         runtime.block_on(async {
             let target = RedisTarget::cluster(cluster.urls());
-            let connection = Connection::connect(&target).await.expect("connect");
+            let connection = Connection::connect(&target, Duration::from_millis(100))
+                .await
+                .expect("connect");
             let scripts = Arc::new(Scripts::new(connection, Arc::new(RedisClock::new())));
             let masters = MasterQueues::new(scripts, 64, 1, TIMEOUT);
             masters.read_map().await;

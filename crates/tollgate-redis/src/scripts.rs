@@ -12,6 +12,8 @@
 //! ```text
 //! KEYS[1]        <prefix>:{c:<client>}:seen   latest time seen for the client
 //! KEYS[1 + i]    <prefix>:{c:<client>}:<id>[:v<format>]   state of limit i, i = 1..n
+//! KEYS[2 + n]    <prefix>:{c:<client>}:receipts   its receipts (declared so that
+//!                Redis checks, while the slot moves, that the node holds them all)
 //! ARGV[1]        now_ms (decimal), or "redis" to use Redis's TIME
 //! ARGV[2]        cost (0 only asks)
 //! ARGV[3]        expiry margin in ms
@@ -108,14 +110,15 @@ pub const CLAIM_DRIVER: &str = include_str!("scripts/claim.lua");
 /// [`PLAN`], then [`CLAIM_DRIVER`]. Its KEYS and ARGV:
 ///
 /// ```text
-/// KEYS[1]        the call's last-seen key (its receipts key is derived)
-/// KEYS[1 + i]    the state key of limit i of the call
-/// ARGV[1]        the call's receipt id, ARGV[2] its deadline (Redis TIME
-///                in µs), ARGV[3] its cost
-/// ARGV[3i+1..3i+3] limit i: policy code, limit, window_ms
-/// reply          { -1, redis_time_us } before the deadline; { 0 } no
-///                receipt; or { 1, r_1, ..., r_n } (1 restored, 0 changed
-///                since, kept), the receipt removed
+/// KEYS[1]        the client's last-seen key
+/// KEYS[2]        its receipts key
+/// KEYS[3..]      every state key of the calls (every key touched is declared)
+/// ARGV[1]        m, the number of calls, then per call: n_j, its 1 + n_j
+///                keys, its receipt id, deadline (Redis TIME in µs) and
+///                cost, then per limit: policy code, limit, window_ms
+/// reply          { -1, redis_time_us } before every deadline; else per
+///                call { 0 } no receipt, or { 1, r_1, ..., r_n } (1
+///                restored, 0 changed since, kept), the receipt removed
 /// ```
 pub const CLAIM: &str = policies::CLAIM;
 
@@ -134,14 +137,18 @@ pub const PLAN: &str = policies::PLAN;
 ///
 /// ```text
 /// KEYS[1]        call 1's last-seen key: only routes the script to its node
-/// ARGV[1]        m, the number of calls
-/// then per call  n_j (its number of limits), its 1 + n_j KEYS as for PLAN,
-///                then its 6 + 4 n_j ARGV as for PLAN
+/// ARGV[1]        1 on a cluster (each call first checks, in one EXISTS of
+///                all its keys and its receipts key, that its node holds
+///                them all), 0 on one node
+/// ARGV[2]        m, the number of calls
+/// then per call  n_j (its number of limits), its 1 + n_j keys as PLAN's
+///                first KEYS, then its 6 + 4 n_j ARGV as for PLAN
 ///
 /// (The calls' keys are arguments: a cluster script may declare keys of one
 /// slot only, but touch any key its node serves; a call whose keys another
-/// node serves fails alone, before writing, with Redis's "non local key"
-/// error, and the store sends it again alone.)
+/// node serves, or that its slot moving left on two nodes (a resharding),
+/// fails alone, before writing, with Redis's "non local key" error, and the
+/// store sends it again alone.)
 /// reply          m entries: PLAN's reply to call j, or the error reply PLAN
 ///                would have raised for it, as a string "<CODE> <message>"
 /// ```

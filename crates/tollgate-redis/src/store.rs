@@ -67,7 +67,11 @@ impl RedisStore {
         config: RedisStoreConfig,
     ) -> Result<Self, RedisStoreError> {
         let keys = config.validate()?;
-        let store = Self::with_connection(Connection::connect(target).await?, keys, config);
+        let store = Self::with_connection(
+            Connection::connect(target, config.timeout).await?,
+            keys,
+            config,
+        );
         measure::measure_offset(&store.scripts).await?;
         if let Some(queues) = &store.queues {
             // On a cluster, batching starts with the first decision.
@@ -103,7 +107,7 @@ impl RedisStore {
     ) -> Result<Self, RedisStoreError> {
         let keys = config.validate()?;
         Ok(Self::with_connection(
-            Connection::lazy(target)?,
+            Connection::lazy(target, config.timeout)?,
             keys,
             config,
         ))
@@ -134,7 +138,9 @@ impl RedisStore {
 
     /// The same connection with another configuration (e.g. another key
     /// prefix: a separate key space), and the same queue of decisions when
-    /// the batching settings are the same.
+    /// the batching settings are the same. A cluster connection keeps the
+    /// waits it was made with (before it sends a refused call again, within
+    /// the first configuration's timeout).
     ///
     /// # Errors
     /// [`RedisStoreError::Config`] for a bad prefix or batching setting.

@@ -190,25 +190,51 @@ impl RedisTarget {
         })
     }
 
-    /// The client for a cluster, which sends a command again up to 3 times
-    /// (after its connection dropped, or to follow a slot that moved: every
-    /// script acts once all the same, see `connection.rs`). Its calls wait for
-    /// their replies up to [`crate::RESPONSE_TIMEOUT`] in all, retries
-    /// included, as on one node: without it a call whose reply never comes
-    /// would hold its master's batch in flight for good, and never be
-    /// claimed ([`crate::lost`]).
-    pub(crate) fn cluster_client(&self) -> Result<ClusterClient, RedisStoreError> {
+    /// The client for a cluster, which sends a command again up to
+    /// [`CLUSTER_RETRIES`] times (after its connection dropped, to follow a
+    /// slot that moved, or after a wait: every script acts once all the
+    /// same, see `connection.rs`), its waits within `timeout` (see
+    /// [`retry_wait_unit_ms`]). Its calls wait for their replies up to
+    /// [`crate::RESPONSE_TIMEOUT`] in all, retries included, as on one node:
+    /// without it a call whose reply never comes would hold its master's
+    /// batch in flight for good, and never be claimed ([`crate::lost`]).
+    pub(crate) fn cluster_client(
+        &self,
+        timeout: Duration,
+    ) -> Result<ClusterClient, RedisStoreError> {
         install_crypto_provider();
         let infos = self.infos()?;
+        let unit = retry_wait_unit_ms(timeout);
         let mut builder = ClusterClient::builder(infos)
             .connection_timeout(Duration::from_millis(500))
             .response_timeout(crate::RESPONSE_TIMEOUT)
-            .retries(3);
+            .retries(CLUSTER_RETRIES)
+            .retry_wait_formula(unit, 2)
+            .min_retry_wait(unit)
+            .max_retry_wait(unit << CLUSTER_RETRIES);
         if let Some(certificates) = self.certificates() {
             builder = builder.certs(certificates);
         }
         Ok(builder.build()?)
     }
+}
+
+/// How many times a cluster's command is sent again.
+const CLUSTER_RETRIES: u32 = 3;
+
+/// The unit `u` (ms) of a cluster's waits before it sends a command again
+/// after an answer that asks it to wait: `TRYAGAIN` (some of a call's keys
+/// moved to another master, the others not yet: a resharding), `LOADING`,
+/// `CLUSTERDOWN`, `MASTERDOWN`, each refused before the script ran. Wait
+/// `k` lasts from `u` to `2^k u` ms (redis-rs's formula), so the three
+/// take at most `14 u`: `u` is a fourteenth of the caller's `timeout`, so
+/// that the last one still comes before the caller gives up. redis-rs's
+/// own waits (at least 1.28 s each) came after every caller had.
+fn retry_wait_unit_ms(timeout: Duration) -> u64 {
+    let waits = (2u64 << CLUSTER_RETRIES) - 2;
+    u64::try_from(timeout.as_millis() / u128::from(waits))
+        .unwrap_or(u64::MAX >> CLUSTER_RETRIES)
+        .clamp(1, u64::MAX >> CLUSTER_RETRIES)
 }
 
 fn is_tls(info: &ConnectionInfo) -> bool {
@@ -236,4 +262,24 @@ fn redact(info: &ConnectionInfo) -> String {
 /// after another library did) is harmless, so the result is ignored.
 fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clusters_waits_before_sending_again_end_within_the_callers_timeout() {
+        assert_eq!(retry_wait_unit_ms(Duration::from_millis(100)), 7);
+        assert_eq!(retry_wait_unit_ms(Duration::from_secs(1)), 71);
+        assert_eq!(
+            retry_wait_unit_ms(Duration::ZERO),
+            1,
+            "never no wait at all"
+        );
+        let longest = retry_wait_unit_ms(Duration::MAX);
+        assert!(longest
+            .checked_shl(CLUSTER_RETRIES)
+            .is_some_and(|max| max >= longest));
+    }
 }

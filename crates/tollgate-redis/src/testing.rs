@@ -16,10 +16,12 @@ use std::time::Duration;
 
 mod cluster;
 mod relay;
+mod slot_move;
 mod tls;
 
 pub use cluster::{client_tag, ClusterOptions, RedisCluster};
 pub use relay::Relay;
+pub use slot_move::SlotMove;
 pub use tls::TestCerts;
 
 /// Whether the environment demands a real Redis (`TOLLGATE_REQUIRE_REDIS=1`).

@@ -51,6 +51,7 @@ fn rust_and_lua_bounds_agree_at_the_edge() {
                     calls += 1;
                     let mut invocation = script.key(format!("edge:{{c:{calls}}}:seen"));
                     invocation.key(format!("edge:{{c:{calls}}}:1"));
+                    invocation.key(format!("edge:{{c:{calls}}}:receipts"));
                     invocation
                         .arg(now)
                         .arg(1)

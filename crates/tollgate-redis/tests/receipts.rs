@@ -58,9 +58,10 @@ fn plan_call(now: u64, cost: u32, limit: u32, id: &str, watermark: u64) -> redis
     let mut command = redis::cmd("EVALSHA");
     command
         .arg(script.get_hash())
-        .arg(2)
+        .arg(3)
         .arg(SEEN)
         .arg(STATE)
+        .arg(RECEIPTS)
         .arg(now)
         .arg(cost)
         .arg(0)
@@ -106,6 +107,7 @@ fn claim_invocation<'a>(
     limit: u32,
 ) -> redis::ScriptInvocation<'a> {
     let mut invocation = script.key(SEEN);
+    invocation.key(RECEIPTS).key(STATE);
     invocation.arg(calls.len());
     for &(id, deadline, cost) in calls {
         invocation
@@ -396,6 +398,7 @@ fn bad_claims_are_refused_before_any_write() {
         // A receipt that does not fit the call (a call of two limits).
         let script = Script::new(tollgate_redis::scripts::CLAIM);
         let mut invocation = script.key(SEEN);
+        invocation.key(RECEIPTS).key(STATE).key("receipts:{c:r}:2");
         invocation
             .arg(1)
             .arg(2)
@@ -414,6 +417,7 @@ fn bad_claims_are_refused_before_any_write() {
         // A call of another client.
         let script = Script::new(tollgate_redis::scripts::CLAIM);
         let mut invocation = script.key(SEEN);
+        invocation.key(RECEIPTS).key(STATE);
         invocation
             .arg(1)
             .arg(1)
@@ -431,6 +435,27 @@ fn bad_claims_are_refused_before_any_write() {
             .await
             .expect_err("refused");
         assert!(error.to_string().contains("not of the client"), "{error}");
+        // Keys it would touch undeclared: Redis could not check, while the
+        // client's slot moves, that the node holds them.
+        for keys in [&[SEEN, STATE][..], &[SEEN, RECEIPTS], &[SEEN, STATE, STATE]] {
+            let mut invocation = script.prepare_invoke();
+            for key in keys {
+                invocation.key(*key);
+            }
+            invocation.arg(1).arg(1).arg(SEEN).arg(STATE);
+            invocation
+                .arg("a:7")
+                .arg(0)
+                .arg(1)
+                .arg("t")
+                .arg(10)
+                .arg(864_000_000);
+            let error = invocation
+                .invoke_async::<redis::Value>(&mut c)
+                .await
+                .expect_err("refused");
+            assert_eq!(error.code(), Some("TOLLGATE"), "{keys:?}: {error}");
+        }
         let after = (server.cli(&["GET", RECEIPTS]), server.cli(&["GET", STATE]));
         assert_eq!(after, before, "nothing written");
     });

@@ -5,6 +5,7 @@ use redis::Value;
 
 use super::{script_error, Arg, Call, Scripts};
 use crate::connection::Evalsha;
+use crate::keys::KeyLayout;
 use crate::RedisStoreError;
 
 impl Scripts {
@@ -12,10 +13,25 @@ impl Scripts {
     /// sent, at least one), whose replies never came, consumed, by their
     /// receipts ([`crate::scripts::CLAIM`]).
     pub(crate) async fn claim(&self, calls: &[&Call]) -> Result<Claimed, RedisStoreError> {
+        let seen = calls
+            .first()
+            .and_then(|c| c.keys.first())
+            .map_or("", String::as_str);
+        // Every key the script touches is declared (`claim.lua`).
+        let mut states: Vec<&str> = calls
+            .iter()
+            .flat_map(|c| c.keys.iter().skip(1).map(String::as_str))
+            .collect();
+        states.sort_unstable();
+        states.dedup();
+        let declared = 2 + states.len();
         let words = calls.iter().map(|c| 5 + 4 * c.keys.len()).sum::<usize>();
-        let seen = calls.first().and_then(|c| c.keys.first());
-        let mut invocation = Evalsha::new(&self.claim, 1, 2 + words);
-        invocation.arg(seen.map_or("", String::as_str));
+        let mut invocation = Evalsha::new(&self.claim, declared, declared + 1 + words);
+        invocation.arg(seen);
+        invocation.arg(KeyLayout::receipts_key(seen));
+        for key in states {
+            invocation.arg(key);
+        }
         invocation.arg(calls.len());
         for call in calls {
             let limits = call.keys.len().saturating_sub(1);

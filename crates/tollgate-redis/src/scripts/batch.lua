@@ -14,9 +14,19 @@
 --              A script without flags (no "#!lua" line) may still touch keys
 --              of any slot its node serves; a key its node does not serve
 --              raises an error, caught for that call alone (below), before
---              the call has written anything (its first key access is the
---              read of its last-seen key).
--- ARGV[1]      m, the number of calls (at least 1)
+--              the call has written anything.
+-- ARGV[1]      "1" on a Redis Cluster, "0" on one node: on a cluster each
+--              call first asks whether its node holds all of its keys (its
+--              last-seen key, its state keys and its receipts key), in one
+--              EXISTS of them all, so that Redis checks them as it checks a
+--              script's declared keys. While the client's slot moves to
+--              another master (a resharding) and its keys lie on both, that
+--              EXISTS raises an error (TRYAGAIN, ASK) on either master, even
+--              on the new one reached after an ASK, which would answer each
+--              key not moved yet as a missing one, one at a time: the call
+--              fails alone, having written nothing, and is sent alone
+--              (plan.lua, its keys declared) once they are together.
+-- ARGV[2]      m, the number of calls (at least 1)
 -- then, for each call j in turn: n_j, its number of limits; its 1 + n_j
 --              keys, laid out as plan.lua's KEYS; its 6 + 4 n_j arguments,
 --              laid out as plan.lua's ARGV (its own time, cost, expiry
@@ -33,14 +43,15 @@
 -- (decide.lua's phases) and the calls after it are decided all the same.
 -- A layout that does not add up raises "TOLLGATE ..." before any call.
 
-local m = parse_int(ARGV[1], 'number of calls', #ARGV)
+local on_cluster = ARGV[1] == '1'
+local m = parse_int(ARGV[2], 'number of calls', #ARGV)
 if m < 1 then
   fail('a batch holds at least one call')
 end
 
 -- Where each call's keys and arguments start, checked before any call runs.
 local calls = {}
-local at = 2
+local at = 3
 for j = 1, m do
   if at > #ARGV then
     fail('call ' .. j .. ' of ' .. m .. ' has no arguments')
@@ -68,6 +79,15 @@ local function error_text(e)
   return 'ERR ' .. e
 end
 
+-- decide_call, on a cluster once the node has shown that it holds every
+-- key of the call (ARGV[1]).
+local function decide_here(keys, argv)
+  if on_cluster and #keys > 0 then
+    redis.call('EXISTS', receipts_key(keys[1]), unpack(keys))
+  end
+  return decide_call(keys, argv)
+end
+
 local replies = {}
 for j = 1, m do
   local c = calls[j]
@@ -78,7 +98,7 @@ for j = 1, m do
   for a = 1, c.args do
     argv[a] = ARGV[c.arg_at + a]
   end
-  local ok, reply = pcall(decide_call, keys, argv)
+  local ok, reply = pcall(decide_here, keys, argv)
   if ok then
     replies[j] = reply
   else

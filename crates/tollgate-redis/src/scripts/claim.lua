@@ -14,8 +14,14 @@
 -- exactly when the call consumed (unless newer receipts of the client
 -- pushed it out, or its receipts expired: see decide.lua).
 --
--- KEYS[1]      the client's last-seen key; its receipts are at
---              receipts_key(KEYS[1]), same slot (common.lua)
+-- KEYS[1]      the client's last-seen key
+-- KEYS[2]      its receipts key, receipts_key(KEYS[1]) (common.lua)
+-- KEYS[3..]    every state key of the calls (same slot: the client's).
+--              Declared, as every key the script touches, so that while
+--              the slot moves between masters (a resharding) Redis runs
+--              the script only on a node holding all of them (else
+--              TRYAGAIN, or ASK to the other master), never on one that
+--              would answer a key not moved yet as a missing one.
 -- ARGV[1]      m, the number of calls (at least 1), in the order they
 --              were sent
 -- then, for each call j in turn: n_j, its number of limits; its 1 + n_j
@@ -39,7 +45,14 @@ if m < 1 then
   fail('a claim is for at least one call')
 end
 
--- Phase 1: every call's arguments, checked.
+-- Phase 1: every call's arguments, checked, its keys among KEYS.
+if #KEYS < 2 or KEYS[2] ~= receipts_key(KEYS[1]) then
+  fail('KEYS[2] is not the receipts key of KEYS[1]')
+end
+local declared = {}
+for k = 3, #KEYS do
+  declared[KEYS[k]] = true
+end
 local calls = {}
 local at = 2
 for j = 1, m do
@@ -53,6 +66,11 @@ for j = 1, m do
   end
   if keys[1] ~= KEYS[1] then
     fail('call ' .. j .. ' is not of the client of KEYS[1]')
+  end
+  for k = 2, 1 + n do
+    if not declared[keys[k]] then
+      fail('call ' .. j .. '\'s key ' .. k .. ' is not among KEYS')
+    end
   end
   local a = at + 2 + n
   local call = { keys = keys, id = receipt_id(ARGV[a]), limits = {},
@@ -81,7 +99,7 @@ for j = 1, m do
 end
 
 -- Phase 1 for the receipts: each call's found and read, before any write.
-local key = receipts_key(KEYS[1])
+local key = KEYS[2]
 local value = redis.call('GET', key) or ''
 for j = 1, m do
   local call = calls[j]

@@ -202,41 +202,6 @@ impl RedisCluster {
             .expect("the master has a replica")
     }
 
-    /// Moves the slot of `client`'s keys, with its keys, to the master
-    /// `to` (an index in [`RedisCluster::nodes`]), as a resharding does
-    /// (`CLUSTER SETSLOT` importing and migrating, `MIGRATE`, then the new
-    /// owner told to every master), and waits (bounded) until every master
-    /// says so. Clients that cached the old owner meet `MOVED` there.
-    ///
-    /// # Panics
-    /// When the client has no keys, or a step is refused.
-    pub fn move_slot_of(&self, client: &str, to: usize) {
-        let from = self.node_holding(client).expect("the client has keys");
-        let (source, target) = (&self.nodes[from], &self.nodes[to]);
-        let slot = source.cli(&["CLUSTER", "KEYSLOT", &client_tag(client)]);
-        let slot = slot.trim();
-        let id = |node: &RedisServer| node.cli(&["CLUSTER", "MYID"]).trim().to_string();
-        let (source_id, target_id) = (id(source), id(target));
-        let ok = |reply: String| assert_eq!(reply.trim(), "OK", "{reply}");
-        ok(target.cli(&["CLUSTER", "SETSLOT", slot, "IMPORTING", &source_id]));
-        ok(source.cli(&["CLUSTER", "SETSLOT", slot, "MIGRATING", &target_id]));
-        let keys = source.cli(&["CLUSTER", "GETKEYSINSLOT", slot, "1000"]);
-        let port = target.port().to_string();
-        let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
-        migrate.extend(keys.lines().filter(|key| !key.is_empty()));
-        ok(source.cli(&migrate));
-        for master in self.masters() {
-            ok(self.nodes[master].cli(&["CLUSTER", "SETSLOT", slot, "NODE", &target_id]));
-        }
-        let moved = wait_for(500, || {
-            self.masters().iter().all(|&master| {
-                let reply = self.nodes[master].cli(&["CLUSTER", "COUNTKEYSINSLOT", slot]);
-                (reply.trim() != "0") == (master == to)
-            })
-        });
-        assert!(moved, "slot {slot} never moved to node {to}");
-    }
-
     /// The certificates of a TLS cluster (one CA for every node).
     pub fn certs(&self) -> Option<&TestCerts> {
         self.nodes.first().and_then(RedisServer::certs)
