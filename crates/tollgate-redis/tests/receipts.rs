@@ -124,6 +124,28 @@ fn claim_invocation<'a>(
     invocation
 }
 
+/// The claim script's error for one call (`a:7`, of cost 1, under a token
+/// bucket of 10 a day) whose last-seen key is `seen`, sent with `keys` as
+/// its KEYS.
+async fn refused_claim(
+    connection: &mut MultiplexedConnection,
+    keys: &[&str],
+    seen: &str,
+) -> redis::RedisError {
+    let script = Script::new(tollgate_redis::scripts::CLAIM);
+    let mut invocation = script.prepare_invoke();
+    for key in keys {
+        invocation.key(*key);
+    }
+    invocation.arg(1).arg(1).arg(seen).arg(STATE);
+    invocation.arg("a:7").arg(0).arg(1);
+    invocation.arg("t").arg(10).arg(864_000_000);
+    invocation
+        .invoke_async::<redis::Value>(connection)
+        .await
+        .expect_err("refused")
+}
+
 /// What is left of the bucket of `limit` per day at `now` (a look).
 async fn remaining(connection: &mut MultiplexedConnection, now: u64, limit: u32) -> i64 {
     decide(connection, now, 0, limit, "f:1", 1).await[4]
@@ -415,45 +437,13 @@ fn bad_claims_are_refused_before_any_write() {
             .expect_err("refused");
         assert!(error.to_string().contains("undo numbers"), "{error}");
         // A call of another client.
-        let script = Script::new(tollgate_redis::scripts::CLAIM);
-        let mut invocation = script.key(SEEN);
-        invocation.key(RECEIPTS).key(STATE);
-        invocation
-            .arg(1)
-            .arg(1)
-            .arg("receipts:{c:r}:other")
-            .arg(STATE);
-        invocation
-            .arg("a:7")
-            .arg(0)
-            .arg(1)
-            .arg("t")
-            .arg(10)
-            .arg(864_000_000);
-        let error = invocation
-            .invoke_async::<redis::Value>(&mut c)
-            .await
-            .expect_err("refused");
+        let other = "receipts:{c:r}:other";
+        let error = refused_claim(&mut c, &[SEEN, RECEIPTS, STATE], other).await;
         assert!(error.to_string().contains("not of the client"), "{error}");
         // Keys it would touch undeclared: Redis could not check, while the
         // client's slot moves, that the node holds them.
         for keys in [&[SEEN, STATE][..], &[SEEN, RECEIPTS], &[SEEN, STATE, STATE]] {
-            let mut invocation = script.prepare_invoke();
-            for key in keys {
-                invocation.key(*key);
-            }
-            invocation.arg(1).arg(1).arg(SEEN).arg(STATE);
-            invocation
-                .arg("a:7")
-                .arg(0)
-                .arg(1)
-                .arg("t")
-                .arg(10)
-                .arg(864_000_000);
-            let error = invocation
-                .invoke_async::<redis::Value>(&mut c)
-                .await
-                .expect_err("refused");
+            let error = refused_claim(&mut c, keys, SEEN).await;
             assert_eq!(error.code(), Some("TOLLGATE"), "{keys:?}: {error}");
         }
         let after = (server.cli(&["GET", RECEIPTS]), server.cli(&["GET", STATE]));
