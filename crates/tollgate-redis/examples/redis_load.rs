@@ -32,6 +32,9 @@ use tollgate_redis::{RedisStore, RedisStoreConfig};
 const KEYSPACE: u64 = 100_000;
 const NOW_MS: u64 = 1_000_000;
 const MARGIN_MS: u64 = 60_000;
+/// A deadline far ahead, on Redis's clock (µs): redis-benchmark's calls
+/// never start late.
+const FAR_AHEAD_US: u64 = 9_000_000_000_000_000;
 
 struct Figures {
     rate: f64,
@@ -110,16 +113,23 @@ fn run_redis_benchmark(
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(["-c", &callers.to_string(), "-n", &total.to_string()])
         .args(["-P", &pipeline.to_string()])
-        .args(["-r", &KEYSPACE.to_string(), "--csv", "EVALSHA", sha, "2"])
+        .args(["-r", &KEYSPACE.to_string(), "--csv", "EVALSHA", sha, "3"])
+        // The plan script's KEYS and ARGV (`tollgate_redis::scripts`): each
+        // `__rand_int__` is drawn anew, so a call's keys are of random
+        // clients, as its receipt id is random.
         .arg(format!("{prefix}:{{c:__rand_int__}}:seen"))
         .arg(format!("{prefix}:{{c:__rand_int__}}:{:016x}", limit.id()))
+        .arg(format!("{prefix}:{{c:__rand_int__}}:receipts"))
         .args([
             NOW_MS.to_string(),
             "1".into(),
             MARGIN_MS.to_string(),
+            FAR_AHEAD_US.to_string(),
             code.into(),
             policy.limit().to_string(),
             policy.window_ms().to_string(),
+            "0".into(),
+            "ab:__rand_int__".into(),
             "0".into(),
         ])
         .output()

@@ -3,9 +3,10 @@
 -- arithmetic. Appended after common.lua and the policy chunks, before the
 -- driver (src/policies.rs).
 --
--- decide_call(keys, argv) decides and consumes every limit of a plan for one
--- client; `keys` and `argv` are laid out as plan.lua's KEYS and ARGV (see
--- there). It reads Redis's TIME when it starts and checks the call's own
+-- decide_call(keys, argv, receipts_at) decides and consumes every limit of a
+-- plan for one client; `keys` and `argv` are laid out as plan.lua's first
+-- 1 + n KEYS and its ARGV (see there); its receipts are at `receipts_at`
+-- (plan.lua's declared receipts key), or when nil at receipts_key(keys[1]). It reads Redis's TIME when it starts and checks the call's own
 -- deadline against it, so each call of a batch is refused as late, writing
 -- nothing, exactly when a separate call starting then would be.
 --
@@ -281,7 +282,7 @@ local function answer_again(receipts_at, seen_key, ran_at, cost, limits, redis_u
   return reply
 end
 
-local function decide_call(keys, argv)
+local function decide_call(keys, argv, receipts_at)
   local n = #keys - 1
   if n < 1 or #argv ~= 6 + 4 * n then
     fail('expected 1 + n keys and 6 + 4n arguments, got ' .. #keys .. ' keys and ' .. #argv .. ' arguments')
@@ -304,7 +305,7 @@ local function decide_call(keys, argv)
   -- A call that may consume runs once: sent again, it finds its receipt.
   local at, receipts
   if cost > 0 then
-    at = receipts_key(keys[1])
+    at = receipts_at or receipts_key(keys[1])
     receipts = redis.call('GET', at) or ''
     local ran_at = read_receipt(receipts, at, id, limits)
     if ran_at then

@@ -8,12 +8,13 @@
 --              client; a call with an earlier time is answered as at that time.
 -- KEYS[1 + i]  the state key of limit i (i = 1..n). All keys carry the
 --              client's hash tag, so they share one cluster slot.
--- KEYS[2 + n]  the client's receipts key, receipts_key(KEYS[1])
---              (common.lua). Declared, as every key the script touches, so
---              that while the slot moves between masters (a resharding)
---              Redis runs the script only on a node holding all of them
---              (else TRYAGAIN, or ASK to the other master), never on one
---              that would answer a key not moved yet as a missing one.
+-- KEYS[2 + n]  the client's receipts key (see decide.lua): the store passes
+--              receipts_key(KEYS[1]) (common.lua), where batch.lua and
+--              claim.lua find them. Declared, as every key the script
+--              touches, so that while the slot moves between masters (a
+--              resharding) Redis runs the script only on a node holding all
+--              of them (else TRYAGAIN, or ASK to the other master), never on
+--              one that would answer a key not moved yet as a missing one.
 -- ARGV[1]      now_ms as a decimal, or "redis" to read Redis's own TIME
 -- ARGV[2]      cost (0 only asks)
 -- ARGV[3]      expiry margin in ms, added to every key's expiry
@@ -47,7 +48,4 @@ local keys = {}
 for k = 1, #KEYS - 1 do
   keys[k] = KEYS[k]
 end
-if #KEYS < 2 or KEYS[#KEYS] ~= receipts_key(KEYS[1]) then
-  fail('the last of KEYS is not the receipts key of KEYS[1]')
-end
-return decide_call(keys, ARGV)
+return decide_call(keys, ARGV, KEYS[#KEYS])
