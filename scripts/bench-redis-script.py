@@ -236,9 +236,13 @@ def run(r, directory, args):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    # Below 55536: a cluster node's bus listens on its port + 10000.
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 55536:
+            return port
 
 
 def main():
