@@ -19,7 +19,7 @@ mod relay;
 mod slot_move;
 mod tls;
 
-pub use cluster::{client_tag, ClusterOptions, RedisCluster};
+pub use cluster::{client_slot, client_tag, ClusterOptions, RedisCluster};
 pub use relay::Relay;
 pub use slot_move::SlotMove;
 pub use tls::TestCerts;
@@ -293,6 +293,12 @@ impl RedisServer {
     /// The port Redis listens on.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// A cluster node's id (`CLUSTER MYID`), as `CLUSTER SETSLOT` and
+    /// `redis-cli --cluster` name it.
+    pub fn node_id(&self) -> String {
+        self.cli(&["CLUSTER", "MYID"]).trim().to_string()
     }
 
     /// `redis://127.0.0.1:<port>`, or `rediss://` for a TLS server.

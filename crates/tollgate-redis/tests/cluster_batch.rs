@@ -77,8 +77,7 @@ fn a_decision_whose_slot_moved_since_the_map_was_read_is_decided_by_its_new_mast
         // The client's slot moves to the second master, keys and all.
         let seen = store.keys().seen_key(moving);
         let slot = slot_of(from, &seen).to_string();
-        let from_id = from.cli(&["CLUSTER", "MYID"]).trim().to_owned();
-        let to_id = to.cli(&["CLUSTER", "MYID"]).trim().to_owned();
+        let (from_id, to_id) = (from.node_id(), to.node_id());
         to.cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
         from.cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
         let keys = from.cli(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);

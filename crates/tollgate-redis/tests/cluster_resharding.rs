@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use tollgate::{AnyPolicy, Limit, Plan, PlanDecision};
-use tollgate_redis::testing::{client_tag, wait_for, RedisCluster, SlotMove};
+use tollgate_redis::testing::{client_slot, client_tag, wait_for, RedisCluster, SlotMove};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 /// A limit of 5 over a window far longer than the test.
@@ -77,12 +77,10 @@ async fn half_moved<'a>(
         assert!(decision.allowed);
     }
     let from = cluster.master_holding(CLIENT);
-    let slot =
-        |client: &str| cluster.nodes()[from].cli(&["CLUSTER", "KEYSLOT", &client_tag(client)]);
     let mut bystander = None;
     for i in 0..200 {
         let candidate = format!("bystander-{i}");
-        if slot(&candidate) == slot(CLIENT) {
+        if client_slot(&candidate) == client_slot(CLIENT) {
             continue;
         }
         store
@@ -234,22 +232,6 @@ fn a_decision_refused_mid_move_is_answered_once_the_move_is_done_within_its_time
     });
 }
 
-/// The slot of `client`'s keys, as Redis computes it (CRC16 of the hash
-/// tag's inside, modulo 16384).
-fn slot_of(client: &str) -> u16 {
-    let tag = client_tag(client);
-    let inside = &tag[1..tag.len() - 1];
-    crc16::State::<crc16::XMODEM>::calculate(inside.as_bytes()) % 16384
-}
-
-/// The node id of the master at `node`.
-fn id(cluster: &RedisCluster, node: usize) -> String {
-    cluster.nodes()[node]
-        .cli(&["CLUSTER", "MYID"])
-        .trim()
-        .to_string()
-}
-
 /// Moves `slots` slots from the master `from` to `to` with
 /// `redis-cli --cluster reshard`: the lowest-numbered slots of `from`, ten
 /// keys per `MIGRATE` (its default). It first waits (bounded) until every
@@ -263,7 +245,11 @@ fn reshard(cluster: &RedisCluster, from: usize, to: usize, slots: usize) {
             && !check.contains("[WARNING]")
     });
     assert!(agreed, "the nodes never agreed on the slots");
-    let (from_id, to_id, slots) = (id(cluster, from), id(cluster, to), slots.to_string());
+    let (from_id, to_id) = (
+        cluster.nodes()[from].node_id(),
+        cluster.nodes()[to].node_id(),
+    );
+    let slots = slots.to_string();
     let output = cluster.nodes()[from].cli(&[
         "--cluster",
         "reshard",
@@ -297,7 +283,7 @@ fn a_resharding_under_load_lets_no_client_past_its_limit_and_loses_nothing() {
     };
     let clients: Vec<String> = (0..1_000_000)
         .map(|i| format!("r-{i}"))
-        .filter(|client| slot_of(client) < 10)
+        .filter(|client| client_slot(client) < 10)
         .take(120)
         .collect();
     assert_eq!(clients.len(), 120);

@@ -378,8 +378,7 @@ fn cross_slot_is_permanent_and_trying_again_transient() {
         let seen = store.keys().seen_key(&client_id);
         let slot = slot_of(nodes[0].port(), &seen).to_string();
         let (from, to) = (&nodes[0], &nodes[1]);
-        let from_id = from.cli(&["CLUSTER", "MYID"]).trim().to_owned();
-        let to_id = to.cli(&["CLUSTER", "MYID"]).trim().to_owned();
+        let (from_id, to_id) = (from.node_id(), to.node_id());
         assert_eq!(
             to.cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id])
                 .trim(),

@@ -63,6 +63,12 @@ pub fn client_tag(client: &str) -> String {
     tag
 }
 
+/// The cluster slot of `client`'s keys, as Redis computes it
+/// (`crate::slots`), from their hash tag.
+pub fn client_slot(client: &str) -> u16 {
+    crate::slots::slot_of(client_tag(client).as_bytes())
+}
+
 /// A Redis Cluster on loopback, killed on drop.
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,

@@ -3,7 +3,7 @@
 //! with `MIGRATE`, then given to its new owner. Between the steps a client's
 //! keys may lie half on each master, which is where a test stops it.
 
-use super::cluster::{client_tag, RedisCluster};
+use super::cluster::{client_slot, RedisCluster};
 use super::{wait_for, RedisServer};
 
 /// One slot on its way from the master `from` to the master `to` (indexes
@@ -26,11 +26,10 @@ impl RedisCluster {
     /// When the client has no keys, or a step is refused.
     pub fn start_moving_slot_of(&self, client: &str, to: usize) -> SlotMove<'_> {
         let from = self.node_holding(client).expect("the client has keys");
-        let slot = self.nodes()[from].cli(&["CLUSTER", "KEYSLOT", &client_tag(client)]);
-        let slot = slot.trim().to_string();
+        let slot = client_slot(client).to_string();
         let (source, target) = (&self.nodes()[from], &self.nodes()[to]);
-        ok(target.cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &id(source)]));
-        ok(source.cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &id(target)]));
+        ok(target.cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source.node_id()]));
+        ok(source.cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target.node_id()]));
         SlotMove {
             cluster: self,
             slot,
@@ -84,7 +83,7 @@ impl SlotMove<'_> {
         if !keys.is_empty() {
             self.migrate(&keys.iter().map(String::as_str).collect::<Vec<_>>());
         }
-        let target_id = id(self.target());
+        let target_id = self.target().node_id();
         let cluster = self.cluster;
         for master in cluster.masters() {
             ok(cluster.nodes()[master]
@@ -107,10 +106,6 @@ impl SlotMove<'_> {
     fn target(&self) -> &RedisServer {
         &self.cluster.nodes()[self.to]
     }
-}
-
-fn id(node: &RedisServer) -> String {
-    node.cli(&["CLUSTER", "MYID"]).trim().to_string()
 }
 
 fn ok(reply: String) {
