@@ -82,7 +82,7 @@ end
 -- decide_call, on a cluster once the node has shown that it holds every
 -- key of the call (ARGV[1]).
 local function decide_here(keys, argv)
-  if on_cluster and #keys > 0 then
+  if on_cluster then
     redis.call('EXISTS', receipts_key(keys[1]), unpack(keys))
   end
   return decide_call(keys, argv)
