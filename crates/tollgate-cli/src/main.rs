@@ -74,7 +74,9 @@ fn main() -> ExitCode {
 
 fn run_proxy(args: proxy::ProxyArgs) -> ExitCode {
     init_logging();
-    // Signals and reloads only: the proxy's worker threads run their own.
+    // Signals, reloads and a Redis store (its connections and the tasks of
+    // its calls run on the runtime it is made on): the proxy's worker
+    // threads run their own.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -55,9 +55,7 @@ impl StoreHandle {
             url: target.redacted(),
             reason,
         };
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(refused("it can only connect inside a Tokio runtime".into()));
-        }
+        // Outside a Tokio runtime, refused by the store: it runs there.
         let store = RedisStore::connect_lazy_to(&target, redis_config)
             .map_err(|e| refused(e.to_string()))?;
         tracing::info!(redis = %target.redacted(), "limit state in Redis (connecting in the background)");

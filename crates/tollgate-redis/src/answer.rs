@@ -154,7 +154,8 @@ mod tests {
         let target = RedisTarget::single("redis://127.0.0.1:1");
         let connection = Connection::lazy(&target, std::time::Duration::from_millis(100))
             .expect("a lazy connection");
-        Arc::new(Scripts::new(connection, Arc::new(RedisClock::new())))
+        let home = tokio::runtime::Handle::current();
+        Arc::new(Scripts::new(connection, Arc::new(RedisClock::new()), home))
     }
 
     /// A call of one sliding-window limit at cost 2, and its reply: allowed,

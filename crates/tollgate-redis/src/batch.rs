@@ -148,7 +148,7 @@ impl Batcher {
             starts
         };
         if starts_a_call {
-            tokio::spawn(self.clone().carry());
+            self.scripts.spawn(self.clone().carry());
         }
         answered.reply().await
     }
@@ -240,7 +240,7 @@ impl Batcher {
                 continue;
             }
             let scripts = self.scripts.clone();
-            tokio::spawn(async move {
+            self.scripts.spawn(async move {
                 let reply = scripts.one(&scripts.connection, &waiting.call).await;
                 waiting.answer.send(&scripts, waiting.call, reply);
             });

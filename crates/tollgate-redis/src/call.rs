@@ -2,11 +2,14 @@
 //! in one call of the batch script ([`crate::scripts::BATCH`]), with the
 //! reply split back into each call's own answer or error.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use redis::{RedisWrite, Script, ToRedisArgs, Value};
+use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 
 use crate::answer;
 use crate::connection::{Connection, Evalsha};
@@ -193,10 +196,13 @@ pub(crate) struct Scripts {
     pub(crate) receipts: Arc<Receipts>,
     /// Calls and give-backs not answered yet ([`crate::settle`]).
     pub(crate) outstanding: Arc<Outstanding>,
+    /// The runtime the store was made on, where its tasks run
+    /// ([`crate::connection::home`]).
+    home: Handle,
 }
 
 impl Scripts {
-    pub(crate) fn new(connection: Connection, clock: Arc<RedisClock>) -> Self {
+    pub(crate) fn new(connection: Connection, clock: Arc<RedisClock>, home: Handle) -> Self {
         Self {
             connection,
             plan: Script::new(crate::scripts::PLAN),
@@ -210,7 +216,19 @@ impl Scripts {
             take_backs: Semaphore::new(TAKE_BACKS_AT_ONCE),
             receipts: Arc::new(Receipts::new()),
             outstanding: Arc::default(),
+            home,
         }
+    }
+
+    /// Runs `task` on the store's home runtime ([`crate::connection::home`]),
+    /// whichever runtime the caller is on: every task the store starts for
+    /// its calls goes through here, so none ends with a caller's runtime.
+    pub(crate) fn spawn<F>(&self, task: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.home.spawn(task)
     }
 
     /// The counts so far.
@@ -234,10 +252,9 @@ impl Scripts {
         self.counters.not_replicated.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Sends `call` alone on `connection` from a task of its own, so that
-    /// its reply is read even when the caller gives up first (and then
-    /// refunded: see [`crate::answer`]). Must be called inside a Tokio
-    /// runtime.
+    /// Sends `call` alone on `connection` from a task of its own (on the
+    /// home runtime), so that its reply is read even when the caller gives
+    /// up first (and then refunded: see [`crate::answer`]).
     pub(crate) async fn one_detached(
         self: &Arc<Self>,
         connection: &Connection,
@@ -247,7 +264,7 @@ impl Scripts {
         let (answer, answered) = answer::channel(self, Some(open));
         let scripts = self.clone();
         let connection = connection.clone();
-        tokio::spawn(async move {
+        self.spawn(async move {
             // A caller gone before the call left: nothing to send.
             if answer.is_closed() {
                 return;

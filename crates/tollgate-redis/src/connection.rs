@@ -12,6 +12,8 @@ use redis::{
     Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value,
 };
 
+use tokio::runtime::Handle;
+
 use crate::lazy_cluster::LazyCluster;
 use crate::replicas::{Acked, ReplicaWait};
 use crate::{RedisStoreError, RedisTarget};
@@ -53,6 +55,23 @@ fn manager_config() -> ConnectionManagerConfig {
 /// already stored answers from it (`decide.lua`), a refund whose own key
 /// holds its answer answers from that (`refund.lua`), and a claim removes
 /// the receipt it takes back by.
+/// The runtime the store is made on, its home: every task the store starts
+/// runs there (`Scripts::spawn`), and so does the making of its
+/// connections, whose work redis-rs runs in tasks of the runtime it is
+/// made on. A caller on another runtime (a gRPC worker's single-threaded
+/// one, which ends at shutdown before the store does) then leaves nothing
+/// of the store's behind when its runtime ends.
+///
+/// # Errors
+/// [`RedisStoreError::Config`] outside a Tokio runtime.
+pub(crate) fn home() -> Result<Handle, RedisStoreError> {
+    Handle::try_current().map_err(|_| {
+        RedisStoreError::Config(
+            "a Redis store must be made inside a Tokio runtime, which runs its connections".into(),
+        )
+    })
+}
+
 #[derive(Clone)]
 pub(crate) enum Connection {
     Single(ConnectionManager),
@@ -72,7 +91,7 @@ impl Connection {
     ) -> Result<Self, RedisStoreError> {
         let failed = |e| RedisStoreError::connect(target, e);
         if target.is_cluster() {
-            let cluster = LazyCluster::new(target.cluster_client(timeout)?);
+            let cluster = LazyCluster::new(target.cluster_client(timeout)?, home()?);
             let mut connection = cluster.get().await.map_err(failed)?;
             redis::cmd("PING")
                 .query_async::<()>(&mut connection)
@@ -93,10 +112,12 @@ impl Connection {
     }
 
     /// Prepares a connection to one node or a cluster without connecting
-    /// yet (needs a Tokio runtime); `timeout` as for [`Connection::connect`].
+    /// yet (needs a Tokio runtime, its home: see [`home`]); `timeout` as for
+    /// [`Connection::connect`].
     pub(crate) fn lazy(target: &RedisTarget, timeout: Duration) -> Result<Self, RedisStoreError> {
+        let home = home()?;
         if target.is_cluster() {
-            let cluster = LazyCluster::new(target.cluster_client(timeout)?);
+            let cluster = LazyCluster::new(target.cluster_client(timeout)?, home);
             return Ok(Connection::Cluster(Arc::new(cluster)));
         }
         let client = target.client()?;

@@ -67,10 +67,11 @@ pub enum RedisStoreError {
         /// How long the store was given.
         within: Duration,
     },
-    /// The call carrying the decision in a batch, or the task giving a
-    /// call back, was dropped before it answered (its runtime shut down):
-    /// nothing is known of it.
-    #[error("the batch carrying the call was dropped before Redis answered")]
+    /// The task carrying the call (a decision's, alone or in a batch, a
+    /// give-back's, an inspection's or a clock measurement's) was dropped
+    /// before it answered (the store's runtime shut down): nothing is known
+    /// of it.
+    #[error("the task carrying the call was dropped before Redis answered")]
     BatchLost,
     /// The call consumed, but fewer replicas than
     /// [`crate::RedisStoreConfig::replicas_to_ack`] acknowledged its writes

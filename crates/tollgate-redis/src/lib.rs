@@ -95,6 +95,22 @@
 //! which the next measurement (within 1 to 2 s, while every master answers)
 //! follows. A call refused as late consumes nothing.
 //!
+//! ## Runtimes: the store's home
+//!
+//! A store serves callers on several runtimes at once: `tollgate serve`
+//! answers HTTP on its main runtime and Envoy's gRPC on threads with a
+//! single-threaded runtime each, which end at shutdown before the main one
+//! (so do `tollgate proxy`'s workers). redis-rs runs a connection's work in
+//! tasks of the runtime the connection is made on, and the store makes some
+//! connections at their first use (a store made without connecting, a
+//! cluster's lane per master). So the runtime a store is made on is its
+//! home ([`RedisStore::connect_to`]): every task the store starts for its
+//! calls (a decision's call, a batch, refunds, claims, readings of the map,
+//! clock measurements, inspections) runs there, and every connection is
+//! made there. Made on a caller's runtime instead, a connection died with
+//! it: a lazily made cluster connection then failed every later call of
+//! the store (`tests/runtimes.rs`).
+//!
 //! ## Expiry
 //!
 //! Every write sets the key's expiry (PEXPIRE / SET PX) on Redis's clock,

@@ -108,7 +108,7 @@ impl LostCalls {
             !std::mem::replace(&mut pending.running, true)
         };
         if start {
-            tokio::spawn(claim_all(scripts.clone()));
+            scripts.spawn(claim_all(scripts.clone()));
         }
     }
 }
@@ -136,12 +136,12 @@ async fn claim_all(scripts: Arc<Scripts>) {
         let clients: Vec<_> = by_client(group, |(call, _)| call.keys.first())
             .into_iter()
             .map(|calls| {
-                let scripts = scripts.clone();
-                tokio::spawn(async move {
+                let claiming = scripts.clone();
+                scripts.spawn(async move {
                     // Newest first across claims too.
                     for chunk in calls.rchunks(MOST_PER_CLAIM) {
                         let chunk: Vec<&Call> = chunk.iter().map(|(call, _)| call).collect();
-                        claim(&scripts, &chunk).await;
+                        claim(&claiming, &chunk).await;
                     }
                     // Closed once claimed: their receipts are gone.
                     drop(calls);

@@ -230,7 +230,7 @@ impl MasterQueues {
         let reading = Reading {
             masters: self.clone(),
         };
-        tokio::spawn(reading.run());
+        self.scripts.spawn(reading.run());
     }
 
     /// Reads the map of slots and puts it in place, with a queue and a
@@ -328,7 +328,8 @@ mod tests {
             let connection = Connection::connect(&target, Duration::from_millis(100))
                 .await
                 .expect("connect");
-            let scripts = Arc::new(Scripts::new(connection, Arc::new(RedisClock::new())));
+            let home = tokio::runtime::Handle::current();
+            let scripts = Arc::new(Scripts::new(connection, Arc::new(RedisClock::new()), home));
             let masters = MasterQueues::new(scripts, 64, 1, TIMEOUT);
             masters.read_map().await;
             let before = masters.routes.load_full().expect("a map").map.clone();

@@ -20,6 +20,18 @@ pub(crate) async fn measure_offset(scripts: &Scripts) -> Result<i64, RedisStoreE
     Ok(clock.record(sent_us, received_us, redis_us))
 }
 
+/// [`measure_offset`] on the store's home runtime, for a caller that waits
+/// for it (the first decision of a store made without connecting: its
+/// connection is made by this first call, and so must be made at home,
+/// `connection::home`).
+pub(crate) async fn measure_offset_at_home(scripts: &Arc<Scripts>) -> Result<i64, RedisStoreError> {
+    let measuring = scripts.clone();
+    scripts
+        .spawn(async move { measure_offset(&measuring).await })
+        .await
+        .unwrap_or(Err(RedisStoreError::BatchLost))
+}
+
 /// Measures the offset in a task of its own, unless one is running, giving
 /// up after `timeout` (the next aging estimate asks again): the calls go on
 /// meanwhile with the old estimate.
@@ -28,11 +40,11 @@ pub(crate) fn in_background(scripts: &Arc<Scripts>, timeout: Duration) {
         return;
     }
     let measuring = Measuring(scripts.clock.clone());
-    let scripts = scripts.clone();
-    tokio::spawn(async move {
+    let measured = scripts.clone();
+    scripts.spawn(async move {
         let _measuring = measuring;
         // A failed or late measurement keeps the old estimate.
-        let _ = tokio::time::timeout(timeout, measure_offset(&scripts)).await;
+        let _ = tokio::time::timeout(timeout, measure_offset(&measured)).await;
     });
 }
 

@@ -8,7 +8,7 @@ use tollgate::{Inspection, Plan, PlanDecision, Policy};
 
 use crate::bounds;
 use crate::call::{script_error, Arg, Call, CallCounts, Scripts};
-use crate::connection::Connection;
+use crate::connection::{self, Connection};
 use crate::deadline::{self, Offset, RedisClock};
 use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
@@ -58,6 +58,11 @@ impl RedisStore {
     /// connection is re-established by itself and calls fail as transient
     /// errors meanwhile (a `tollgate_guard::GuardedStore` answers them).
     ///
+    /// The runtime this is called on is the store's home: its connections
+    /// and the tasks it starts for its calls run there, whichever runtime
+    /// its callers are on (see the crate docs, "Runtimes"), so it must
+    /// outlive them.
+    ///
     /// # Errors
     /// [`RedisStoreError::Config`] for a bad prefix or target (see
     /// [`RedisTarget::validate`]), [`RedisStoreError::Connect`] when the
@@ -71,6 +76,7 @@ impl RedisStore {
             Connection::connect(target, config.timeout).await?,
             keys,
             config,
+            connection::home()?,
         );
         measure::measure_offset(&store.scripts).await?;
         if let Some(queues) = &store.queues {
@@ -83,11 +89,12 @@ impl RedisStore {
     /// Like [`RedisStore::connect`], without waiting for the first
     /// connection: a service can start while Redis is down (its calls fail
     /// as transient errors, so a `tollgate_guard::GuardedStore` answers them) and
-    /// uses Redis as soon as it is up. Must be called inside a Tokio runtime.
+    /// uses Redis as soon as it is up. Must be called inside a Tokio runtime,
+    /// the store's home (as for [`RedisStore::connect_to`]).
     ///
     /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix, [`RedisStoreError::Redis`]
-    /// for a bad URL.
+    /// [`RedisStoreError::Config`] for a bad prefix or outside a Tokio
+    /// runtime, [`RedisStoreError::Redis`] for a bad URL.
     pub fn connect_lazy(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
         Self::connect_lazy_to(&RedisTarget::single(url), config)
     }
@@ -96,11 +103,12 @@ impl RedisStore {
     /// connection (one node or a cluster): a service can start while Redis
     /// is down (its calls fail as transient errors, so a
     /// `tollgate_guard::GuardedStore` answers them) and uses Redis as soon as it is
-    /// up. Must be called inside a Tokio runtime.
+    /// up. Must be called inside a Tokio runtime, the store's home (as for
+    /// [`RedisStore::connect_to`]).
     ///
     /// # Errors
     /// [`RedisStoreError::Config`] for a bad prefix or target (see
-    /// [`RedisTarget::validate`]).
+    /// [`RedisTarget::validate`]), or outside a Tokio runtime.
     pub fn connect_lazy_to(
         target: &RedisTarget,
         config: RedisStoreConfig,
@@ -110,6 +118,7 @@ impl RedisStore {
             Connection::lazy(target, config.timeout)?,
             keys,
             config,
+            connection::home()?,
         ))
     }
 
@@ -125,8 +134,15 @@ impl RedisStore {
         Self::connect_to(&RedisTarget::cluster(nodes.iter().copied()), config).await
     }
 
-    fn with_connection(connection: Connection, keys: KeyLayout, config: RedisStoreConfig) -> Self {
-        let scripts = Arc::new(Scripts::new(connection, Arc::new(RedisClock::new())));
+    /// The store on `connection`, whose tasks run on `home`
+    /// ([`connection::home`]).
+    fn with_connection(
+        connection: Connection,
+        keys: KeyLayout,
+        config: RedisStoreConfig,
+        home: tokio::runtime::Handle,
+    ) -> Self {
+        let scripts = Arc::new(Scripts::new(connection, Arc::new(RedisClock::new()), home));
         Self {
             queues: queues(&scripts, &config),
             scripts,
@@ -233,7 +249,7 @@ impl RedisStore {
                 measure::in_background(&self.scripts, self.config.timeout);
                 offset
             }
-            Offset::Unknown => measure::measure_offset(&self.scripts).await?,
+            Offset::Unknown => measure::measure_offset_at_home(&self.scripts).await?,
         };
         let deadline_us = deadline::deadline_us(started_us, offset_us, self.config.timeout);
         let mut call = self.call(plan, client, now_ms, cost, deadline_us)?;
@@ -326,12 +342,13 @@ impl RedisStore {
             args,
             wait: None,
         };
-        let invocation = inspection.invocation(&self.inspect_script);
+        let (script, connection) = (self.inspect_script.clone(), self.scripts.connection.clone());
+        // At home, as every call of the store (`connection::home`).
         let reply: Vec<i64> = self
             .scripts
-            .connection
-            .invoke(&invocation)
+            .spawn(async move { connection.invoke(&inspection.invocation(&script)).await })
             .await
+            .map_err(|_| RedisStoreError::BatchLost)?
             .map_err(script_error)?;
         read_inspection(plan, &reply)
     }

@@ -30,15 +30,16 @@ pub(crate) async fn give_back(
     scripts: &Arc<Scripts>,
     refund: Refund,
 ) -> Result<GivenBack, RedisStoreError> {
-    let scripts = scripts.clone();
+    let giving = scripts.clone();
     let outstanding = scripts.outstanding.mark();
-    tokio::spawn(async move {
-        let given_back = give_back_now(&scripts, refund).await;
-        drop(outstanding);
-        given_back
-    })
-    .await
-    .unwrap_or(Err(RedisStoreError::BatchLost))
+    scripts
+        .spawn(async move {
+            let given_back = give_back_now(&giving, refund).await;
+            drop(outstanding);
+            given_back
+        })
+        .await
+        .unwrap_or(Err(RedisStoreError::BatchLost))
 }
 
 async fn give_back_now(

@@ -119,7 +119,7 @@ impl Refunds {
             !std::mem::replace(&mut pending.running, true)
         };
         if start {
-            tokio::spawn(send(scripts.clone()));
+            scripts.spawn(send(scripts.clone()));
         }
     }
 }
