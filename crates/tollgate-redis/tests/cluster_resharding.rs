@@ -238,13 +238,14 @@ fn a_decision_refused_mid_move_is_answered_once_the_move_is_done_within_its_time
 /// node agrees on the slots, as `redis-cli` requires before it starts.
 fn reshard(cluster: &RedisCluster, from: usize, to: usize, slots: usize) {
     let entry = format!("127.0.0.1:{}", cluster.nodes()[from].port());
+    let mut check = String::new();
     let agreed = wait_for(250, || {
-        let check = cluster.nodes()[from].cli(&["--cluster", "check", &entry]);
+        check = cluster.nodes()[from].cli(&["--cluster", "check", &entry]);
         check.contains("All nodes agree")
             && !check.contains("[ERR]")
             && !check.contains("[WARNING]")
     });
-    assert!(agreed, "the nodes never agreed on the slots");
+    assert!(agreed, "the nodes never agreed on the slots: {check}");
     let (from_id, to_id) = (
         cluster.nodes()[from].node_id(),
         cluster.nodes()[to].node_id(),
