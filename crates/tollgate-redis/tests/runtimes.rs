@@ -101,11 +101,8 @@ fn a_store_first_used_on_a_runtime_that_ended_still_answers_on_its_own() {
     };
     let clients: Vec<String> = (0..30).map(|i| format!("c{i}")).collect();
     let targets = [
-        ("one node", RedisTarget::single(&redis.url())),
-        (
-            "cluster",
-            RedisTarget::cluster(cluster.urls().iter().map(String::as_str)),
-        ),
+        ("one node", RedisTarget::single(redis.url())),
+        ("cluster", RedisTarget::cluster(cluster.urls())),
     ];
     for (name, target) in &targets {
         for lazy in [false, true] {
@@ -116,5 +113,26 @@ fn a_store_first_used_on_a_runtime_that_ended_still_answers_on_its_own() {
             decide_on_a_runtime_that_ends(&store, &clients, 0);
             decided_after(&home, &store, &clients);
         }
+    }
+}
+
+/// A store has a home only inside a runtime: made outside one, it is
+/// refused with an error that says so (before, a lazy one-node store
+/// panicked inside the Redis client).
+#[test]
+fn a_store_made_outside_a_runtime_is_refused_saying_why() {
+    let targets = [
+        RedisTarget::single("redis://127.0.0.1:1"),
+        RedisTarget::cluster(["redis://127.0.0.1:1"]),
+    ];
+    for target in &targets {
+        let refused = RedisStore::connect_lazy_to(target, RedisStoreConfig::default())
+            .err()
+            .expect("refused outside a runtime");
+        assert!(
+            matches!(refused, tollgate_redis::RedisStoreError::Config(_))
+                && refused.to_string().contains("inside a Tokio runtime"),
+            "{refused}"
+        );
     }
 }
