@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan};
 use tollgate_config::{Config, StoreHandle};
-use tollgate_redis::testing::RedisServer;
+use tollgate_redis::testing::{current_thread_runtime, RedisServer};
 
 /// A decision that no replica acknowledged is answered by the failure
 /// policy and consumes nothing; once a replica is in sync, the store
@@ -26,7 +26,7 @@ fn a_decision_is_answered_by_the_store_only_once_a_replica_holds_it() {
     let config = Config::parse(&text).expect("config");
     let policy = AnyPolicy::from_name("sliding-window", 5, 3_600_000).expect("policy");
     let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let handle = StoreHandle::connect(&config).await.expect("connect");
         let StoreHandle::Redis(redis) = &handle else {
             panic!("not the Redis store");
@@ -62,11 +62,4 @@ fn a_decision_is_answered_by_the_store_only_once_a_replica_holds_it() {
             "the decision answered by the failure policy consumed nothing"
         );
     });
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
 }

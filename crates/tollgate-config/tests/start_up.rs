@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use tollgate::{AnyPolicy, Limit, Plan};
 use tollgate_config::{Config, StoreHandle};
-use tollgate_redis::testing::{raw_command, redis_cli, wait_for, RedisServer};
+use tollgate_redis::testing::{
+    current_thread_runtime, raw_command, redis_cli, wait_for, RedisServer,
+};
 use tollgate_redis::RedisStore;
 
 #[test]
@@ -39,7 +41,7 @@ fn a_redis_still_loading_at_start_up_lets_the_service_start() {
     assert!(loading, "Redis never said LOADING");
 
     let config = config_with_store(&format!("url = \"{}\"", server.url()));
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = started(&config).await;
         let _ = reload.wait();
         // Loaded: the store decides (after a reconnect at most).
@@ -61,7 +63,7 @@ fn a_cluster_not_formed_yet_at_start_up_lets_the_service_start() {
     }
     let seeds: Vec<String> = nodes.iter().map(RedisServer::url).collect();
     let config = config_with_store(&format!("cluster = {seeds:?}"));
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = started(&config).await;
         let mut create: Vec<String> = vec!["--cluster".into(), "create".into()];
         create.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
@@ -86,13 +88,6 @@ fn config_with_store(store_line: &str) -> Config {
          [store]\n{store_line}\n"
     );
     Config::parse(&text).expect("config")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 /// The Redis store `StoreHandle::connect` starts with: it must not stop

@@ -12,7 +12,7 @@ use tollgate::{
     AnyPolicy, DecidedBy, FailurePolicy, Limit, ManualClock, Plan, PlanDecision, Store,
 };
 use tollgate_guard::{BreakerConfig, GuardedStore};
-use tollgate_redis::testing::RedisServer;
+use tollgate_redis::testing::{runtime, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig};
 
 const PROBE_MS: u64 = 500;
@@ -37,14 +37,6 @@ fn evalsha_calls(server: &RedisServer) -> u64 {
         .and_then(|rest| rest.split(',').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 async fn connect(server: &RedisServer) -> RedisStore {

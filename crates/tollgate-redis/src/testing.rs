@@ -24,6 +24,25 @@ pub use relay::Relay;
 pub use slot_move::SlotMove;
 pub use tls::TestCerts;
 
+/// A runtime of two worker threads, as a server's: for tests whose tasks
+/// must run side by side (load while a fault happens, a caller that gives
+/// up while another waits).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// A runtime of one thread: for tests that drive one caller at a time.
+pub fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// Whether the environment demands a real Redis (`TOLLGATE_REQUIRE_REDIS=1`).
 pub fn redis_required() -> bool {
     std::env::var("TOLLGATE_REQUIRE_REDIS").is_ok_and(|v| v == "1")

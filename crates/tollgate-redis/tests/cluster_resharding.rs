@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use tollgate::{AnyPolicy, Limit, Plan, PlanDecision};
-use tollgate_redis::testing::{client_slot, client_tag, wait_for, RedisCluster, SlotMove};
+use tollgate_redis::testing::{client_slot, client_tag, runtime, wait_for, RedisCluster, SlotMove};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 /// A limit of 5 over a window far longer than the test.
@@ -35,14 +35,6 @@ async fn connect(cluster: &RedisCluster, batch_max: usize) -> RedisStore {
     RedisStore::connect_cluster(&seeds, config)
         .await
         .expect("connect")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
 }
 
 /// Which of the client's keys go first.

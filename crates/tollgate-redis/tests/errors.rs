@@ -8,7 +8,9 @@ use std::time::Duration;
 use tollgate::FailurePolicy;
 use tollgate::{AnyPolicy, DecidedBy, Limit, Plan, Store};
 use tollgate_guard::GuardedStore;
-use tollgate_redis::testing::{raw_command, redis_cli, wait_for, RedisCluster, RedisServer};
+use tollgate_redis::testing::{
+    current_thread_runtime, raw_command, redis_cli, wait_for, RedisCluster, RedisServer,
+};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 fn plan() -> Plan {
@@ -20,13 +22,6 @@ fn plan() -> Plan {
         })
         .collect();
     Plan::new("errors", limits).expect("plan")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 /// A store with a timeout long enough for the slow cases below.
@@ -109,7 +104,7 @@ fn out_of_memory_is_transient_and_answered_by_the_failure_policy() {
     let Some(server) = RedisServer::spawn("out_of_memory_is_transient") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), config())
             .await
             .expect("connect");
@@ -138,7 +133,7 @@ fn a_busy_script_is_transient() {
     ) else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), config())
             .await
             .expect("connect");
@@ -165,7 +160,7 @@ fn loading_is_transient() {
     else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), config())
             .await
             .expect("connect");
@@ -205,7 +200,7 @@ fn a_replica_answers_readonly_then_masterdown_both_transient() {
             .contains("master_link_status:up")),
         "the replica never synced"
     );
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&replica.url(), config())
             .await
             .expect("connect");
@@ -248,7 +243,7 @@ fn too_few_replicas_in_sync_is_noreplicas_transient_and_writes_nothing() {
     assert_eq!(set("min-replicas-max-lag", "10").trim(), "OK");
     // The replica below syncs at once rather than after the default 5 s.
     assert_eq!(set("repl-diskless-sync-delay", "0").trim(), "OK");
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&master.url(), config())
             .await
             .expect("connect");
@@ -291,7 +286,7 @@ fn a_redis_that_cannot_save_answers_misconf_transient_and_writes_nothing() {
         server.cli(&["CONFIG", "SET", "save", "3600 1"]).trim(),
         "OK"
     );
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), config())
             .await
             .expect("connect");
@@ -317,7 +312,7 @@ fn a_cluster_node_without_the_slot_answers_clusterdown_transient() {
     let Some(server) = RedisServer::spawn_with("clusterdown", &["--cluster-enabled", "yes"]) else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         // A cluster node with no slots assigned: its cluster is down.
         let store = RedisStore::connect(&server.url(), config())
             .await
@@ -336,7 +331,7 @@ fn cross_slot_is_permanent_and_trying_again_transient() {
         return;
     };
     let nodes = cluster.nodes();
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         // CROSSSLOT: a multi-key call across slots, sent to a node directly.
         let client = redis::Client::open(nodes[0].url()).expect("client");
         let mut connection = client
@@ -430,7 +425,7 @@ fn a_password_changed_after_start_up_is_a_permanent_error() {
         "OK"
     );
     let port = server.port();
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let url = format!("redis://:old@127.0.0.1:{port}");
         let store = RedisStore::connect(&url, config()).await.expect("connect");
         store.decide(&plan(), "c", 0, 1).await.expect("decided");
@@ -483,7 +478,7 @@ fn a_redis_at_its_client_limit_is_transient_and_not_up_yet() {
     );
     // The one connection allowed, held by someone else.
     let held = std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let Err(error) = RedisStore::connect(&server.url(), config()).await else {
             panic!("connected past maxclients");
         };

@@ -7,20 +7,12 @@ use std::time::Duration;
 
 use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, PlanDecision, Store};
 use tollgate_guard::GuardedStore;
-use tollgate_redis::testing::RedisServer;
+use tollgate_redis::testing::{runtime, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 fn plan(policy: &str, limit: u32, window: u64) -> Plan {
     let policy = AnyPolicy::from_name(policy, limit, window).expect("policy");
     Plan::new("faults", vec![Limit::new("l", policy, false)]).expect("plan")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 async fn guarded(server: &RedisServer, policy: FailurePolicy) -> GuardedStore<RedisStore> {

@@ -9,7 +9,7 @@
 //! would have wasted), while the sliding log takes its units out exactly.
 
 use tollgate::{AnyPolicy, GivenBack, Limit, Plan, PlanLimiter, Returnable, Store, POLICY_NAMES};
-use tollgate_redis::testing::{RedisCluster, RedisServer};
+use tollgate_redis::testing::{runtime, RedisCluster, RedisServer};
 use tollgate_redis::{CallCounts, RedisStore, RedisStoreConfig, RedisTarget};
 
 const DAY_MS: u64 = 86_400_000;
@@ -25,14 +25,6 @@ fn plan(policy: &str) -> Plan {
         vec![limit("per-second", 4, 1_000), limit("per-day", 10, DAY_MS)],
     )
     .expect("plan")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 async fn connect(target: &RedisTarget, prefix: String) -> RedisStore {

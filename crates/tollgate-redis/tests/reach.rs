@@ -9,19 +9,14 @@ use std::time::Duration;
 
 use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, Store};
 use tollgate_guard::GuardedStore;
-use tollgate_redis::testing::{free_port, RedisCluster, RedisServer, TestCerts};
+use tollgate_redis::testing::{
+    current_thread_runtime, free_port, RedisCluster, RedisServer, TestCerts,
+};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError, RedisTarget};
 
 fn plan() -> Plan {
     let policy = AnyPolicy::from_name("sliding-window", 2, 60_000).expect("policy");
     Plan::new("reach", vec![Limit::new("l", policy, false)]).expect("plan")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 /// Connects to `target` and makes two allowed decisions and one rejection
@@ -59,7 +54,7 @@ fn tls_with_the_private_ca_decides() {
     let certs = server.certs().expect("a TLS server");
     assert!(server.url().starts_with("rediss://"));
     let target = RedisTarget::single(server.url()).with_ca_pem(certs.ca_pem());
-    runtime().block_on(decides(&target));
+    current_thread_runtime().block_on(decides(&target));
     // The state is in this Redis.
     assert_ne!(server.cli(&["DBSIZE"]).trim(), "0");
 }
@@ -71,7 +66,7 @@ fn tls_with_another_ca_or_the_system_roots_is_refused_at_connect() {
     };
     let other = tempfile::tempdir().expect("a temporary directory");
     let wrong = TestCerts::generate(other.path());
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         for target in [
             RedisTarget::single(server.url()).with_ca_pem(wrong.ca_pem()),
             RedisTarget::single(server.url()),
@@ -92,7 +87,7 @@ fn an_acl_user_on_a_database_number_decides() {
         return;
     };
     let url = format!("redis://alice:s3cret-pw@127.0.0.1:{}/3", server.port());
-    runtime().block_on(decides(&RedisTarget::single(url)));
+    current_thread_runtime().block_on(decides(&RedisTarget::single(url)));
     assert_ne!(server.cli(&["-n", "3", "DBSIZE"]).trim(), "0");
     assert_eq!(server.cli(&["-n", "0", "DBSIZE"]).trim(), "0");
 }
@@ -103,7 +98,7 @@ fn a_wrong_password_is_refused_at_connect_without_showing_it() {
         return;
     };
     let url = format!("redis://alice:not-the-pw@127.0.0.1:{}/3", server.port());
-    let error = runtime().block_on(connect_error(&RedisTarget::single(url)));
+    let error = current_thread_runtime().block_on(connect_error(&RedisTarget::single(url)));
     assert!(error.contains("wrong user name or password"), "{error}");
     assert!(error.contains("alice:***@"), "{error}");
     assert!(!error.contains("not-the-pw"), "{error}");
@@ -113,10 +108,10 @@ fn a_wrong_password_is_refused_at_connect_without_showing_it() {
 fn an_unreachable_node_is_refused_at_connect() {
     // Nothing listens on a port that was just free.
     let url = format!("redis://127.0.0.1:{}", free_port());
-    let error = runtime().block_on(connect_error(&RedisTarget::single(url)));
+    let error = current_thread_runtime().block_on(connect_error(&RedisTarget::single(url)));
     assert!(error.contains("nothing accepts connections"), "{error}");
     let seeds = [format!("redis://127.0.0.1:{}", free_port())];
-    let error = runtime().block_on(connect_error(&RedisTarget::cluster(seeds)));
+    let error = current_thread_runtime().block_on(connect_error(&RedisTarget::cluster(seeds)));
     assert!(
         error.contains("cannot connect to Redis at cluster"),
         "{error}"
@@ -130,7 +125,7 @@ fn after_start_up_a_tls_outage_meets_the_failure_policy() {
     };
     let ca = server.certs().expect("TLS").ca_pem();
     let target = RedisTarget::single(server.url()).with_ca_pem(ca);
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let redis = RedisStore::connect_to(&target, RedisStoreConfig::default())
             .await
             .expect("connect");
@@ -167,7 +162,7 @@ fn a_cluster_from_seed_nodes_decides() {
     };
     // One seed is enough: the client learns the other masters.
     let seed = cluster.urls().remove(1);
-    runtime().block_on(decides(&RedisTarget::cluster([seed])));
+    current_thread_runtime().block_on(decides(&RedisTarget::cluster([seed])));
 }
 
 #[test]
@@ -202,7 +197,7 @@ fn a_lazy_cluster_store_answers_by_the_failure_policy_until_it_connects() {
     let Some(cluster) = RedisCluster::spawn("a_lazy_cluster_store") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let plan = plan();
         // Nothing listens at this seed: every call is a transient failure.
         let nowhere = RedisTarget::cluster([format!("redis://127.0.0.1:{}", free_port())]);

@@ -6,7 +6,7 @@
 
 use redis::aio::MultiplexedConnection;
 use redis::Script;
-use tollgate_redis::testing::{RedisServer, Relay};
+use tollgate_redis::testing::{current_thread_runtime, RedisServer, Relay};
 
 const SEEN: &str = "receipts:{c:r}:seen";
 const STATE: &str = "receipts:{c:r}:1";
@@ -14,13 +14,6 @@ const RECEIPTS: &str = "receipts:{c:r}:receipts";
 
 /// A deadline far ahead, on Redis's clock (µs).
 const FAR_AHEAD: u64 = 9_007_199_254_740_991;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 async fn connection(server: &RedisServer) -> MultiplexedConnection {
     redis::Client::open(server.url())
@@ -156,7 +149,7 @@ fn a_call_is_taken_back_once_and_only_after_its_deadline() {
     let Some(server) = RedisServer::spawn("a_call_is_taken_back_once") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let mut c = connection(&server).await;
         // Two calls use 2 and 3 of 10; the first is still open when the
         // second is decided (the watermark is its number).
@@ -218,7 +211,7 @@ fn a_call_sent_again_answers_as_it_did_and_consumes_once() {
     let Some(server) = RedisServer::spawn("a_call_sent_again_runs_once") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let mut c = connection(&server).await;
         decide(&mut c, 1_000, 2, 10, "a:1", 1).await;
         let first = decide(&mut c, 1_000, 3, 10, "a:2", 1).await;
@@ -266,7 +259,7 @@ fn a_wait_behind_a_call_sent_again_waits_for_its_first_runs_writes() {
     let relay = Relay::start(master.port());
     let _replica =
         RedisServer::spawn_replica_of("a_call_sent_again_writes", relay.port()).expect("replica");
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         relay.hold_replies();
         let mut c = connection(&master).await;
         let first = decide(&mut c, 1_000, 3, 10, "a:1", 1).await;
@@ -305,7 +298,7 @@ fn one_claim_takes_a_clients_calls_back_newest_first() {
     let Some(server) = RedisServer::spawn("one_claim_takes_a_clients_calls_back") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let mut c = connection(&server).await;
         decide(&mut c, 1_000, 2, 10, "a:1", 1).await;
         decide(&mut c, 1_000, 3, 10, "a:2", 1).await;
@@ -330,7 +323,7 @@ fn closed_receipts_are_dropped_by_their_own_store() {
     let Some(server) = RedisServer::spawn("closed_receipts_are_dropped") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let mut c = connection(&server).await;
         decide(&mut c, 1_000, 1, 1_000, "b:7", 7).await;
         for seq in 1..=200u64 {
@@ -364,7 +357,7 @@ fn a_clients_open_receipts_are_bounded_newest_kept() {
     let Some(server) = RedisServer::spawn("a_clients_open_receipts_are_bounded") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let mut c = connection(&server).await;
         decide(&mut c, 1_000, 1, 10_000, "a:1", 1).await;
         // 70,000 more open receipts of other calls (about 1.3 MiB) after it.
@@ -403,7 +396,7 @@ fn bad_claims_are_refused_before_any_write() {
     let Some(server) = RedisServer::spawn("bad_claims_are_refused") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let mut c = connection(&server).await;
         decide(&mut c, 1_000, 1, 10, "a:7", 7).await;
         let before = (server.cli(&["GET", RECEIPTS]), server.cli(&["GET", STATE]));

@@ -25,7 +25,9 @@ use std::time::Duration;
 
 use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, Plan, Store};
 use tollgate_guard::GuardedStore;
-use tollgate_redis::testing::{counts_until, load_scripts, wait_until, RedisServer, Relay};
+use tollgate_redis::testing::{
+    counts_until, current_thread_runtime, load_scripts, wait_until, RedisServer, Relay,
+};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RESPONSE_TIMEOUT};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
@@ -35,13 +37,6 @@ const TIMEOUT: Duration = Duration::from_millis(50);
 fn plan() -> Plan {
     let policy = AnyPolicy::from_name("sliding-window", 10, 86_400_000).expect("policy");
     Plan::new("day", vec![Limit::new("1d", policy, false)]).expect("plan")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 /// A store on `server` through a relay of its own (keys under `prefix`, no
@@ -113,7 +108,7 @@ fn a_refund_lost_on_its_way_in_is_sent_again() {
     let Some(server) = RedisServer::spawn("a_refund_lost_on_its_way_in") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let (relay, store, plan) = a_late_reply(&server, "refund-in").await;
         refund_held_on_its_way_in(&relay, &store).await;
         assert!(log_of_a(&server, &store).contains("1000:6:"), "not run yet");
@@ -127,7 +122,7 @@ fn a_refund_whose_reply_was_lost_is_sent_again_and_takes_back_once() {
     let Some(server) = RedisServer::spawn("a_refund_whose_reply_was_lost") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let (relay, store, plan) = a_late_reply(&server, "refund-out").await;
         refund_held_on_its_way_in(&relay, &store).await;
         relay.hold_replies();
@@ -151,7 +146,7 @@ fn a_refund_that_meets_redis_restarting_is_sent_once_it_is_back() {
     else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let (relay, store, plan) = a_late_reply(&server, "refund-restart").await;
         refund_held_on_its_way_in(&relay, &store).await;
         server.kill();
@@ -173,7 +168,7 @@ fn a_refund_that_meets_too_few_replicas_is_sent_once_one_is_in_sync() {
     let Some(server) = RedisServer::spawn("a_refund_that_meets_too_few_replicas") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let (relay, store, plan) = a_late_reply(&server, "refund-noreplicas").await;
         refund_held_on_its_way_in(&relay, &store).await;
         for (name, value) in [
@@ -216,7 +211,7 @@ fn a_burst_of_late_replies_of_many_clients_is_taken_back_in_full() {
     let Some(server) = RedisServer::spawn("a_burst_of_late_replies") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let (relay, store, plan) = a_batch_of_100_clients_held(&server, "burst").await;
         // The refunds' requests are held too: none is answered, so no more
         // than 64 clients' go (watched for 300 ms after the 64th).
@@ -236,7 +231,7 @@ fn a_burst_of_lost_replies_of_many_clients_is_claimed_64_at_a_time() {
     let Some(server) = RedisServer::spawn("a_burst_of_lost_replies") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let (relay, store, plan) = a_batch_of_100_clients_held(&server, "lost-burst").await;
         relay.hold_requests();
         // Polled every 10 ms, for at most twice the response timeout.

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use tollgate::{AnyPolicy, Limit, Plan};
-use tollgate_redis::testing::{RedisCluster, RedisServer};
+use tollgate_redis::testing::{runtime, RedisCluster, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisTarget};
 
 /// A limit of 1,000 over a window far longer than the test.
@@ -63,15 +63,6 @@ fn decided_after(runtime: &tokio::runtime::Runtime, store: &RedisStore, clients:
     });
 }
 
-/// The home runtime of the tests: the one the store is made on.
-fn home_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("the home runtime")
-}
-
 /// A store for `target` made on `home`, connected at once or (`lazy`, as
 /// `tollgate serve` makes it when Redis is not up at start-up) at its first
 /// use.
@@ -106,7 +97,7 @@ fn a_store_first_used_on_a_runtime_that_ended_still_answers_on_its_own() {
     ];
     for (name, target) in &targets {
         for lazy in [false, true] {
-            let home = home_runtime();
+            let home = runtime();
             let store = store_on(&home, target, lazy);
             let prefix = format!("{name}, lazy {lazy}");
             let clients: Vec<String> = clients.iter().map(|c| format!("{prefix}: {c}")).collect();

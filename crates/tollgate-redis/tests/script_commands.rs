@@ -7,19 +7,12 @@
 use std::collections::HashMap;
 
 use tollgate::{AnyPolicy, Limit, Plan};
-use tollgate_redis::testing::RedisServer;
+use tollgate_redis::testing::{current_thread_runtime, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig};
 
 fn plan(limit: u32) -> Plan {
     let policy = AnyPolicy::from_name("sliding-window", limit, 3_600_000).expect("policy");
     Plan::new("log", vec![Limit::new("l", policy, false)]).expect("plan")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 /// The calls of every command since the last `CONFIG RESETSTAT`.
@@ -65,7 +58,7 @@ fn a_short_log_is_read_with_one_command() {
     let Some(server) = RedisServer::spawn("a_short_log_is_read_with_one_command") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
             .await
             .expect("connect");
@@ -94,7 +87,7 @@ fn a_rejection_reads_no_expiry() {
     let Some(server) = RedisServer::spawn("a_rejection_reads_no_expiry") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
             .await
             .expect("connect");

@@ -2,19 +2,12 @@
 //! time whatever the cost, and stored lists it did not write refused clearly.
 
 use tollgate::{AnyPolicy, Limit, Plan, PlanLimiter};
-use tollgate_redis::testing::RedisServer;
+use tollgate_redis::testing::{current_thread_runtime, RedisServer};
 use tollgate_redis::{scripts, RedisStore, RedisStoreConfig, RedisStoreError};
 
 fn plan(limit: u32, window: u64) -> Plan {
     let policy = AnyPolicy::from_name("sliding-window", limit, window).expect("policy");
     Plan::new("log", vec![Limit::new("l", policy, false)]).expect("plan")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 /// The state key of the plan's only limit for `client`, in `format`.
@@ -29,7 +22,7 @@ fn huge_costs_take_one_small_element_per_time() {
     let Some(server) = RedisServer::spawn("huge_costs_take_one_small_element_per_time") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
             .await
             .expect("connect");
@@ -85,7 +78,7 @@ fn stored_lists_of_another_format_are_never_misread() {
     else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
             .await
             .expect("connect");
@@ -130,7 +123,7 @@ fn long_logs_read_in_part_give_the_same_answers() {
     let Some(server) = RedisServer::spawn("long_logs_read_in_part_give_the_same_answers") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
             .await
             .expect("connect");

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tollgate::FailurePolicy;
 use tollgate::{AnyPolicy, DecidedBy, Limit, Plan, PlanLimiter, Store, POLICY_NAMES};
 use tollgate_guard::{BreakerConfig, GuardedStore};
-use tollgate_redis::testing::{raw_command, wait_for, RedisServer};
+use tollgate_redis::testing::{raw_command, runtime, wait_for, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
@@ -64,14 +64,6 @@ const FAILURE_POLICIES: [FailurePolicy; 3] = [
 fn plan(policy: &str) -> Plan {
     let policy = AnyPolicy::from_name(policy, 10, DAY_MS).expect("policy");
     Plan::new("stall", vec![Limit::new("per-day", policy, false)]).expect("plan")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 fn config(prefix: String) -> RedisStoreConfig {

@@ -6,22 +6,15 @@
 //! `RedisStore::fewest_connected_replicas` (fewer than `replicas_to_ack`,
 //! and every decision that consumes is answered by the failure policy).
 
-use tollgate_redis::testing::{wait_for, RedisCluster, RedisServer};
+use tollgate_redis::testing::{current_thread_runtime, wait_for, RedisCluster, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 #[test]
 fn a_node_that_evicts_is_named_and_one_that_refuses_writes_when_full_is_not() {
     let Some(server) = RedisServer::spawn("memory_policy") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
             .await
             .expect("connect");
@@ -38,7 +31,7 @@ fn one_evicting_primary_of_a_cluster_is_named() {
     let Some(cluster) = RedisCluster::spawn("memory_policy_cluster") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let urls = cluster.urls();
         let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
         let store = RedisStore::connect_cluster(&seeds, RedisStoreConfig::default())
@@ -66,7 +59,7 @@ fn a_user_without_config_cannot_read_it() {
     let Some(server) = RedisServer::spawn_with("memory_policy_acl", &user) else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let url = format!("redis://alice:pw@127.0.0.1:{}", server.port());
         let store = RedisStore::connect(&url, RedisStoreConfig::default())
             .await
@@ -90,7 +83,7 @@ fn a_replica_is_told_from_its_primary() {
             .contains("master_link_status:up")
     });
     assert!(linked, "the replica never linked");
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         for (server, is_replica) in [(&primary, false), (&replica, true)] {
             let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
                 .await
