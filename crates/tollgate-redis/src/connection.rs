@@ -46,15 +46,6 @@ fn manager_config() -> ConnectionManagerConfig {
         .set_response_timeout(Some(RESPONSE_TIMEOUT))
 }
 
-/// A connection to one Redis node (reconnecting by itself) or to a cluster.
-///
-/// A cluster's connection sends a command again when its connection drops
-/// (up to 3 times: see `target.rs`), and follows a slot that moved (MOVED,
-/// ASK). So does the store itself on one node, for refunds and claims. A
-/// script run twice this way still acts once: a decision whose receipt is
-/// already stored answers from it (`decide.lua`), a refund whose own key
-/// holds its answer answers from that (`refund.lua`), and a claim removes
-/// the receipt it takes back by.
 /// The runtime the store is made on, its home: every task the store starts
 /// runs there (`Scripts::spawn`), and so does the making of its
 /// connections, whose work redis-rs runs in tasks of the runtime it is
@@ -72,6 +63,15 @@ pub(crate) fn home() -> Result<Handle, RedisStoreError> {
     })
 }
 
+/// A connection to one Redis node (reconnecting by itself) or to a cluster.
+///
+/// A cluster's connection sends a command again when its connection drops
+/// (up to 3 times: see `target.rs`), and follows a slot that moved (MOVED,
+/// ASK). So does the store itself on one node, for refunds and claims. A
+/// script run twice this way still acts once: a decision whose receipt is
+/// already stored answers from it (`decide.lua`), a refund whose own key
+/// holds its answer answers from that (`refund.lua`), and a claim removes
+/// the receipt it takes back by.
 #[derive(Clone)]
 pub(crate) enum Connection {
     Single(ConnectionManager),

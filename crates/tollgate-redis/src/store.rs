@@ -61,7 +61,9 @@ impl RedisStore {
     /// The runtime this is called on is the store's home: its connections
     /// and the tasks it starts for its calls run there, whichever runtime
     /// its callers are on (see the crate docs, "Runtimes"), so it must
-    /// outlive them.
+    /// outlive them and keep running (a single-threaded runtime runs its
+    /// tasks only inside its `block_on`, as `tollgate proxy`'s main one does
+    /// for as long as the proxy serves).
     ///
     /// # Errors
     /// [`RedisStoreError::Config`] for a bad prefix or target (see
