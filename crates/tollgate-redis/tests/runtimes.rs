@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use tollgate::{AnyPolicy, Limit, Plan};
-use tollgate_redis::testing::{runtime, RedisCluster, RedisServer};
+use tollgate_redis::testing::{current_thread_runtime, runtime, RedisCluster, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisTarget};
 
 /// A limit of 1,000 over a window far longer than the test.
@@ -24,11 +24,7 @@ fn plan() -> Plan {
 fn decide_on_a_runtime_that_ends(store: &RedisStore, clients: &[String], now: u64) {
     let (store, plan, clients) = (store.clone(), plan(), clients.to_vec());
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a worker's runtime");
-        runtime.block_on(async {
+        current_thread_runtime().block_on(async {
             for client in &clients {
                 let decision = store.decide(&plan, client, now, 1).await;
                 assert!(decision.expect("decided on the worker").allowed, "{client}");
@@ -43,9 +39,9 @@ fn decide_on_a_runtime_that_ends(store: &RedisStore, clients: &[String], now: u6
     .expect("the worker's thread");
 }
 
-/// Each client decided once more on `runtime`, within a caller's timeout.
-fn decided_after(runtime: &tokio::runtime::Runtime, store: &RedisStore, clients: &[String]) {
-    runtime.block_on(async {
+/// Each client decided once more on `home`, within a caller's timeout.
+fn decided_after(home: &tokio::runtime::Runtime, store: &RedisStore, clients: &[String]) {
+    home.block_on(async {
         let plan = plan();
         for client in clients {
             let answer =
