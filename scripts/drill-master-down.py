@@ -12,9 +12,9 @@ its own clients, not the others' throughput.
 With BREAKER=off, no circuit breaker: every call for the dead master's
 clients is sent, and fails.
 """
-import http.client, json, os, random, sys, tempfile, threading, time
+import http.client, os, sys, tempfile, threading, time
 
-from drills import start_redis, start_serve
+from drills import SpreadLoad, start_redis, start_serve
 
 BIN = sys.argv[1]
 SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 8.0
@@ -44,43 +44,21 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-start = time.time()
-stop = start + SECONDS
-seconds = int(SECONDS) + 1
-store = [0] * seconds
-failure = [0] * seconds
-lock = threading.Lock()
-
-
-def load(seed):
-    rng = random.Random(seed)
-    c = http.client.HTTPConnection("127.0.0.1", hport, timeout=5)
-    mine_store, mine_failure = [0] * seconds, [0] * seconds
-    while time.time() < stop:
-        body = json.dumps({"client": f"c{rng.randrange(CLIENTS)}"})
-        c.request("POST", "/v1/check", body=body, headers={"Content-Type": "application/json"})
-        d = json.loads(c.getresponse().read())
-        second = min(int(time.time() - start), seconds - 1)
-        if d.get("decided_by") == "store":
-            mine_store[second] += 1
-        else:
-            mine_failure[second] += 1
-    with lock:
-        for i in range(seconds):
-            store[i] += mine_store[i]; failure[i] += mine_failure[i]
-
-
+load = SpreadLoad(hport, SECONDS, CLIENTS, lambda rng: rng.randrange(CLIENTS))
 cpu = []
 def sampler():
-    while time.time() < stop:
+    while time.time() < load.stop:
         cpu.append(cpu_seconds(serve.pid)); time.sleep(1)
 
 
-threads = [threading.Thread(target=load, args=(i,)) for i in range(8)] + [threading.Thread(target=sampler)]
-for t in threads: t.start()
-time.sleep(KILL_AT)
-redises[0].kill()
-for t in threads: t.join()
+def kill_master():
+    sampling = threading.Thread(target=sampler); sampling.start()
+    time.sleep(KILL_AT)
+    redises[0].kill()
+    sampling.join()
+
+
+load.run(8, kill_master)
 c = http.client.HTTPConnection("127.0.0.1", hport, timeout=5)
 c.request("GET", "/metrics"); m = c.getresponse().read().decode()
 lines = [l for l in m.splitlines() if l.startswith(("tollgate_store_refunds_total", "tollgate_store_replies_lost_total"))]
@@ -91,5 +69,5 @@ print(f"{BIN}: master 0 killed at {KILL_AT:.0f} s")
 print("second  store  failure-policy  serve-cpu-s")
 for i in range(int(SECONDS)):
     used = cpu[i + 1] - cpu[i] if i + 1 < len(cpu) else float("nan")
-    print(f"{i:6d} {store[i]:6d} {failure[i]:15d} {used:12.2f}")
+    print(f"{i:6d} {load.store[i]:6d} {load.failure[i]:15d} {used:12.2f}")
 for l in lines: print("   ", l)

@@ -22,9 +22,9 @@ of its keys would start it again from nothing). Give them a LIMIT they do
 not reach (e.g. 1000000): a client at its limit is answered by the
 rejection cache, without Redis.
 """
-import http.client, json, os, random, subprocess, sys, tempfile, threading, time
+import http.client, json, os, subprocess, sys, tempfile, time
 
-from drills import cli, start_redis, start_serve
+from drills import SpreadLoad, cli, start_redis, start_serve
 
 BIN = sys.argv[1]
 SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 14.0
@@ -58,35 +58,14 @@ def keyslot(client):
 # Clients c0..c{CLIENTS-1}; the hot ones are among them, in the first SLOTS
 # slots (the first master's lowest: those the resharding moves).
 hot = [c for c in range(CLIENTS) if keyslot(f"c{c}") < SLOTS][:HOT] if HOT else []
-start = time.time()
-stop = start + SECONDS
-seconds = int(SECONDS) + 1
-store_answers = [0] * seconds
-failure = [0] * seconds
-allowed = [0] * CLIENTS
-lock = threading.Lock()
 
 
-def load(seed):
-    rng = random.Random(seed)
-    c = http.client.HTTPConnection("127.0.0.1", hport, timeout=5)
-    mine_store, mine_failure, mine_allowed = [0] * seconds, [0] * seconds, [0] * CLIENTS
-    while time.time() < stop:
-        client = rng.choice(hot) if hot and rng.random() < 0.5 else rng.randrange(CLIENTS)
-        c.request("POST", "/v1/check", body=json.dumps({"client": f"c{client}"}),
-                  headers={"Content-Type": "application/json"})
-        d = json.loads(c.getresponse().read())
-        second = min(int(time.time() - start), seconds - 1)
-        if d.get("decided_by") in ("store", "cache"):
-            mine_store[second] += 1
-            mine_allowed[client] += 1 if d.get("allowed") else 0
-        else:
-            mine_failure[second] += 1
-    with lock:
-        for i in range(seconds):
-            store_answers[i] += mine_store[i]; failure[i] += mine_failure[i]
-        for i in range(CLIENTS):
-            allowed[i] += mine_allowed[i]
+def pick(rng):
+    return rng.choice(hot) if hot and rng.random() < 0.5 else rng.randrange(CLIENTS)
+
+
+# Answers of the rejection cache are the store's own.
+load = SpreadLoad(hport, SECONDS, CLIENTS, pick, decided=("store", "cache"))
 
 
 def node_id(port):
@@ -114,19 +93,22 @@ def reshard(source, target):
     return time.time() - began, ok, out
 
 
-threads = [threading.Thread(target=load, args=(i,)) for i in range(8)]
-for t in threads: t.start()
-time.sleep(START_AT)
 moves = []
-for source, target in [(rports[0], rports[1]), (rports[1], rports[0])]:
-    if time.time() >= stop:
-        break
-    at = time.time() - start
-    took, ok, out = reshard(source, target)
-    moves.append((at, took, ok))
-    if not ok:
-        print(out[-1500:], file=sys.stderr)
-for t in threads: t.join()
+
+
+def move_and_back():
+    time.sleep(START_AT)
+    for source, target in [(rports[0], rports[1]), (rports[1], rports[0])]:
+        if time.time() >= load.stop:
+            break
+        at = time.time() - load.start
+        took, ok, out = reshard(source, target)
+        moves.append((at, took, ok))
+        if not ok:
+            print(out[-1500:], file=sys.stderr)
+
+
+load.run(8, move_and_back)
 counted = {}
 for client in hot:
     c = http.client.HTTPConnection("127.0.0.1", hport, timeout=5)
@@ -143,11 +125,11 @@ for at, took, ok in moves:
     print(f"  a resharding from {at:.1f} s, {took:.1f} s long: {'ok' if ok else 'FAILED'}")
 print("second  store (or cache)  failure-policy")
 for i in range(int(SECONDS)):
-    print(f"{i:6d} {store_answers[i]:17d} {failure[i]:15d}")
-print(f"failure policy {sum(failure)} of {sum(failure) + sum(store_answers)} answers; "
-      f"the most any client was allowed: {max(allowed)} (limit {LIMIT}); "
-      f"clients over the limit: {sum(1 for a in allowed if a > LIMIT)}")
+    print(f"{i:6d} {load.store[i]:17d} {load.failure[i]:15d}")
+print(f"failure policy {sum(load.failure)} of {sum(load.failure) + sum(load.store)} answers; "
+      f"the most any client was allowed: {max(load.allowed)} (limit {LIMIT}); "
+      f"clients over the limit: {sum(1 for a in load.allowed if a > LIMIT)}")
 for client in hot:
-    print(f"  hot client c{client}: allowed {allowed[client]}, counted by the store "
+    print(f"  hot client c{client}: allowed {load.allowed[client]}, counted by the store "
           f"{counted.get(client, 'not answered')}"
-          f"{'' if counted.get(client) == allowed[client] else '  <- NOT THE SAME'}")
+          f"{'' if counted.get(client) == load.allowed[client] else '  <- NOT THE SAME'}")

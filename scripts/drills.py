@@ -1,10 +1,11 @@
 """What the fault drills share (drill-client-kill.py, drill-master-down.py,
-drill-failover.py): private redis-server processes on free loopback ports,
-one node or a three-master cluster (with replicas if asked), and `tollgate
-serve` started on them and waited for; for the drills that hammer one
-client, its config and the uses Redis counted for it afterwards. Never the
-shared Redis on 6379."""
-import http.client, json, os, socket, subprocess, sys, time
+drill-failover.py, drill-reshard.py): private redis-server processes on free
+loopback ports, one node or a three-master cluster (with replicas if asked),
+and `tollgate serve` started on them and waited for; for the drills that
+hammer one client, its config and the uses Redis counted for it afterwards;
+for the drills that spread requests over many clients, the load and its
+answers counted per second. Never the shared Redis on 6379."""
+import http.client, json, os, random, socket, subprocess, sys, threading, time
 
 
 def free_port():
@@ -109,3 +110,50 @@ def counted_by_redis(port, client):
         time.sleep(0.1)
     print(f"the store did not answer after the drill: {d}", file=sys.stderr)
     return None
+
+
+class SpreadLoad:
+    """Threads of `POST /v1/check` to serve on `port` for `seconds` s, each
+    request for the client `pick(rng)` returns (an int: client `c<n>`, n
+    below `clients`). Counts, per second since the start, the answers the
+    store decided (`decided_by` in `decided`) and those the failure policy
+    gave, and per client the store's allowed answers."""
+
+    def __init__(self, port, seconds, clients, pick, decided=("store",)):
+        self.port, self.pick, self.decided = port, pick, decided
+        self.start = time.time()
+        self.stop = self.start + seconds
+        self.seconds = int(seconds) + 1
+        self.store = [0] * self.seconds
+        self.failure = [0] * self.seconds
+        self.allowed = [0] * clients
+        self.lock = threading.Lock()
+
+    def run(self, threads, during):
+        """Runs `threads` load threads while `during()` runs here, and
+        returns once all have ended (at the load's end)."""
+        loads = [threading.Thread(target=self._load, args=(i,)) for i in range(threads)]
+        for t in loads: t.start()
+        during()
+        for t in loads: t.join()
+
+    def _load(self, seed):
+        rng = random.Random(seed)
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        store, failure, allowed = [0] * self.seconds, [0] * self.seconds, [0] * len(self.allowed)
+        while time.time() < self.stop:
+            client = self.pick(rng)
+            c.request("POST", "/v1/check", body=json.dumps({"client": f"c{client}"}),
+                      headers={"Content-Type": "application/json"})
+            d = json.loads(c.getresponse().read())
+            second = min(int(time.time() - self.start), self.seconds - 1)
+            if d.get("decided_by") in self.decided:
+                store[second] += 1
+                allowed[client] += 1 if d.get("allowed") else 0
+            else:
+                failure[second] += 1
+        with self.lock:
+            for i in range(self.seconds):
+                self.store[i] += store[i]; self.failure[i] += failure[i]
+            for i, n in enumerate(allowed):
+                self.allowed[i] += n
