@@ -219,6 +219,27 @@ impl RedisServer {
         Some(replica)
     }
 
+    /// Waits (bounded, 5 s) until this replica has applied everything
+    /// `primary` wrote so far: Redis replicates asynchronously, so a test
+    /// that holds or cuts the stream must first know what got through.
+    ///
+    /// # Panics
+    /// When the primary's offset cannot be read, or the replica is still
+    /// behind after 5 s.
+    pub fn wait_caught_up_with(&self, primary: &RedisServer) {
+        let written = info_number(&primary.cli(&["INFO", "replication"]), "master_repl_offset")
+            .expect("the primary's INFO replication has master_repl_offset");
+        let caught_up = wait_for(250, || {
+            info_number(&self.cli(&["INFO", "replication"]), "slave_repl_offset")
+                .is_some_and(|applied| applied >= written)
+        });
+        assert!(
+            caught_up,
+            "the replica on port {} never reached offset {written}",
+            self.port
+        );
+    }
+
     /// A Redis that accepts only TLS connections (`--port 0 --tls-port P`),
     /// with a certificate for 127.0.0.1 signed by a CA the test makes
     /// itself ([`RedisServer::certs`]); clients need no certificate of
@@ -426,4 +447,11 @@ impl Drop for RedisServer {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The number after `field:` in `INFO`'s output, if there is one.
+fn info_number(info: &str, field: &str) -> Option<u64> {
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().parse().ok())
 }

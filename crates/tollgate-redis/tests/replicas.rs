@@ -184,6 +184,7 @@ fn without_replicas_to_ack_a_failover_loses_what_the_replica_never_heard() {
     runtime().block_on(async {
         let store = store_on(&pair.master, 0).await;
         three_allowed(&store, "a").await;
+        pair.replica.wait_caught_up_with(&pair.master);
         pair.relay.hold_replies();
         let decision = store.decide(&plan(), "a", 3, 1).await.expect("decided");
         assert!(decision.allowed, "no replica asked for: allowed at once");
@@ -220,6 +221,7 @@ fn a_batch_no_replica_acknowledged_is_taken_back_whole() {
         assert_taken_back(&store, 10).await;
 
         pair.relay.release_replies();
+        pair.replica.wait_caught_up_with(&pair.master);
         // A Redis that lost its scripts (restarted, flushed): loaded again.
         assert_eq!(pair.master.cli(&["SCRIPT", "FLUSH"]).trim(), "OK");
         for client in &clients {
