@@ -12,49 +12,12 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
 
-use common::{Running, IP_AND_KEY_RULES};
+use common::{address, ip_and_key_plans, key, request, Running, IP_AND_KEY_RULES, LIMIT};
 use tollgate::{
-    AnyPolicy, GivenBack, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Receipt,
-    Returnable, Store, StoreFuture, POLICY_NAMES,
+    GivenBack, ManualClock, MemoryBackend, Plan, PlanDecision, Receipt, Returnable, Store,
+    StoreFuture, POLICY_NAMES,
 };
-use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use tollgate_envoy::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
-
-/// Each client may make this many requests a day.
-const LIMIT: u32 = 5;
-
-/// `per-ip` and `per-key`, each `LIMIT` a day under `policy`.
-fn plans(policy: &str) -> Vec<Plan> {
-    let plan = |name: &str| {
-        let policy = AnyPolicy::from_name(policy, LIMIT, 86_400_000).expect("policy");
-        Plan::new(name, vec![Limit::new("per-day", policy, false)]).expect("plan")
-    };
-    vec![plan("per-ip"), plan("per-key")]
-}
-
-fn descriptor(key: &str, value: &str) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: vec![Entry {
-            key: key.into(),
-            value: value.into(),
-        }],
-        ..RateLimitDescriptor::default()
-    }
-}
-
-/// One request of an address and an API key.
-fn request() -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "edge".into(),
-        descriptors: vec![
-            descriptor("remote_address", "10.0.0.1"),
-            descriptor("api_key", "k"),
-        ],
-        hits_addend: 0,
-    }
-}
 
 /// The memory store, whose use of the API key never answers: it waits
 /// for the address's use to be answered, says so, and hangs, so that the
@@ -121,14 +84,18 @@ async fn a_call_given_up_on_during_shutdown_gives_back_what_it_used() {
             address_used: Notify::new(),
             held,
         });
-        let plans = plans(policy);
+        let plans = ip_and_key_plans(policy);
         let rules = RulesConfig::from_toml(IP_AND_KEY_RULES).expect("rules");
         let rules = Rules::new(rules, &plans).expect("rules");
         let config = ServiceConfig::new(rules, store.clone(), Arc::new(ManualClock::new(0)));
         let running = Running::start(config).await;
 
         let mut client = running.client.clone();
-        let call = tokio::spawn(async move { client.should_rate_limit(request()).await });
+        let call = tokio::spawn(async move {
+            client
+                .should_rate_limit(request(vec![address(), key()]))
+                .await
+        });
         tokio::time::timeout(Duration::from_secs(5), holding.recv())
             .await
             .expect("the key's use is reached")

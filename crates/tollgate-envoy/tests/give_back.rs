@@ -26,61 +26,19 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use common::{Running, IP_AND_KEY_RULES};
+use common::{address, ip_and_key_plans as plans, key, request, Running, IP_AND_KEY_RULES, LIMIT};
 use tollgate::{
-    AnyPolicy, FailurePolicy, GivenBack, Inspection, Limit, ManualClock, MemoryBackend, Plan,
-    PlanDecision, Receipt, Returnable, Store, StoreFuture, POLICY_NAMES,
+    FailurePolicy, GivenBack, Inspection, ManualClock, MemoryBackend, Plan, PlanDecision, Receipt,
+    Returnable, Store, StoreFuture, POLICY_NAMES,
 };
 use tollgate_cache::{CachedStore, RejectionCache};
-use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 use tollgate_guard::{BreakerConfig, GuardedStore};
 use tollgate_redis::testing::{counts_until, load_scripts, wait_until, RedisServer, Relay};
 use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
-
-/// Each client may make this many requests a day.
-const LIMIT: u32 = 5;
-
-/// `per-ip` and `per-key`, each `LIMIT` a day under `policy`.
-fn plans(policy: &str) -> Vec<Plan> {
-    let plan = |name: &str| {
-        let policy = AnyPolicy::from_name(policy, LIMIT, 86_400_000).expect("policy");
-        Plan::new(name, vec![Limit::new("per-day", policy, false)]).expect("plan")
-    };
-    vec![plan("per-ip"), plan("per-key")]
-}
-
-/// A request of domain `edge` with `descriptors`.
-fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "edge".into(),
-        descriptors,
-        hits_addend: 0,
-    }
-}
-
-fn descriptor(key: &str, value: &str) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: vec![Entry {
-            key: key.into(),
-            value: value.into(),
-        }],
-        ..RateLimitDescriptor::default()
-    }
-}
-
-/// The caller's address.
-fn address() -> RateLimitDescriptor {
-    descriptor("remote_address", "10.0.0.1")
-}
-
-/// The caller's API key.
-fn key() -> RateLimitDescriptor {
-    descriptor("api_key", "k")
-}
 
 /// Each descriptor's code.
 fn codes(response: &RateLimitResponse) -> Vec<Code> {

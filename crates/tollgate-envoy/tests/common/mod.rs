@@ -1,12 +1,16 @@
 //! The rate limit service on a loopback port, started in-process by the
-//! tests of this crate, with a client connected to it; and rules several
-//! of them share.
+//! tests of this crate, with a client connected to it; and the rules,
+//! plans and descriptors several of them share.
 
 use std::net::SocketAddr;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tollgate::{AnyPolicy, Limit, Plan};
+use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use tollgate_envoy::ServiceConfig;
 use tonic::transport::Channel;
 
@@ -24,6 +28,55 @@ domain = "edge"
 descriptor = [{ key = "api_key" }]
 plan = "per-key"
 "#;
+
+/// Each client of [`IP_AND_KEY_RULES`] may make this many requests a day.
+#[allow(dead_code)]
+pub const LIMIT: u32 = 5;
+
+/// The plans of [`IP_AND_KEY_RULES`], `per-ip` and `per-key`, each `LIMIT`
+/// a day under `policy`.
+#[allow(dead_code)]
+pub fn ip_and_key_plans(policy: &str) -> Vec<Plan> {
+    let plan = |name: &str| {
+        let policy = AnyPolicy::from_name(policy, LIMIT, 86_400_000).expect("policy");
+        Plan::new(name, vec![Limit::new("per-day", policy, false)]).expect("plan")
+    };
+    vec![plan("per-ip"), plan("per-key")]
+}
+
+/// A request of domain `edge` with `descriptors`.
+#[allow(dead_code)]
+pub fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "edge".into(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+/// A descriptor of one entry.
+#[allow(dead_code)]
+pub fn descriptor(key: &str, value: &str) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: vec![Entry {
+            key: key.into(),
+            value: value.into(),
+        }],
+        ..RateLimitDescriptor::default()
+    }
+}
+
+/// The caller's address, under [`IP_AND_KEY_RULES`]' `per-ip`.
+#[allow(dead_code)]
+pub fn address() -> RateLimitDescriptor {
+    descriptor("remote_address", "10.0.0.1")
+}
+
+/// The caller's API key, under [`IP_AND_KEY_RULES`]' `per-key`.
+#[allow(dead_code)]
+pub fn key() -> RateLimitDescriptor {
+    descriptor("api_key", "k")
+}
 
 /// `tollgate_envoy::run` on 127.0.0.1:0, and a client of it.
 pub struct Running {
