@@ -168,6 +168,7 @@ mod config;
 mod connection;
 pub mod deadline;
 mod error;
+mod info;
 mod inspect;
 pub mod keys;
 mod lazy_cluster;

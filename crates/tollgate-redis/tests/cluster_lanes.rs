@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use tollgate::{AnyPolicy, Limit, Plan};
-use tollgate_redis::testing::{wait_for, RedisCluster, RedisServer};
+use tollgate_redis::testing::{info_number, wait_for, RedisCluster, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig};
 
 /// A limit of 5 over a window far longer than the test.
@@ -25,12 +25,8 @@ const TIMEOUT: Duration = Duration::from_millis(300);
 
 /// How many clients `node` holds blocked (a client whose write waits out
 /// a pause counts).
-fn blocked_clients(node: &RedisServer) -> u32 {
-    node.cli(&["INFO", "clients"])
-        .lines()
-        .find_map(|line| line.strip_prefix("blocked_clients:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
+fn blocked_clients(node: &RedisServer) -> u64 {
+    info_number(&node.cli(&["INFO", "clients"]), "blocked_clients").unwrap_or(0)
 }
 
 /// Three clients on three masters. The victim's master pauses writes

@@ -13,6 +13,7 @@
 //!   fewer than [`crate::RedisStoreConfig::replicas_to_ack`], and every
 //!   decision that consumes is answered by the failure policy.
 
+use crate::info::info_number;
 use crate::{RedisStore, RedisStoreError};
 
 /// The policy under which a full Redis refuses writes instead of dropping
@@ -63,16 +64,7 @@ impl RedisStore {
         Ok(replies
             .into_iter()
             .filter_map(|reply| redis::from_redis_value::<String>(reply).ok())
-            .filter_map(|info| connected_replicas(&info))
+            .filter_map(|info| info_number(&info, "connected_slaves"))
             .min())
     }
-}
-
-/// `connected_slaves` of an `INFO replication` text.
-fn connected_replicas(info: &str) -> Option<u64> {
-    info.lines()
-        .find_map(|line| line.strip_prefix("connected_slaves:"))?
-        .trim()
-        .parse()
-        .ok()
 }
