@@ -152,9 +152,10 @@ mod tests {
     /// waits to be sent again).
     fn scripts() -> Arc<Scripts> {
         let target = RedisTarget::single("redis://127.0.0.1:1");
-        let connection = Connection::lazy(&target, std::time::Duration::from_millis(100))
-            .expect("a lazy connection");
         let home = tokio::runtime::Handle::current();
+        let connection =
+            Connection::lazy(&target, std::time::Duration::from_millis(100), home.clone())
+                .expect("a lazy connection");
         Arc::new(Scripts::new(connection, Arc::new(RedisClock::new()), home))
     }
 

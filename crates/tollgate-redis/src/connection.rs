@@ -84,14 +84,16 @@ impl Connection {
     /// succeed, so that a wrong password, an untrusted certificate or an
     /// unreachable node is reported at start-up, saying which. A cluster's
     /// command sent again after a wait is sent within `timeout`, the
-    /// callers' (`RedisTarget::cluster_client`).
+    /// callers' (`RedisTarget::cluster_client`). A cluster's connections
+    /// are made on `home`, the store's runtime ([`home`]).
     pub(crate) async fn connect(
         target: &RedisTarget,
         timeout: Duration,
+        home: Handle,
     ) -> Result<Self, RedisStoreError> {
         let failed = |e| RedisStoreError::connect(target, e);
         if target.is_cluster() {
-            let cluster = LazyCluster::new(target.cluster_client(timeout)?, home()?);
+            let cluster = LazyCluster::new(target.cluster_client(timeout)?, home);
             let mut connection = cluster.get().await.map_err(failed)?;
             redis::cmd("PING")
                 .query_async::<()>(&mut connection)
@@ -112,10 +114,14 @@ impl Connection {
     }
 
     /// Prepares a connection to one node or a cluster without connecting
-    /// yet (needs a Tokio runtime, its home: see [`home`]); `timeout` as for
-    /// [`Connection::connect`].
-    pub(crate) fn lazy(target: &RedisTarget, timeout: Duration) -> Result<Self, RedisStoreError> {
-        let home = home()?;
+    /// yet; `timeout` and `home` as for [`Connection::connect`]. Taking
+    /// `home` also says that a runtime is there: redis-rs's lazy one-node
+    /// connection panics outside one.
+    pub(crate) fn lazy(
+        target: &RedisTarget,
+        timeout: Duration,
+        home: Handle,
+    ) -> Result<Self, RedisStoreError> {
         if target.is_cluster() {
             let cluster = LazyCluster::new(target.cluster_client(timeout)?, home);
             return Ok(Connection::Cluster(Arc::new(cluster)));

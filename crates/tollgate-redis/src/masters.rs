@@ -325,10 +325,10 @@ mod tests {
             .expect("a runtime");
         runtime.block_on(async {
             let target = RedisTarget::cluster(cluster.urls());
-            let connection = Connection::connect(&target, Duration::from_millis(100))
+            let home = tokio::runtime::Handle::current();
+            let connection = Connection::connect(&target, Duration::from_millis(100), home.clone())
                 .await
                 .expect("connect");
-            let home = tokio::runtime::Handle::current();
             let scripts = Arc::new(Scripts::new(connection, Arc::new(RedisClock::new()), home));
             let masters = MasterQueues::new(scripts, 64, 1, TIMEOUT);
             masters.read_map().await;

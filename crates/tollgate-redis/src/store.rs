@@ -74,11 +74,12 @@ impl RedisStore {
         config: RedisStoreConfig,
     ) -> Result<Self, RedisStoreError> {
         let keys = config.validate()?;
+        let home = connection::home()?;
         let store = Self::with_connection(
-            Connection::connect(target, config.timeout).await?,
+            Connection::connect(target, config.timeout, home.clone()).await?,
             keys,
             config,
-            connection::home()?,
+            home,
         );
         measure::measure_offset(&store.scripts).await?;
         if let Some(queues) = &store.queues {
@@ -116,11 +117,12 @@ impl RedisStore {
         config: RedisStoreConfig,
     ) -> Result<Self, RedisStoreError> {
         let keys = config.validate()?;
+        let home = connection::home()?;
         Ok(Self::with_connection(
-            Connection::lazy(target, config.timeout)?,
+            Connection::lazy(target, config.timeout, home.clone())?,
             keys,
             config,
-            connection::home()?,
+            home,
         ))
     }
 
