@@ -19,12 +19,17 @@
 //! future completes, then lets the requests in flight finish, as
 //! `axum::serve` with graceful shutdown does. Each connection's service is
 //! made for its peer's address, so a front end that keys by the peer knows
-//! it without reading it from every request.
+//! it without reading it from every request. Each connection's task
+//! answers a wake that arrives while it is polled by polling again at once
+//! (`poll_again.rs`: hyper wakes a connection whenever its service reads a
+//! request body, which would otherwise send it to the back of Tokio's
+//! queue).
 
 pub mod activity;
 mod error;
 pub mod head_timer;
 mod limits;
+mod poll_again;
 mod serve;
 
 pub use error::Error;

@@ -17,6 +17,7 @@ use tower::{Service, ServiceExt};
 
 use crate::activity::{Activity, ActivityIo};
 use crate::head_timer::HeadTimer;
+use crate::poll_again::PollAgain;
 use crate::{Limits, Slots};
 
 /// What [`serve`] answers a connection's requests with: a service cloned
@@ -99,7 +100,7 @@ pub async fn serve<S, B>(
             peer,
             slot,
         };
-        tokio::spawn(connection.serve(stream, graceful.watcher()));
+        tokio::spawn(PollAgain::new(connection.serve(stream, graceful.watcher())));
     }
     drop(listener);
     graceful.shutdown().await;
