@@ -8,8 +8,9 @@
 //! treats a task woken while it runs as one that yields: it goes to the
 //! back of its worker's queue, behind every other ready connection, and
 //! another worker is woken (a futex or eventfd write) to share the queue.
-//! On `POST /v1/check` that cost about 3 µs of CPU per request and doubled
-//! its p99 at 64 connections (BENCHMARKS.md, "A request body's wake").
+//! On `POST /v1/check` that cost about 1.5 µs of CPU per request and
+//! nearly tripled its p99 at 64 connections (BENCHMARKS.md, "A request
+//! body's wake").
 //!
 //! [`PollAgain`] answers a wake that arrives while the task is being polled
 //! by polling it once more at once, in the same turn, and only passes a
