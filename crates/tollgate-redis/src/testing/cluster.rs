@@ -208,6 +208,33 @@ impl RedisCluster {
             .expect("the master has a replica")
     }
 
+    /// Whether every node has heard of every other's last configuration:
+    /// the same current epoch (`CLUSTER INFO`), and the same config epoch
+    /// and slots for each master (`CLUSTER NODES`). `redis-cli --cluster
+    /// check` compares only the slots. A master that takes a slot raises
+    /// its config epoch above the highest it has heard of; had it not yet
+    /// heard of the old owner's last raise, it would claim the slot with
+    /// the lower epoch, and a message from the old owner sent before the
+    /// move would take the slot back (and drop its keys).
+    pub fn epochs_agree(&self) -> bool {
+        let mut views = self
+            .nodes
+            .iter()
+            .filter(|node| node.pid().is_some())
+            .map(|node| {
+                let info = node.cli(&["CLUSTER", "INFO"]);
+                let current = info
+                    .lines()
+                    .find(|line| line.starts_with("cluster_current_epoch:"))
+                    .map(|line| line.trim().to_owned());
+                (current, masters_view(&node.cli(&["CLUSTER", "NODES"])))
+            });
+        let Some(first) = views.next() else {
+            return true;
+        };
+        first.0.is_some() && views.all(|view| view == first)
+    }
+
     /// The certificates of a TLS cluster (one CA for every node).
     pub fn certs(&self) -> Option<&TestCerts> {
         self.nodes.first().and_then(RedisServer::certs)
@@ -223,4 +250,25 @@ impl Drop for RedisCluster {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+/// A node's view of the masters from its `CLUSTER NODES`: each master's id,
+/// config epoch and slots, sorted; a slot being moved (`[..]`, which only
+/// the node itself shows) left out.
+fn masters_view(nodes: &str) -> Vec<String> {
+    let mut view: Vec<String> = nodes
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|fields| fields.len() >= 8 && fields[2].contains("master"))
+        .map(|fields| {
+            let slots: Vec<&str> = fields[8..]
+                .iter()
+                .copied()
+                .filter(|slot| !slot.starts_with('['))
+                .collect();
+            format!("{} {} {}", fields[0], fields[6], slots.join(" "))
+        })
+        .collect();
+    view.sort();
+    view
 }
