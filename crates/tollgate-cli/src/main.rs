@@ -65,6 +65,7 @@ fn main() -> ExitCode {
             grpc_listen,
             redis_cluster: redis.redis_cluster,
             redis_ca: redis.redis_ca,
+            redis_replicas_to_ack: redis.redis_replicas_to_ack,
         }),
         Command::Check { file } => run_check(&file),
         Command::Simulate(args) => simulate::run(args),

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use tollgate_config::Overrides;
 
-/// `--redis URL`, `--redis-cluster URL[,URL...]` and `--redis-ca FILE`.
+/// `--redis URL`, `--redis-cluster URL[,URL...]`, `--redis-ca FILE` and
+/// `--redis-replicas-to-ack N`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RedisArgs {
     /// Keep limit state in Redis, shared by every instance:
@@ -25,12 +26,21 @@ pub struct RedisArgs {
     /// config's `[store] tls_ca`.
     #[arg(long, value_name = "FILE")]
     pub redis_ca: Option<PathBuf>,
+    /// Answer a decision that consumed only once this many replicas hold
+    /// it (Redis's `WAIT`), so that a failover loses none; with fewer, it
+    /// is taken back and answered by the failure policy (default 0: do not
+    /// wait); replaces the config's `[store] replicas_to_ack`.
+    #[arg(long, value_name = "N")]
+    pub redis_replicas_to_ack: Option<u32>,
 }
 
 impl RedisArgs {
     /// True when no Redis flag is given.
     pub fn is_empty(&self) -> bool {
-        self.redis.is_none() && self.redis_cluster.is_empty() && self.redis_ca.is_none()
+        self.redis.is_none()
+            && self.redis_cluster.is_empty()
+            && self.redis_ca.is_none()
+            && self.redis_replicas_to_ack.is_none()
     }
 
     /// These flags as overrides of a config's keys (and nothing else).
@@ -39,6 +49,7 @@ impl RedisArgs {
             redis: self.redis.clone(),
             redis_cluster: self.redis_cluster.clone(),
             redis_ca: self.redis_ca.clone(),
+            redis_replicas_to_ack: self.redis_replicas_to_ack,
             ..Overrides::default()
         }
     }

@@ -1,4 +1,5 @@
-//! The Redis flags (`--redis`, `--redis-cluster`, `--redis-ca`), defined
+//! The Redis flags (`--redis`, `--redis-cluster`, `--redis-ca`,
+//! `--redis-replicas-to-ack`), defined
 //! once for `serve`, `proxy` and `replay`, against `redis-server` processes
 //! the tests spawn: `tollgate proxy --redis` shares one limit with a
 //! `tollgate serve` on the same Redis (one node, and a cluster), and a wrong
@@ -400,7 +401,7 @@ async fn an_unreachable_redis_is_reported_and_answered_by_the_failure_policy() {
     let (allowed, decided_by) = serve_allows(&http, &serve, "acme").await;
     assert_eq!((allowed, decided_by.as_str()), (false, "fail-closed"));
     // The binary says so at start-up, naming the node and the cause.
-    let mut child = serve_process(&config, &url);
+    let mut child = serve_process(&config, &url, &[]);
     let stderr = read_until(child.stderr.take().expect("stderr"), "unreachable");
     let _ = child.kill();
     let _ = child.wait();
@@ -424,18 +425,7 @@ fn serve_warns_at_start_up_of_a_redis_that_evicts_keys_or_is_a_replica() {
     };
     let dir = tempfile::tempdir().expect("temp dir");
     let config = four_per_day(dir.path());
-    // What serve logs until it says it listens (it checks Redis first).
-    let start_up_log_of = |config: &Path, url: &str| {
-        let mut child = serve_process(config, url);
-        let banner = read_until(child.stdout.take().expect("stdout"), "listening");
-        let _ = child.kill();
-        let _ = child.wait();
-        let mut stderr = String::new();
-        let mut pipe = child.stderr.take().expect("stderr");
-        std::io::Read::read_to_string(&mut pipe, &mut stderr).expect("read stderr");
-        assert!(banner.contains("listening"), "{banner}\n{stderr}");
-        stderr
-    };
+    let start_up_log_of = |config: &Path, url: &str| start_up_log(serve_process(config, url, &[]));
     let start_up_log = |url: &str| start_up_log_of(&config, url);
     let stderr = start_up_log(&server.url());
     assert!(stderr.contains("volatile-lru"), "{stderr}");
@@ -465,12 +455,76 @@ fn serve_warns_at_start_up_of_a_redis_that_evicts_keys_or_is_a_replica() {
     );
 }
 
-/// The `tollgate serve` binary on `config` and the Redis at `url`, with its
-/// standard output and error piped.
-fn serve_process(config: &Path, url: &str) -> std::process::Child {
+/// `--redis-replicas-to-ack N` replaces the file's `[store]
+/// replicas_to_ack`: `serve` warns of a Redis with fewer replicas than the
+/// flag asks for over a file that asks for none, and not when the flag asks
+/// for none over a file that asks for two. A flag out of bounds, or on the
+/// memory store, stops start-up with an error that names it.
+#[test]
+fn the_replicas_to_ack_flag_replaces_the_files() {
+    let Some(server) = RedisServer::spawn("replicas_to_ack_flag") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let warning = "fewer replicas connected than replicas_to_ack";
+    let flag = |replicas: &'static str| ["--redis-replicas-to-ack", replicas];
+    let stderr = start_up_log(serve_process(
+        &four_per_day(dir.path()),
+        &server.url(),
+        &flag("1"),
+    ));
+    assert!(stderr.contains(warning), "{stderr}");
+    let stderr = start_up_log(serve_process(
+        &replicas_to_ack(dir.path(), 2),
+        &server.url(),
+        &flag("0"),
+    ));
+    assert!(
+        stderr.contains("connected") && !stderr.contains(warning),
+        "{stderr}"
+    );
+
+    let refused = serve_process(&four_per_day(dir.path()), &server.url(), &flag("17"));
+    let (code, stderr) = exit_within(refused, Duration::from_secs(10));
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("invalid --redis-replicas-to-ack 17: must be from 0 to 16"),
+        "{stderr}"
+    );
+    let memory = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
+        .args(flag("1"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tollgate serve");
+    let (code, stderr) = exit_within(memory, Duration::from_secs(10));
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("--redis-replicas-to-ack 1 needs a Redis store"),
+        "{stderr}"
+    );
+}
+
+/// What `serve` (`child`) logs on standard error until it says it listens
+/// (it checks Redis first); it is stopped then.
+fn start_up_log(mut child: std::process::Child) -> String {
+    let banner = read_until(child.stdout.take().expect("stdout"), "listening");
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut stderr = String::new();
+    let mut pipe = child.stderr.take().expect("stderr");
+    std::io::Read::read_to_string(&mut pipe, &mut stderr).expect("read stderr");
+    assert!(banner.contains("listening"), "{banner}\n{stderr}");
+    stderr
+}
+
+/// The `tollgate serve` binary on `config` and the Redis at `url`, with
+/// `extra` flags, its standard output and error piped.
+fn serve_process(config: &Path, url: &str, extra: &[&str]) -> std::process::Child {
     Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
         .args(["--config", config.to_str().expect("utf-8"), "--redis", url])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -1,6 +1,7 @@
 //! The `tollgate` binary against a real Redis: `replay --redis` prints what
 //! the in-memory replay prints, and two processes sharing one Redis and one
-//! client never allow more than the limit together.
+//! client never allow more than the limit together; `--redis-replicas-to-ack`
+//! waits for the replicas it names.
 
 use std::process::{Command, Stdio};
 
@@ -154,4 +155,38 @@ fn replay_reaches_a_cluster_through_its_seeds() {
     assert!(output.status.success(), "{output:?}");
     let expected = std::fs::read_to_string(format!("{root}session2.expected")).expect("expected");
     assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
+}
+
+/// `replay --redis-replicas-to-ack N`: with a replica that acknowledges,
+/// the session prints what it prints without the flag; asking for two
+/// replicas of a Redis that has one, no request is allowed (each one that
+/// consumed is taken back and its line prints an error), and the exit code
+/// says lines failed.
+#[test]
+fn replay_waits_for_the_replicas_the_flag_asks_for() {
+    let Some(server) = RedisServer::spawn("replay_replicas_to_ack") else {
+        return;
+    };
+    let replica =
+        RedisServer::spawn_replica_of("replay_replicas_to_ack", server.port()).expect("replica");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
+    let replay = |replicas: &str| {
+        Command::new(BIN)
+            .args(["replay", "--redis", &server.url()])
+            .args(["--redis-replicas-to-ack", replicas])
+            .arg(format!("{root}session1.replay"))
+            .output()
+            .expect("run tollgate")
+    };
+    let output = replay("1");
+    assert!(output.status.success(), "{output:?}");
+    let expected = std::fs::read_to_string(format!("{root}session1.expected")).expect("expected");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
+
+    let output = replay("2");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!stdout.lines().any(|line| line == "true"), "{stdout}");
+    assert!(stdout.contains("replica"), "{stdout}");
+    drop(replica);
 }

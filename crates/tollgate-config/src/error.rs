@@ -39,12 +39,22 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// `--redis-ca` for a store that is not Redis (no `--redis`,
-    /// `--redis-cluster`, `[store] url` or `cluster`): it would be ignored.
-    #[error("--redis-ca {} needs a Redis store: --redis, --redis-cluster, or [store] url or cluster", path.display())]
-    CaWithoutRedis {
-        /// The CA file as given.
-        path: PathBuf,
+    /// A flag that only a Redis store uses (`--redis-ca`,
+    /// `--redis-replicas-to-ack`) for a store that is not Redis (no
+    /// `--redis`, `--redis-cluster`, `[store] url` or `cluster`): it would
+    /// be ignored.
+    #[error("{flag} needs a Redis store: --redis, --redis-cluster, or [store] url or cluster")]
+    FlagWithoutRedis {
+        /// The flag and its value as given, e.g. `--redis-ca ca.pem`.
+        flag: String,
+    },
+    /// `--redis-replicas-to-ack` above the Redis store's bound.
+    #[error("invalid --redis-replicas-to-ack {value}: must be from 0 to {max}")]
+    InvalidReplicasToAck {
+        /// The number as given.
+        value: u32,
+        /// The largest accepted (`tollgate_redis::MAX_REPLICAS_TO_ACK`).
+        max: u32,
     },
     /// A Redis URL that is not one (given on the command line).
     #[error("invalid redis URL {url:?}: {reason}")]

@@ -139,3 +139,46 @@ fn the_flags_replace_the_file_and_are_checked() {
     let message = Config::parse_with(LIMIT, &bad).err().unwrap().to_string();
     assert!(message.contains("/nonexistent/ca.pem"), "{message}");
 }
+
+/// `--redis-replicas-to-ack N` replaces the file's `replicas_to_ack`, on a
+/// Redis store only, and within the Redis store's bound; a refused flag
+/// leaves the config as it was.
+#[test]
+fn the_replicas_to_ack_flag_replaces_the_files_on_a_redis_store_only() {
+    let flag = |replicas: u32, redis: Option<&str>| Overrides {
+        redis: redis.map(str::to_owned),
+        redis_replicas_to_ack: Some(replicas),
+        ..Overrides::default()
+    };
+    let url = Some("redis://127.0.0.1:6379/0");
+    let file = format!("[store]\nurl = \"redis://127.0.0.1:6379/0\"\nreplicas_to_ack = 2\n{LIMIT}");
+    for replicas in [0, 1, tollgate_redis::MAX_REPLICAS_TO_ACK] {
+        let config = Config::parse_with(&file, &flag(replicas, None)).unwrap();
+        assert_eq!(config.store.replicas_to_ack, replicas);
+        let config = Config::parse_with(LIMIT, &flag(replicas, url)).unwrap();
+        assert_eq!(config.store.replicas_to_ack, replicas);
+    }
+
+    let mut config = Config::parse(&file).unwrap();
+    let above = tollgate_redis::MAX_REPLICAS_TO_ACK + 1;
+    let message = flag(above, None)
+        .apply(&mut config)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        message,
+        format!("invalid --redis-replicas-to-ack {above}: must be from 0 to 16")
+    );
+    assert_eq!(config.store.replicas_to_ack, 2, "unchanged");
+
+    let mut memory = Config::parse(LIMIT).unwrap();
+    let message = flag(1, None).apply(&mut memory).unwrap_err().to_string();
+    assert!(
+        message.starts_with("--redis-replicas-to-ack 1 needs a Redis store"),
+        "{message}"
+    );
+    assert_eq!(
+        (memory.store.kind, memory.store.replicas_to_ack),
+        (StoreKind::Memory, 0)
+    );
+}

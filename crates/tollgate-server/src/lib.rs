@@ -133,6 +133,9 @@ pub struct Options {
     pub redis_cluster: Vec<String>,
     /// `--redis-ca FILE`: replaces the config's `[store] tls_ca`.
     pub redis_ca: Option<PathBuf>,
+    /// `--redis-replicas-to-ack N`: replaces the config's `[store]
+    /// replicas_to_ack`.
+    pub redis_replicas_to_ack: Option<u32>,
 }
 
 impl Options {
@@ -145,6 +148,7 @@ impl Options {
             redis: self.redis.clone(),
             redis_cluster: self.redis_cluster.clone(),
             redis_ca: self.redis_ca.clone(),
+            redis_replicas_to_ack: self.redis_replicas_to_ack,
         }
     }
 }

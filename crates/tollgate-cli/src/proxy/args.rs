@@ -269,10 +269,25 @@ pub(super) mod tests {
 
     #[test]
     fn each_bad_option_is_named() {
-        let cases: [(&[&str], &str); 8] = [
+        let cases: [(&[&str], &str); 10] = [
             (
                 &["--upstream", "http://h", "--redis-ca", "/tmp/ca.pem"],
                 "--redis-ca /tmp/ca.pem needs a Redis store",
+            ),
+            (
+                &["--upstream", "http://h", "--redis-replicas-to-ack", "1"],
+                "--redis-replicas-to-ack 1 needs a Redis store",
+            ),
+            (
+                &[
+                    "--upstream",
+                    "http://h",
+                    "--redis",
+                    "redis://127.0.0.1:1",
+                    "--redis-replicas-to-ack",
+                    "17",
+                ],
+                "invalid --redis-replicas-to-ack 17: must be from 0 to 16",
             ),
             (&["--upstream", "ftp://x"], "invalid upstream"),
             (

@@ -54,10 +54,13 @@ pub fn run(args: ReplayArgs, clock: &dyn Clock) -> ExitCode {
     let started_ms = clock.now_ms();
     let result = match redis_target(&args) {
         Ok(None) => replay_input(&args, &mut Memory::default()),
-        Ok(Some(target)) => match Redis::connect_target(&target, args.redis_prefix.as_deref()) {
-            Ok(mut target) => replay_input(&args, &mut target),
-            Err(e) => Err(e),
-        },
+        Ok(Some(target)) => {
+            let replicas_to_ack = args.redis.redis_replicas_to_ack.unwrap_or(0);
+            match Redis::connect_target(&target, args.redis_prefix.as_deref(), replicas_to_ack) {
+                Ok(mut target) => replay_input(&args, &mut target),
+                Err(e) => Err(e),
+            }
+        }
         Err(e) => Err(e),
     };
     match result {

@@ -46,15 +46,22 @@ impl Redis {
     }
 
     /// Connects to one node or a cluster, given as a [`RedisTarget`]
-    /// (`rediss://`, ACL users, a private CA).
+    /// (`rediss://`, ACL users, a private CA), answering each call only once
+    /// `replicas_to_ack` replicas hold it
+    /// ([`RedisStoreConfig::replicas_to_ack`]; 0: at once).
     ///
     /// # Errors
     /// As [`Redis::connect`].
     pub fn connect_target(
         target: &RedisTarget,
         shared_prefix: Option<&str>,
+        replicas_to_ack: u32,
     ) -> Result<Self, String> {
         Self::build(shared_prefix, |config| async move {
+            let config = RedisStoreConfig {
+                replicas_to_ack,
+                ..config
+            };
             RedisStore::connect_to(target, config).await
         })
     }

@@ -1,11 +1,12 @@
 //! Command-line flags that replace keys of the config file (`--listen`,
-//! `--grpc-listen`, `--redis`, `--redis-cluster`, `--redis-ca`). They are applied to the file's config at
+//! `--grpc-listen`, `--redis`, `--redis-cluster`, `--redis-ca`,
+//! `--redis-replicas-to-ack`). They are applied to the file's config at
 //! start-up and again to every reloaded one, so that a reload compares like
 //! with like: a key a flag replaces is unchanged on reload, whatever the
 //! file says.
 
 use super::envoy::parse_grpc_listen;
-use super::{check_redis_url, Config, StoreKind};
+use super::{check_redis_url, Config, StoreConfig, StoreKind};
 use crate::Error;
 
 /// Flags that replace keys of the config file. Empty ones replace nothing.
@@ -21,6 +22,8 @@ pub struct Overrides {
     pub redis_cluster: Vec<String>,
     /// `--redis-ca FILE`: replaces `[store] tls_ca`.
     pub redis_ca: Option<std::path::PathBuf>,
+    /// `--redis-replicas-to-ack N`: replaces `[store] replicas_to_ack`.
+    pub redis_replicas_to_ack: Option<u32>,
 }
 
 impl Overrides {
@@ -30,8 +33,10 @@ impl Overrides {
     /// [`Error::InvalidListen`], [`Error::InvalidGrpcListen`] or
     /// [`Error::InvalidRedisUrl`] for a flag's value that is not one,
     /// [`Error::Redis`] for a Redis target that cannot work (a CA without
-    /// `rediss://`, an unreadable CA file, ...), [`Error::CaWithoutRedis`]
-    /// for `--redis-ca` on a memory store;
+    /// `rediss://`, an unreadable CA file, ...), [`Error::FlagWithoutRedis`]
+    /// for `--redis-ca` or `--redis-replicas-to-ack` on a memory store,
+    /// [`Error::InvalidReplicasToAck`] for more replicas than the Redis
+    /// store can wait for;
     /// `config` is unchanged then.
     pub fn apply(&self, config: &mut Config) -> Result<(), Error> {
         let listen = self
@@ -63,10 +68,19 @@ impl Overrides {
             };
         }
         if let Some(ca) = &self.redis_ca {
-            if store.kind == StoreKind::Memory {
-                return Err(Error::CaWithoutRedis { path: ca.clone() });
-            }
+            needs_redis(&store, || format!("--redis-ca {}", ca.display()))?;
             store.tls_ca = Some(ca.clone());
+        }
+        if let Some(replicas) = self.redis_replicas_to_ack {
+            needs_redis(&store, || format!("--redis-replicas-to-ack {replicas}"))?;
+            let max = tollgate_redis::MAX_REPLICAS_TO_ACK;
+            if replicas > max {
+                return Err(Error::InvalidReplicasToAck {
+                    value: replicas,
+                    max,
+                });
+            }
+            store.replicas_to_ack = replicas;
         }
         store.redis_target()?;
         if !listen.is_empty() {
@@ -91,4 +105,13 @@ impl Overrides {
         let target = config.store.redis_target()?;
         Ok(target)
     }
+}
+
+/// [`Error::FlagWithoutRedis`] for the flag `flag()` names when `store` is
+/// not Redis, which would ignore it.
+fn needs_redis(store: &StoreConfig, flag: impl FnOnce() -> String) -> Result<(), Error> {
+    if store.kind == StoreKind::Memory {
+        return Err(Error::FlagWithoutRedis { flag: flag() });
+    }
+    Ok(())
 }
