@@ -72,9 +72,24 @@ def node_id(port):
     return cli(port, "CLUSTER", "MYID").strip()
 
 
+def epochs(port):
+    """One node's view: the current epoch, and each master's id, config epoch and slots."""
+    current = [l for l in cli(port, "CLUSTER", "INFO").splitlines() if l.startswith("cluster_current_epoch:")]
+    masters = sorted(" ".join(f[:1] + f[6:7] + [s for s in f[8:] if not s.startswith("[")])
+                     for f in (l.split() for l in cli(port, "CLUSTER", "NODES").splitlines())
+                     if len(f) >= 8 and "master" in f[2])
+    return current, masters
+
+
 def agreed(port):
+    """The nodes agree on the slots (redis-cli's check) and on the epochs: a
+    resharding that starts before the last one's new epoch reached every node
+    can leave a slot no master claims (crates/tollgate-redis's
+    RedisCluster::epochs_agree)."""
     check = cli(port, "--cluster", "check", f"127.0.0.1:{port}")
-    return "All nodes agree" in check and "[ERR]" not in check and "[WARNING]" not in check
+    views = [epochs(p) for p in rports]
+    return ("All nodes agree" in check and "[ERR]" not in check and "[WARNING]" not in check
+            and all(v == views[0] for v in views))
 
 
 def reshard(source, target):
