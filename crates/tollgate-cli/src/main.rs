@@ -60,12 +60,11 @@ fn main() -> ExitCode {
             grpc_listen,
         } => run_serve(tollgate_server::Options {
             config,
-            listen,
-            redis: redis.redis,
-            grpc_listen,
-            redis_cluster: redis.redis_cluster,
-            redis_ca: redis.redis_ca,
-            redis_replicas_to_ack: redis.redis_replicas_to_ack,
+            flags: tollgate_config::Overrides {
+                listen,
+                grpc_listen,
+                ..redis.overrides()
+            },
         }),
         Command::Check { file } => run_check(&file),
         Command::Simulate(args) => simulate::run(args),

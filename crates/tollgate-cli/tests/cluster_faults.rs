@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tollgate_redis::testing::{client_tag, ClusterOptions, RedisCluster};
-use tollgate_server::Options;
+use tollgate_server::{Options, Overrides};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
@@ -43,11 +43,13 @@ fn config(dir: &Path) -> PathBuf {
 async fn start_serve(config: &Path, seeds: &str, ca: Option<&Path>) -> String {
     let options = Options {
         config: Some(config.to_owned()),
-        listen: vec!["127.0.0.1:0".to_owned()],
-        grpc_listen: Some("off".to_owned()),
-        redis_cluster: seeds.split(',').map(str::to_owned).collect(),
-        redis_ca: ca.map(Path::to_owned),
-        ..Options::default()
+        flags: Overrides {
+            listen: vec!["127.0.0.1:0".to_owned()],
+            grpc_listen: Some("off".to_owned()),
+            redis_cluster: seeds.split(',').map(str::to_owned).collect(),
+            redis_ca: ca.map(Path::to_owned),
+            ..Overrides::default()
+        },
     };
     let prepared = tollgate_server::prepare(options)
         .await

@@ -15,7 +15,7 @@ use clap::Parser;
 use tokio::net::TcpListener;
 use tollgate_cli::proxy::ProxyArgs;
 use tollgate_redis::testing::{free_port, RedisCluster, RedisServer};
-use tollgate_server::Options;
+use tollgate_server::{Options, Overrides};
 use tollgate_testkit::counting_upstream;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
@@ -53,22 +53,25 @@ fn replicas_to_ack(dir: &Path, replicas: u32) -> PathBuf {
 /// `tollgate serve` in this process on loopback port 0, with `redis` flags;
 /// its HTTP address.
 async fn start_serve(config: &Path, redis: &[(&str, &str)]) -> String {
-    let mut options = Options {
-        config: Some(config.to_owned()),
+    let mut flags = Overrides {
         listen: vec!["127.0.0.1:0".to_owned()],
         grpc_listen: Some("off".to_owned()),
-        ..Options::default()
+        ..Overrides::default()
     };
     for (flag, value) in redis {
         match *flag {
-            "--redis" => options.redis = Some((*value).to_owned()),
+            "--redis" => flags.redis = Some((*value).to_owned()),
             "--redis-cluster" => {
-                options.redis_cluster = value.split(',').map(str::to_owned).collect()
+                flags.redis_cluster = value.split(',').map(str::to_owned).collect()
             }
-            "--redis-ca" => options.redis_ca = Some(PathBuf::from(value)),
+            "--redis-ca" => flags.redis_ca = Some(PathBuf::from(value)),
             other => panic!("not a Redis flag: {other}"),
         }
     }
+    let options = Options {
+        config: Some(config.to_owned()),
+        flags,
+    };
     let prepared = tollgate_server::prepare(options)
         .await
         .expect("serve starts");

@@ -122,35 +122,9 @@ pub async fn run_all(
 pub struct Options {
     /// `--config FILE`: without it, the embedded default.
     pub config: Option<PathBuf>,
-    /// `--listen ADDR` (repeatable): replaces the config's `listen`.
-    pub listen: Vec<String>,
-    /// `--redis URL`: replaces the config's store.
-    pub redis: Option<String>,
-    /// `--grpc-listen ADDR|off`: replaces the config's `[envoy] grpc_listen`.
-    pub grpc_listen: Option<String>,
-    /// `--redis-cluster URL[,URL...]`: replaces the config's store by a
-    /// Redis Cluster reached through these seeds.
-    pub redis_cluster: Vec<String>,
-    /// `--redis-ca FILE`: replaces the config's `[store] tls_ca`.
-    pub redis_ca: Option<PathBuf>,
-    /// `--redis-replicas-to-ack N`: replaces the config's `[store]
-    /// replicas_to_ack`.
-    pub redis_replicas_to_ack: Option<u32>,
-}
-
-impl Options {
     /// The flags that replace keys of the config file, at start-up and on
-    /// every reload.
-    pub fn overrides(&self) -> Overrides {
-        Overrides {
-            listen: self.listen.clone(),
-            grpc_listen: self.grpc_listen.clone(),
-            redis: self.redis.clone(),
-            redis_cluster: self.redis_cluster.clone(),
-            redis_ca: self.redis_ca.clone(),
-            redis_replicas_to_ack: self.redis_replicas_to_ack,
-        }
-    }
+    /// every reload: `--listen`, `--grpc-listen` and the Redis flags.
+    pub flags: Overrides,
 }
 
 /// A server ready to run: config loaded, store built, addresses bound.
@@ -173,7 +147,7 @@ pub struct Prepared {
 /// not an error: the failure policy answers until it is up, see
 /// [`StoreHandle::connect`]), or [`Error::Bind`].
 pub async fn prepare(options: Options) -> Result<Prepared, Error> {
-    let overrides = options.overrides();
+    let overrides = options.flags;
     let config = match &options.config {
         Some(path) => Config::load_with(path, &overrides)?,
         None => {

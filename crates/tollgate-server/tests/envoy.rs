@@ -17,7 +17,7 @@ use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tollgate_envoy::pb::google::protobuf::UInt64Value;
 use tollgate_redis::testing::RedisServer;
-use tollgate_server::{Config, Error, Options, Server, StoreHandle};
+use tollgate_server::{Config, Error, Options, Overrides, Server, StoreHandle};
 use tollgate_testkit::metric;
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -89,11 +89,12 @@ async fn serve_answers_envoy_over_grpc_and_a_reload_changes_the_rule() {
     std::fs::write(&path, config_text("free")).unwrap();
     let prepared = tollgate_server::prepare(Options {
         config: Some(path.clone()),
-        listen: vec!["127.0.0.1:0".into()],
-        // The flag wins over the file (which also says port 0 here).
-        grpc_listen: Some("127.0.0.1:0".into()),
-        redis: None,
-        ..Options::default()
+        flags: Overrides {
+            listen: vec!["127.0.0.1:0".into()],
+            // The flag wins over the file (which also says port 0 here).
+            grpc_listen: Some("127.0.0.1:0".into()),
+            ..Overrides::default()
+        },
     })
     .await
     .unwrap();
@@ -202,10 +203,11 @@ async fn the_grpc_port_can_be_turned_off_by_flag_or_in_the_config() {
     std::fs::write(&path, &text).unwrap();
     let options = |grpc_listen: Option<&str>| Options {
         config: Some(path.clone()),
-        listen: vec!["127.0.0.1:0".into()],
-        grpc_listen: grpc_listen.map(str::to_owned),
-        redis: None,
-        ..Options::default()
+        flags: Overrides {
+            listen: vec!["127.0.0.1:0".into()],
+            grpc_listen: grpc_listen.map(str::to_owned),
+            ..Overrides::default()
+        },
     };
     // On, the file's address is bound (and taken here, so it fails).
     let error = tollgate_server::prepare(options(None)).await.err().unwrap();
@@ -294,10 +296,11 @@ impl Running {
         std::fs::write(&path, text).unwrap();
         let prepared = tollgate_server::prepare(Options {
             config: Some(path),
-            listen: vec!["127.0.0.1:0".into()],
-            grpc_listen: Some("127.0.0.1:0".into()),
-            redis: None,
-            ..Options::default()
+            flags: Overrides {
+                listen: vec!["127.0.0.1:0".into()],
+                grpc_listen: Some("127.0.0.1:0".into()),
+                ..Overrides::default()
+            },
         })
         .await
         .unwrap();

@@ -22,7 +22,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use tokio::sync::oneshot;
 use tollgate_redis::testing::RedisServer;
-use tollgate_server::Options;
+use tollgate_server::{Options, Overrides};
 use tollgate_testkit::{counting_upstream, metric, UPSTREAM_BODY};
 
 const EXAMPLE_ENVOY: &str = include_str!("../../tollgate-envoy/examples/envoy.yaml");
@@ -230,10 +230,12 @@ impl Stack {
         std::fs::write(&config_path, format!("{PLANS}\n{extra_config}\n{rules}")).unwrap();
         let prepared = tollgate_server::prepare(Options {
             config: Some(config_path),
-            listen: vec!["127.0.0.1:0".into()],
-            grpc_listen: Some("127.0.0.1:0".into()),
-            redis,
-            ..Options::default()
+            flags: Overrides {
+                listen: vec!["127.0.0.1:0".into()],
+                grpc_listen: Some("127.0.0.1:0".into()),
+                redis,
+                ..Overrides::default()
+            },
         })
         .await
         .unwrap();

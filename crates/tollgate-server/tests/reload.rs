@@ -117,11 +117,13 @@ async fn settings_given_as_flags_are_unchanged_when_the_file_repeats_what_they_r
     std::fs::write(&path, &text).unwrap();
     let prepared = tollgate_server::prepare(tollgate_server::Options {
         config: Some(path.clone()),
-        listen: vec!["127.0.0.1:0".into()],
-        grpc_listen: Some("127.0.0.1:0".into()),
-        // Never asked: no request is decided here.
-        redis: Some("redis://127.0.0.1:1".into()),
-        ..tollgate_server::Options::default()
+        flags: tollgate_server::Overrides {
+            listen: vec!["127.0.0.1:0".into()],
+            grpc_listen: Some("127.0.0.1:0".into()),
+            // Never asked: no request is decided here.
+            redis: Some("redis://127.0.0.1:1".into()),
+            ..Default::default()
+        },
     })
     .await
     .unwrap();
