@@ -85,7 +85,15 @@ impl SlotMove<'_> {
         }
         let target_id = self.target().node_id();
         let cluster = self.cluster;
-        for master in cluster.masters() {
+        // The target first, then the source, then the others, as Redis's
+        // documentation of `CLUSTER SETSLOT` asks: the target raises its
+        // config epoch before anyone points clients at it, and the source
+        // stops answering for the slot before the others learn of the move.
+        let others = cluster
+            .masters()
+            .into_iter()
+            .filter(|&master| master != self.to && master != self.from);
+        for master in [self.to, self.from].into_iter().chain(others) {
             ok(cluster.nodes()[master]
                 .cli(&["CLUSTER", "SETSLOT", &self.slot, "NODE", &target_id]));
         }
