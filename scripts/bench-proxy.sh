@@ -6,6 +6,7 @@
 #   ROUNDS=5 DURATION=10s CONNECTIONS="32 64" WRK_THREADS=1 scripts/bench-proxy.sh
 #   BASELINE=/tmp/tollgate-old scripts/bench-proxy.sh   # a third contender: another tollgate binary
 #   SYSCALLS=1 scripts/bench-proxy.sh    # also system calls and context switches per request (perf stat)
+#   PIN=1 scripts/bench-proxy.sh         # workers pinned: tollgate --pin-workers, nginx worker_cpu_affinity auto
 #
 # Both proxies decide every request per client IP address and forward it:
 # nginx with `limit_req_zone $binary_remote_addr` and `limit_req ... nodelay`,
@@ -35,6 +36,7 @@ CONNECTIONS=${CONNECTIONS:-32 64}
 WRK_THREADS=${WRK_THREADS:-1}
 BASELINE=${BASELINE:-}
 SYSCALLS=${SYSCALLS:-}
+PIN=${PIN:-}
 UPSTREAM_PORT=13100
 NGINX_PORT=18183
 TOLLGATE_PORT=18184
@@ -71,6 +73,7 @@ wait_for() { # wait_for PORT: until something answers HTTP there
 mkdir -p "$DIR/tmp"
 cat >"$DIR/nginx.conf" <<EOF
 worker_processes $CPUS;
+${PIN:+worker_cpu_affinity auto;}
 daemon off;
 pid $DIR/nginx.pid;
 error_log $DIR/error.log warn;
@@ -108,7 +111,7 @@ declare -A pid_of # contender -> the PID whose CPU time is counted (nginx: its m
 pid_of[nginx]=$!
 start_tollgate() { # start_tollgate NAME BINARY PORT
     "$2" proxy --upstream "http://127.0.0.1:$UPSTREAM_PORT" --listen "127.0.0.1:$3" \
-        --key peer --policy gcra --limit 1000000 --window 1s >/dev/null & pids+=($!)
+        --key peer --policy gcra --limit 1000000 --window 1s ${PIN:+--pin-workers} >/dev/null & pids+=($!)
     pid_of[$1]=$!
 }
 start_tollgate tollgate "$BIN/tollgate" "$TOLLGATE_PORT"
@@ -174,7 +177,7 @@ run_wrk() { # run_wrk CONNECTIONS PORT
         END {printf "%.0f %.3f %.3f %d %d\n", r, p50, p99, bad, n}'
 }
 
-echo "machine: $CPUS cores; nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), $CPUS worker processes; tollgate proxy, $CPUS workers; wrk -t$WRK_THREADS -d$DURATION"
+echo "machine: $CPUS cores; nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), $CPUS worker processes; tollgate proxy, $CPUS workers${PIN:+, both pinned to CPUs}; wrk -t$WRK_THREADS -d$DURATION"
 results="$DIR/results"
 for conns in $CONNECTIONS; do
     for round in $(seq "$ROUNDS"); do

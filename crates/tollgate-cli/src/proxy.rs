@@ -21,7 +21,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use tollgate_config::Overrides;
-use tollgate_proxy::Error;
+use tollgate_proxy::{Error, Placement};
 use tollgate_tower::PlansHandle;
 
 pub use args::ProxyArgs;
@@ -40,6 +40,11 @@ pub async fn run(
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
+    let placement = if args.pin_workers {
+        Placement::one_cpu_each()?
+    } else {
+        Placement::anywhere()
+    };
     let (addr, listeners) = tollgate_proxy::bind_workers(addr, workers)?;
     let watcher = match (&args.config, running_store) {
         (Some(path), Some(running)) => Some(spawn_reloader(
@@ -60,18 +65,33 @@ pub async fn run(
     };
     let connections = config.connections();
     println!(
-        "tollgate proxy: listening on http://{addr}, forwarding to {}, {limits} per client ({}), {workers} worker thread(s); connections: header-read timeout {}, idle timeout {}, at most {}",
+        "tollgate proxy: listening on http://{addr}, forwarding to {}, {limits} per client ({}), {workers} worker thread(s){}; connections: header-read timeout {}, idle timeout {}, at most {}",
         config.upstream().url(),
         args.key,
+        pinned_to(&placement, workers),
         tollgate_config::format_duration(u64::try_from(connections.header_read_timeout.as_millis()).unwrap_or(u64::MAX)),
         tollgate_config::format_duration(u64::try_from(connections.idle_timeout.as_millis()).unwrap_or(u64::MAX)),
         connections.max_connections,
     );
-    let served = tollgate_proxy::run_workers(listeners, config, shutdown).await;
+    let served = tollgate_proxy::run_workers(listeners, config, placement, shutdown).await;
     if let Some(watcher) = watcher {
         watcher.abort();
     }
     served
+}
+
+/// How the start-up line says where the workers run: nothing when
+/// anywhere, else `pinned to CPUs 0, 1` (worker by worker).
+fn pinned_to(placement: &Placement, workers: NonZeroUsize) -> String {
+    let cpus: Vec<String> = (0..workers.get())
+        .filter_map(|index| placement.cpu_of(index))
+        .map(|cpu| cpu.to_string())
+        .collect();
+    if cpus.is_empty() {
+        String::new()
+    } else {
+        format!(" pinned to CPUs {}", cpus.join(", "))
+    }
 }
 
 /// The address `--listen` names (a host name is looked up).

@@ -35,6 +35,10 @@ pub enum Error {
     /// A limit could not be built (unknown policy, zero limit, ...).
     #[error(transparent)]
     Limit(#[from] tollgate::Error),
+    /// The workers could not be pinned to CPUs as asked
+    /// ([`Placement::one_cpu_each`](crate::Placement::one_cpu_each)).
+    #[error("cannot pin the workers to CPUs: {0}")]
+    Pinning(String),
     /// The listening socket failed.
     #[error("proxy server: {0}")]
     Io(#[from] std::io::Error),

@@ -46,12 +46,14 @@ mod body;
 mod error;
 pub mod forward;
 pub mod options;
+mod placement;
 mod pool;
 pub mod workers;
 
 pub use body::ForwardBody;
 pub use error::Error;
 pub use forward::{Forward, Upstream};
+pub use placement::Placement;
 pub use workers::{bind_workers, run_workers};
 
 /// Where the proxy reads the client key from.

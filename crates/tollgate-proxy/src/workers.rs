@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use tollgate_connections::Slots;
 
-use crate::{serve_with_slots, Error, ProxyConfig};
+use crate::{serve_with_slots, Error, Placement, ProxyConfig};
 
 /// How many connections may wait to be accepted on each listener.
 const BACKLOG: i32 = 1024;
@@ -55,15 +55,18 @@ fn bind_one(addr: SocketAddr) -> Result<std::net::TcpListener, Error> {
 }
 
 /// Serves the proxy on `listeners` (from [`bind_workers`]), one thread
-/// each, until `shutdown` completes; then every worker lets its requests in
-/// flight finish, and this returns when all have.
+/// each, placed as `placement` says, until `shutdown` completes; then every
+/// worker lets its requests in flight finish, and this returns when all
+/// have.
 ///
 /// # Errors
 /// The first worker's error: [`Error::Io`] when a runtime cannot start or a
-/// server fails.
+/// server fails, [`Error::Pinning`] when a worker cannot be moved to its
+/// CPU (it then serves nothing, and the others stop).
 pub async fn run_workers(
     listeners: Vec<std::net::TcpListener>,
     config: ProxyConfig,
+    placement: Placement,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let (stop, stopped) = watch::channel(false);
@@ -76,11 +79,16 @@ pub async fn run_workers(
         let slots = slots.clone();
         let mut stopped = stopped.clone();
         let done = done.clone();
+        let placement = placement.clone();
         let worker = std::thread::Builder::new()
-            .name(format!("tollgate-proxy-{index}"))
+            // Under Linux's 15 bytes for a thread's name, so that `top -H`
+            // and /proc tell the workers apart.
+            .name(format!("proxy-worker-{index}"))
             .spawn(move || {
-                let served = serve_one(listener, config, slots, async move {
-                    let _ = stopped.wait_for(|stop| *stop).await;
+                let served = placement.apply(index).and_then(|()| {
+                    serve_one(listener, config, slots, async move {
+                        let _ = stopped.wait_for(|stop| *stop).await;
+                    })
                 });
                 let _ = done.blocking_send(());
                 served

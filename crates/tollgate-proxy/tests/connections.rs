@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan};
 use tollgate_connections::Limits;
-use tollgate_proxy::{bind_workers, run_workers, KeySource, ProxyConfig};
+use tollgate_proxy::{bind_workers, run_workers, KeySource, Placement, ProxyConfig};
 use tollgate_testkit::counting_upstream;
 use tollgate_testkit::slowloris::{assert_all_closed_within, KeepAlive, SlowClients, Slowness};
 use tollgate_tower::RateLimitConfig;
@@ -42,9 +42,14 @@ async fn proxy(limits: Limits, workers: usize) -> (SocketAddr, oneshot::Sender<(
     let workers = NonZeroUsize::new(workers).unwrap();
     let (addr, listeners) = bind_workers("127.0.0.1:0".parse().unwrap(), workers).unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(run_workers(listeners, config, async {
-        let _ = stopped.await;
-    }));
+    tokio::spawn(run_workers(
+        listeners,
+        config,
+        Placement::anywhere(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     (addr, stop)
 }
 

@@ -13,7 +13,7 @@ use http::HeaderName;
 use tokio::sync::oneshot;
 use tollgate::{AnyPolicy, FailurePolicy, Limit, ManualClock, Plan};
 use tollgate_guard::GuardedStore;
-use tollgate_proxy::{bind_workers, run_workers, KeySource, ProxyConfig};
+use tollgate_proxy::{bind_workers, run_workers, KeySource, Placement, ProxyConfig};
 use tollgate_redis::testing::{load_scripts, wait_until, RedisServer, Relay};
 use tollgate_redis::{RedisStore, RedisStoreConfig};
 use tollgate_testkit::{counting_upstream, get_status};
@@ -56,9 +56,14 @@ async fn a_proxy_shutting_down_takes_back_what_its_abandoned_calls_used() {
     let one = NonZeroUsize::new(1).expect("one");
     let (addr, listeners) = bind_workers("127.0.0.1:0".parse().expect("addr"), one).expect("bind");
     let (stop, stopped) = oneshot::channel::<()>();
-    let serving = tokio::spawn(run_workers(listeners, proxy, async {
-        let _ = stopped.await;
-    }));
+    let serving = tokio::spawn(run_workers(
+        listeners,
+        proxy,
+        Placement::anywhere(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
 
     assert_eq!(alice(addr).await, 200);
     relay.hold_replies();

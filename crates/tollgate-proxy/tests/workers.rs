@@ -10,7 +10,7 @@ use std::sync::Arc;
 use http::HeaderName;
 use tokio::sync::oneshot;
 use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan};
-use tollgate_proxy::{bind_workers, run_workers, KeySource, ProxyConfig};
+use tollgate_proxy::{bind_workers, run_workers, KeySource, Placement, ProxyConfig};
 use tollgate_testkit::{counting_upstream, get_status};
 use tollgate_tower::RateLimitConfig;
 
@@ -44,9 +44,14 @@ async fn workers_share_one_port_and_one_budget() {
         assert_eq!(listener.local_addr().unwrap(), addr, "one port for all");
     }
     let (stop, stopped) = oneshot::channel::<()>();
-    let serving = tokio::spawn(run_workers(listeners, config, async {
-        let _ = stopped.await;
-    }));
+    let serving = tokio::spawn(run_workers(
+        listeners,
+        config,
+        Placement::anywhere(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
 
     // Many connections, spread by the kernel over the three workers.
     let statuses = tokio::task::spawn_blocking(move || {

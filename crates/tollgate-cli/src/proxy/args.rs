@@ -59,6 +59,13 @@ pub struct ProxyArgs {
     /// and its own upstream connections [default: the number of CPUs].
     #[arg(long, value_name = "N")]
     pub workers: Option<NonZeroUsize>,
+    /// Pin each worker thread to a CPU of its own, among those this process
+    /// may run on (in turn, when there are more workers than CPUs), as
+    /// nginx's `worker_cpu_affinity auto`: on a host whose cores other
+    /// processes also keep busy, it keeps the scheduler from running two
+    /// workers on one core, which shows as a p99 several times the median.
+    #[arg(long)]
+    pub pin_workers: bool,
     /// How long a client may take to send a request head, from its first
     /// byte (from the connection's opening for the first request) [default:
     /// the --config file's `[connections]`, else 10s].
