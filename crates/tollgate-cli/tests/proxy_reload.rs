@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use tollgate_testkit::{counting_upstream, get_status};
 
+mod proxy_common;
+use proxy_common::read_banner;
+
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
 /// `free`: `free_limit` a day; `paid` (client `acme`): 5 a day.
@@ -66,15 +69,7 @@ impl Proxy {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .strip_prefix("tollgate proxy: listening on http://")
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|addr| addr.parse().ok())
-            .unwrap_or_else(|| panic!("no address in the banner: {line:?}"));
+        let (_, addr) = read_banner(&mut child);
         let log = Arc::new(Mutex::new(String::new()));
         let sink = log.clone();
         let stderr = BufReader::new(child.stderr.take().unwrap());

@@ -3,67 +3,21 @@
 //! run on, and says so at start-up; without it they may run on every one.
 //! Read back from Linux's /proc while a real upstream is served.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
+use tollgate_testkit::cpus::{allowed_cpus, wait_for_thread_cpus};
 use tollgate_testkit::{counting_upstream, get_status};
+
+mod proxy_common;
+use proxy_common::read_banner;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
-/// The CPUs in a list as Linux writes them (`0-3,6`).
-fn parse_cpu_list(list: &str) -> Vec<usize> {
-    let mut cpus = Vec::new();
-    for part in list.trim().split(',') {
-        let (first, last) = part.split_once('-').unwrap_or((part, part));
-        cpus.extend(first.parse::<usize>().unwrap()..=last.parse::<usize>().unwrap());
-    }
-    cpus
-}
-
-/// The `Cpus_allowed_list` of a /proc status file.
-fn allowed_cpus(status_path: &str) -> Option<Vec<usize>> {
-    let status = std::fs::read_to_string(status_path).ok()?;
-    let list = status
-        .lines()
-        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))?;
-    Some(parse_cpu_list(list))
-}
-
-/// The CPUs of each of `pid`'s threads named `proxy-worker-N`, by N, once
-/// there are `workers` of them and they match `expected` (polled, at most
-/// 5 s: a worker moves itself when it starts).
-fn worker_cpus(pid: u32, workers: usize, expected: &[Vec<usize>]) -> Vec<Vec<usize>> {
-    let mut seen = Vec::new();
-    for _ in 0..500 {
-        let mut threads: Vec<(usize, Vec<usize>)> = Vec::new();
-        for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-            let task = task.unwrap().path();
-            let Ok(name) = std::fs::read_to_string(task.join("comm")) else {
-                continue;
-            };
-            let Some(index) = name.trim().strip_prefix("proxy-worker-") else {
-                continue;
-            };
-            let status = task.join("status");
-            if let Some(cpus) = allowed_cpus(status.to_str().unwrap()) {
-                threads.push((index.parse().unwrap(), cpus));
-            }
-        }
-        threads.sort();
-        seen = threads.into_iter().map(|(_, cpus)| cpus).collect();
-        if seen.len() == workers && seen == expected {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    seen
-}
-
 /// `tollgate proxy` with two workers and `extra` flags in front of
-/// `upstream`: the process and its start-up line.
-fn start_proxy(upstream: SocketAddr, extra: &[&str]) -> (Child, String) {
+/// `upstream`: the process, its start-up line and its address.
+fn start_proxy(upstream: SocketAddr, extra: &[&str]) -> (Child, String, SocketAddr) {
     let mut child = Command::new(BIN)
         .args(["proxy", "--upstream", &format!("http://{upstream}")])
         .args(["--listen", "127.0.0.1:0", "--workers", "2"])
@@ -73,47 +27,44 @@ fn start_proxy(upstream: SocketAddr, extra: &[&str]) -> (Child, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (child, line)
+    let (banner, addr) = read_banner(&mut child);
+    (child, banner, addr)
 }
 
-fn listening_on(banner: &str) -> SocketAddr {
-    banner
-        .strip_prefix("tollgate proxy: listening on http://")
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|addr| addr.parse().ok())
-        .unwrap_or_else(|| panic!("no address in the banner: {banner:?}"))
+/// Two workers' threads and the CPUs each may run on.
+fn workers(first: Vec<usize>, second: Vec<usize>) -> Vec<(String, Vec<usize>)> {
+    vec![
+        ("proxy-worker-0".to_owned(), first),
+        ("proxy-worker-1".to_owned(), second),
+    ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pin_workers_puts_each_worker_on_a_cpu_of_its_own() {
     let (upstream, _) = counting_upstream().await;
     tokio::task::spawn_blocking(move || {
-        let process = allowed_cpus("/proc/self/status").unwrap();
+        let process = allowed_cpus(Path::new("/proc/self")).unwrap();
         let in_turn = |index: usize| process[index % process.len()];
 
-        let (mut pinned, banner) = start_proxy(upstream, &["--pin-workers"]);
+        let (mut pinned, banner, addr) = start_proxy(upstream, &["--pin-workers"]);
         let said = format!(
             "2 worker thread(s) pinned to CPUs {}, {};",
             in_turn(0),
             in_turn(1)
         );
-        let expected = vec![vec![in_turn(0)], vec![in_turn(1)]];
-        let cpus = worker_cpus(pinned.id(), 2, &expected);
-        let status = get_status(listening_on(&banner), "/", &[]);
+        let expected = workers(vec![in_turn(0)], vec![in_turn(1)]);
+        let cpus = wait_for_thread_cpus(&pinned.id().to_string(), "proxy-worker-", &expected);
+        let status = get_status(addr, "/", &[]);
         let _ = pinned.kill();
         let _ = pinned.wait();
         assert!(banner.contains(&said), "{banner}");
         assert_eq!(cpus, expected);
         assert_eq!(status, 200);
 
-        let (mut anywhere, banner) = start_proxy(upstream, &[]);
-        let expected = vec![process.clone(), process.clone()];
-        let cpus = worker_cpus(anywhere.id(), 2, &expected);
-        let status = get_status(listening_on(&banner), "/", &[]);
+        let (mut anywhere, banner, addr) = start_proxy(upstream, &[]);
+        let expected = workers(process.clone(), process.clone());
+        let cpus = wait_for_thread_cpus(&anywhere.id().to_string(), "proxy-worker-", &expected);
+        let status = get_status(addr, "/", &[]);
         let _ = anywhere.kill();
         let _ = anywhere.wait();
         assert!(banner.contains("2 worker thread(s);"), "{banner}");

@@ -11,7 +11,8 @@
 //! The proxy is the [`tollgate_tower::RateLimitLayer`] in front of a
 //! forwarding service ([`forward::Forward`]) and nothing else ([`service`]:
 //! no router, every path and method goes the same way), served on one
-//! listener ([`run`]), or thread-per-core on several ([`workers`]), through
+//! listener ([`run`]), or thread-per-core on several ([`workers`], each
+//! worker anywhere or on a CPU of its own: [`Placement`]), through
 //! `tollgate_connections` (header-read and idle timeouts, a cap on open
 //! connections):
 //!

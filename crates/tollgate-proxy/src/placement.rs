@@ -85,32 +85,8 @@ mod tests {
     #[test]
     fn one_cpu_each_takes_the_cpus_this_thread_may_run_on() {
         let placement = Placement::one_cpu_each().unwrap();
-        let allowed = std::fs::read_to_string("/proc/thread-self/status").unwrap();
-        let allowed = allowed
-            .lines()
-            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
-            .unwrap()
-            .trim()
-            .to_owned();
-        assert_eq!(cpu_list(&placement.cpus), allowed);
-    }
-
-    /// CPUs as Linux lists them: ranges of consecutive ones (`0-3,6`).
-    fn cpu_list(cpus: &[usize]) -> String {
-        let mut ranges: Vec<(usize, usize)> = Vec::new();
-        for &cpu in cpus {
-            match ranges.last_mut() {
-                Some((_, last)) if *last + 1 == cpu => *last = cpu,
-                _ => ranges.push((cpu, cpu)),
-            }
-        }
-        let range = |&(first, last): &(usize, usize)| {
-            if first == last {
-                first.to_string()
-            } else {
-                format!("{first}-{last}")
-            }
-        };
-        ranges.iter().map(range).collect::<Vec<_>>().join(",")
+        let allowed =
+            tollgate_testkit::cpus::allowed_cpus(std::path::Path::new("/proc/thread-self"));
+        assert_eq!(Some(placement.cpus), allowed);
     }
 }

@@ -4,6 +4,7 @@
 //! its own: no other test's workers run in this process meanwhile.
 
 use std::num::NonZeroUsize;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -11,50 +12,9 @@ use http::HeaderName;
 use tokio::sync::oneshot;
 use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan};
 use tollgate_proxy::{bind_workers, run_workers, KeySource, Placement, ProxyConfig};
+use tollgate_testkit::cpus::{allowed_cpus, wait_for_thread_cpus};
 use tollgate_testkit::{counting_upstream, get_status};
 use tollgate_tower::RateLimitConfig;
-
-/// The CPUs a thread of this process may run on, as Linux lists them
-/// (`Cpus_allowed_list` of /proc: `0-1`, `3`), by thread name; the worker
-/// threads are named `proxy-worker-N`.
-fn cpus_by_thread_name() -> Vec<(String, String)> {
-    let mut threads = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").unwrap() {
-        let task = task.unwrap().path();
-        let (Ok(name), Ok(status)) = (
-            std::fs::read_to_string(task.join("comm")),
-            std::fs::read_to_string(task.join("status")),
-        ) else {
-            continue; // the thread ended meanwhile
-        };
-        let cpus = status
-            .lines()
-            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
-            .unwrap()
-            .trim()
-            .to_owned();
-        threads.push((name.trim().to_owned(), cpus));
-    }
-    threads.sort();
-    threads
-}
-
-/// The workers' threads and their CPUs, once all `workers` have started
-/// and moved (polled, at most 5 s).
-fn worker_cpus(workers: usize, expected: &[(String, String)]) -> Vec<(String, String)> {
-    let mut seen = Vec::new();
-    for _ in 0..500 {
-        seen = cpus_by_thread_name()
-            .into_iter()
-            .filter(|(name, _)| name.starts_with("proxy-worker-"))
-            .collect();
-        if seen.len() == workers && seen == expected {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    seen
-}
 
 /// Runs `workers` workers placed by `placement` in front of a counting
 /// upstream, checks that they answer, and hands their threads' CPUs to
@@ -101,40 +61,40 @@ async fn pinned_workers_each_run_on_a_cpu_of_their_own_and_the_others_anywhere()
     workers_placed_anywhere_may_run_on_every_cpu_of_the_process().await;
 }
 
+/// The workers' threads and the CPUs each may run on, by name.
+fn expected_workers(
+    cpus: impl Fn(usize) -> Vec<usize>,
+    workers: usize,
+) -> Vec<(String, Vec<usize>)> {
+    let mut expected: Vec<_> = (0..workers)
+        .map(|index| (format!("proxy-worker-{index}"), cpus(index)))
+        .collect();
+    expected.sort();
+    expected
+}
+
 async fn pinned_workers_each_run_on_a_cpu_of_their_own_in_turn() {
     let placement = Placement::one_cpu_each().unwrap();
     // One more worker than CPUs: the last one shares the first one's CPU.
-    let cpus = std::thread::available_parallelism().unwrap().get();
-    let workers = cpus + 1;
-    let expected: Vec<(String, String)> = {
-        let mut expected: Vec<_> = (0..workers)
-            .map(|index| {
-                let cpu = placement.cpu_of(index).unwrap();
-                (format!("proxy-worker-{index}"), cpu.to_string())
-            })
-            .collect();
-        expected.sort();
-        expected
-    };
+    let workers = std::thread::available_parallelism().unwrap().get() + 1;
+    let expected = expected_workers(|index| vec![placement.cpu_of(index).unwrap()], workers);
     serve_placed(workers, placement, move || {
-        assert_eq!(worker_cpus(workers, &expected), expected);
+        assert_eq!(
+            wait_for_thread_cpus("self", "proxy-worker-", &expected),
+            expected
+        );
     })
     .await;
 }
 
 async fn workers_placed_anywhere_may_run_on_every_cpu_of_the_process() {
-    let process: String = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let expected: Vec<(String, String)> = (0..2)
-        .map(|index| (format!("proxy-worker-{index}"), process.clone()))
-        .collect();
+    let process = allowed_cpus(Path::new("/proc/self")).unwrap();
+    let expected = expected_workers(|_| process.clone(), 2);
     serve_placed(2, Placement::anywhere(), move || {
-        assert_eq!(worker_cpus(2, &expected), expected);
+        assert_eq!(
+            wait_for_thread_cpus("self", "proxy-worker-", &expected),
+            expected
+        );
     })
     .await;
 }

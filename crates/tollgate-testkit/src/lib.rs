@@ -18,6 +18,7 @@
 //! for the tests of the HTTP connection limits.
 
 pub mod conformance;
+pub mod cpus;
 pub mod models;
 pub mod reference;
 pub mod slowloris;
