@@ -15,7 +15,9 @@
 //! the terminal that a test could not run (a missing Envoy, Chromium, ...).
 //!
 //! And [`slowloris`]: slow, silent and keep-alive clients on real sockets,
-//! for the tests of the HTTP connection limits.
+//! for the tests of the HTTP connection limits; [`cpus`]: which CPUs a
+//! thread may run on, read from /proc, for the tests of the proxy's
+//! `--pin-workers`.
 
 pub mod conformance;
 pub mod cpus;
