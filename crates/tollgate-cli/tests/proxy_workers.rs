@@ -1,6 +1,7 @@
 //! The real `tollgate proxy` binary's worker threads: with `--pin-workers`
 //! each runs on a CPU of its own, taken in turn from those the process may
-//! run on, and says so at start-up; without it they may run on every one.
+//! run on (a `taskset` narrows them), and says so at start-up; without it
+//! they may run on every one.
 //! Read back from Linux's /proc while a real upstream is served.
 
 use std::net::SocketAddr;
@@ -16,9 +17,22 @@ use proxy_common::read_banner;
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
 /// `tollgate proxy` with two workers and `extra` flags in front of
-/// `upstream`: the process, its start-up line and its address.
-fn start_proxy(upstream: SocketAddr, extra: &[&str]) -> (Child, String, SocketAddr) {
-    let mut child = Command::new(BIN)
+/// `upstream`, on the CPU `only_cpu` alone if given (`taskset`, which
+/// execs it: same PID): the process, its start-up line and its address.
+fn start_proxy(
+    upstream: SocketAddr,
+    only_cpu: Option<usize>,
+    extra: &[&str],
+) -> (Child, String, SocketAddr) {
+    let mut command = match only_cpu {
+        None => Command::new(BIN),
+        Some(cpu) => {
+            let mut taskset = Command::new("taskset");
+            taskset.args(["-c", &cpu.to_string(), BIN]);
+            taskset
+        }
+    };
+    let mut child = command
         .args(["proxy", "--upstream", &format!("http://{upstream}")])
         .args(["--listen", "127.0.0.1:0", "--workers", "2"])
         .args(["--policy", "gcra", "--limit", "1000", "--window", "1s"])
@@ -46,7 +60,7 @@ async fn pin_workers_puts_each_worker_on_a_cpu_of_its_own() {
         let process = allowed_cpus(Path::new("/proc/self")).unwrap();
         let in_turn = |index: usize| process[index % process.len()];
 
-        let (mut pinned, banner, addr) = start_proxy(upstream, &["--pin-workers"]);
+        let (mut pinned, banner, addr) = start_proxy(upstream, None, &["--pin-workers"]);
         let said = format!(
             "2 worker thread(s) pinned to CPUs {}, {};",
             in_turn(0),
@@ -61,13 +75,39 @@ async fn pin_workers_puts_each_worker_on_a_cpu_of_its_own() {
         assert_eq!(cpus, expected);
         assert_eq!(status, 200);
 
-        let (mut anywhere, banner, addr) = start_proxy(upstream, &[]);
+        let (mut anywhere, banner, addr) = start_proxy(upstream, None, &[]);
         let expected = workers(process.clone(), process.clone());
         let cpus = wait_for_thread_cpus(&anywhere.id().to_string(), "proxy-worker-", &expected);
         let status = get_status(addr, "/", &[]);
         let _ = anywhere.kill();
         let _ = anywhere.wait();
         assert!(banner.contains("2 worker thread(s);"), "{banner}");
+        assert_eq!(cpus, expected);
+        assert_eq!(status, 200);
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pin_workers_takes_only_the_cpus_the_process_may_run_on() {
+    let (upstream, _) = counting_upstream().await;
+    tokio::task::spawn_blocking(move || {
+        // The last CPU this test may run on: with `taskset` leaving the
+        // proxy only that one, both workers share it, whatever the machine
+        // has besides.
+        let cpu = *allowed_cpus(Path::new("/proc/self"))
+            .unwrap()
+            .last()
+            .unwrap();
+        let (mut proxy, banner, addr) = start_proxy(upstream, Some(cpu), &["--pin-workers"]);
+        let expected = workers(vec![cpu], vec![cpu]);
+        let cpus = wait_for_thread_cpus(&proxy.id().to_string(), "proxy-worker-", &expected);
+        let status = get_status(addr, "/", &[]);
+        let _ = proxy.kill();
+        let _ = proxy.wait();
+        let said = format!("2 worker thread(s) pinned to CPUs {cpu}, {cpu};");
+        assert!(banner.contains(&said), "{banner}");
         assert_eq!(cpus, expected);
         assert_eq!(status, 200);
     })
