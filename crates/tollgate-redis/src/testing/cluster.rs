@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use super::{redis_available, wait_for, RedisServer, TestCerts, NEXT_DIR};
+use crate::info::info_number;
 
 /// What cluster to start. The default is three masters, no replicas, plain TCP.
 #[derive(Debug, Clone)]
@@ -223,10 +224,7 @@ impl RedisCluster {
             .filter(|node| node.pid().is_some())
             .map(|node| {
                 let info = node.cli(&["CLUSTER", "INFO"]);
-                let current = info
-                    .lines()
-                    .find(|line| line.starts_with("cluster_current_epoch:"))
-                    .map(|line| line.trim().to_owned());
+                let current = info_number(&info, "cluster_current_epoch");
                 (current, masters_view(&node.cli(&["CLUSTER", "NODES"])))
             });
         let Some(first) = views.next() else {
