@@ -149,8 +149,10 @@ pub const PLAN: &str = policies::PLAN;
 /// node serves, or that its slot moving left on two nodes (a resharding),
 /// fails alone, before writing, with Redis's "non local key" error, and the
 /// store sends it again alone.)
-/// reply          m entries: PLAN's reply to call j, or the error reply PLAN
-///                would have raised for it, as a string "<CODE> <message>"
+/// reply          m entries: PLAN's reply to call j packed into a string
+///                (a zero byte, then each number as 8 bytes, signed,
+///                little-endian), or the error reply PLAN would have
+///                raised for it, as a string "<CODE> <message>"
 /// ```
 pub const BATCH: &str = policies::BATCH;
 

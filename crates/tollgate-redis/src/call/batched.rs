@@ -23,11 +23,17 @@ pub(crate) enum Batched {
 /// local key in a cluster node"; Redis 6 starts with "Lua script").
 const NOT_LOCAL: &[u8] = b"attempted to access a non local key in a cluster node";
 
+/// The first byte of a call's answer packed by the batch script
+/// (`packed` in batch.lua); an error's text starts with its code.
+const PACKED: u8 = 0;
+
 /// One entry of the batch script's reply: the plan script's reply to the
 /// call, or the text of the error it would have raised alone.
 pub(super) fn batched(entry: Value) -> Batched {
     match entry {
-        Value::BulkString(text) if contains(&text, NOT_LOCAL) => Batched::Elsewhere,
+        Value::BulkString(text) if text.first() != Some(&PACKED) && contains(&text, NOT_LOCAL) => {
+            Batched::Elsewhere
+        }
         entry => Batched::Answered(call_reply(entry)),
     }
 }
@@ -39,13 +45,27 @@ fn contains(text: &[u8], part: &[u8]) -> bool {
 /// One entry of the batch script's reply, as the call's own answer.
 fn call_reply(entry: Value) -> CallReply {
     match entry {
-        Value::Array(_) => redis::from_redis_value::<Vec<i64>>(entry)
-            .map_err(|e| RedisStoreError::Reply(format!("a batched call's answer: {e}"))),
-        Value::BulkString(text) => Err(error_reply(&text)),
+        Value::BulkString(text) => match text.split_first() {
+            Some((&PACKED, numbers)) => unpacked(numbers),
+            _ => Err(error_reply(&text)),
+        },
         other => Err(RedisStoreError::Reply(format!(
             "a batched call's answer: {other:?}"
         ))),
     }
+}
+
+/// The plan script's reply from its packed form: 8 bytes per number,
+/// signed, little-endian.
+fn unpacked(bytes: &[u8]) -> CallReply {
+    let (numbers, rest) = bytes.as_chunks::<8>();
+    if !rest.is_empty() {
+        return Err(RedisStoreError::Reply(format!(
+            "a batched call's answer of {} bytes, not whole 8-byte numbers",
+            bytes.len()
+        )));
+    }
+    Ok(numbers.iter().map(|n| i64::from_le_bytes(*n)).collect())
 }
 
 /// The store's error for an error reply whose text is `text` (`CODE
@@ -92,10 +112,50 @@ mod tests {
         let wrong =
             call_reply(Value::BulkString(b"WRONGTYPE Operation".to_vec())).expect_err("an error");
         assert!(!wrong.is_transient());
-        let answer = call_reply(Value::Array(vec![Value::Int(7), Value::Int(-1)]));
-        assert_eq!(answer.expect("an answer"), vec![7, -1]);
         assert!(matches!(
             call_reply(Value::Nil),
+            Err(RedisStoreError::Reply(_))
+        ));
+    }
+
+    /// What batch.lua's `packed` makes of `numbers`.
+    fn packed(numbers: &[i64]) -> Value {
+        let mut text = vec![PACKED];
+        for n in numbers {
+            text.extend_from_slice(&n.to_le_bytes());
+        }
+        Value::BulkString(text)
+    }
+
+    #[test]
+    fn a_packed_answer_reads_back_as_its_numbers() {
+        let numbers = [
+            1_764_000_000_123_456,
+            1,
+            -1,
+            0,
+            i64::MAX,
+            i64::MIN,
+            86_400_000,
+        ];
+        assert_eq!(call_reply(packed(&numbers)).expect("an answer"), numbers);
+        assert_eq!(
+            call_reply(packed(&[])).expect("an answer"),
+            Vec::<i64>::new()
+        );
+        let Value::BulkString(mut cut) = packed(&[7, -1]) else {
+            unreachable!()
+        };
+        cut.pop();
+        let e = call_reply(Value::BulkString(cut)).expect_err("a cut answer");
+        assert!(
+            matches!(&e, RedisStoreError::Reply(m) if m.contains("15 bytes, not whole")),
+            "{e:?}"
+        );
+        // An array of integers (the plan script's own form) is not what the
+        // batch script answers.
+        assert!(matches!(
+            call_reply(Value::Array(vec![Value::Int(7)])),
             Err(RedisStoreError::Reply(_))
         ));
     }
@@ -111,7 +171,16 @@ mod tests {
         }
         let other = batched(Value::BulkString(b"ERR something else".to_vec()));
         assert!(matches!(other, Batched::Answered(Err(_))), "{other:?}");
-        let answer = batched(Value::Array(vec![Value::Int(7), Value::Int(-1)]));
+        let answer = batched(packed(&[7, -1]));
         assert!(matches!(answer, Batched::Answered(Ok(_))), "{answer:?}");
+        // Packed numbers are never read as text, whatever their bytes.
+        let mut text = vec![PACKED];
+        text.extend_from_slice(NOT_LOCAL);
+        text.extend_from_slice(&[0; 3]);
+        let answer = batched(Value::BulkString(text));
+        assert!(
+            matches!(answer, Batched::Answered(Ok(ref n)) if n.len() == 7),
+            "{answer:?}"
+        );
     }
 }

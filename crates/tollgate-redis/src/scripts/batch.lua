@@ -32,9 +32,10 @@
 --              laid out as plan.lua's ARGV (its own time, cost, expiry
 --              margin, deadline, receipt id and watermark).
 --
--- Returns m entries, entry j for call j: plan.lua's reply to it (each call
--- reads TIME when it starts and checks its own deadline: a call that starts
--- after its deadline writes nothing and answers { redis_time_us, -1 }); or,
+-- Returns m entries, entry j for call j: plan.lua's reply to it, packed
+-- into one string (below; each call reads TIME when it starts and checks
+-- its own deadline: a call that starts after its deadline writes nothing
+-- and answers { redis_time_us, -1 }); or,
 -- when call j failed, the error reply plan.lua would have raised for it
 -- alone, as a string "<CODE> <message>" ("TOLLGATE ..." for its refused
 -- arguments or stored state, Redis's own code for an error of a command,
@@ -79,6 +80,24 @@ local function error_text(e)
   return 'ERR ' .. e
 end
 
+-- A call's reply (a list of integers) as one string: a zero byte, then
+-- each number as 8 bytes, signed, little-endian (struct.pack's 'i8', which
+-- truncates a number to an integer as Redis does when it answers one). An
+-- error's text starts with its code, a capital letter, never a zero byte.
+-- One string per call, where an array of integers would cost the store
+-- several times as much to parse (src/call/batched.rs); Redis spends about
+-- the same either way (BENCHMARKS.md, "A batched call's answer in one
+-- string").
+local packed_formats = {}
+local function packed(reply)
+  local format = packed_formats[#reply]
+  if not format then
+    format = '<' .. string.rep('i8', #reply)
+    packed_formats[#reply] = format
+  end
+  return '\0' .. struct.pack(format, unpack(reply))
+end
+
 -- decide_call, on a cluster once the node has shown that it holds every
 -- key of the call (ARGV[1]).
 local function decide_here(keys, argv)
@@ -100,7 +119,7 @@ for j = 1, m do
   end
   local ok, reply = pcall(decide_here, keys, argv)
   if ok then
-    replies[j] = reply
+    replies[j] = packed(reply)
   else
     replies[j] = error_text(reply)
   end
