@@ -24,7 +24,6 @@ use crate::RedisStoreError;
 
 mod batched;
 mod claim;
-use batched::batched;
 pub(crate) use batched::Batched;
 pub(crate) use claim::Claimed;
 
@@ -331,18 +330,11 @@ impl Scripts {
         self.count(calls.len());
         let sent_us = self.clock.now_us();
         let wait = replicas::strictest(calls.iter().copied());
-        let (reply, acked): (Vec<Value>, Acked) = connection
+        let (reply, acked): (Value, Acked) = connection
             .invoke_acked(&invocation, wait)
             .await
             .map_err(script_error)?;
-        if reply.len() != calls.len() {
-            return Err(RedisStoreError::Reply(format!(
-                "{} answers to a batch of {} calls",
-                reply.len(),
-                calls.len()
-            )));
-        }
-        let replies: Vec<Batched> = reply.into_iter().map(batched).collect();
+        let replies = batched::answers(reply, calls.len())?;
         if let Some(Batched::Answered(Ok(first))) = replies
             .iter()
             .find(|r| matches!(r, Batched::Answered(Ok(_))))

@@ -149,10 +149,12 @@ pub const PLAN: &str = policies::PLAN;
 /// node serves, or that its slot moving left on two nodes (a resharding),
 /// fails alone, before writing, with Redis's "non local key" error, and the
 /// store sends it again alone.)
-/// reply          m entries: PLAN's reply to call j packed into a string
-///                (a zero byte, then each number as 8 bytes, signed,
-///                little-endian), or the error reply PLAN would have
-///                raised for it, as a string "<CODE> <message>"
+/// reply          one string, the m calls' answers in order, each a kind
+///                byte, a count n (4 bytes, unsigned), then its content,
+///                every number little-endian: 0, then n numbers of 8 bytes
+///                (signed), PLAN's reply to the call; or 1, then n bytes,
+///                the text "<CODE> <message>" of the error reply PLAN
+///                would have raised for it
 /// ```
 pub const BATCH: &str = policies::BATCH;
 

@@ -1,6 +1,6 @@
-//! One call's answer inside the batch script's reply: the plan script's
-//! reply, the error it would have raised alone, or word that another
-//! master of a cluster holds the call's keys.
+//! The batch script's reply, read into each call's answer: the plan
+//! script's reply, the error it would have raised alone, or word that
+//! another master of a cluster holds the call's keys.
 
 use redis::Value;
 
@@ -23,49 +23,79 @@ pub(crate) enum Batched {
 /// local key in a cluster node"; Redis 6 starts with "Lua script").
 const NOT_LOCAL: &[u8] = b"attempted to access a non local key in a cluster node";
 
-/// The first byte of a call's answer packed by the batch script
-/// (`packed` in batch.lua); an error's text starts with its code.
-const PACKED: u8 = 0;
+/// The kind byte of a call's answer in the batch script's reply: the plan
+/// script's reply (its numbers follow) ...
+const ANSWER: u8 = 0;
+/// ... or the text of the error it would have raised alone.
+const REFUSAL: u8 = 1;
 
-/// One entry of the batch script's reply: the plan script's reply to the
-/// call, or the text of the error it would have raised alone.
-pub(super) fn batched(entry: Value) -> Batched {
-    match entry {
-        Value::BulkString(text) if text.first() != Some(&PACKED) && contains(&text, NOT_LOCAL) => {
-            Batched::Elsewhere
+/// The batch script's reply (one string: `reply` in batch.lua) read into
+/// each of its `calls` calls' answers, in order; an error when it is not
+/// laid out as batch.lua lays it out, or does not answer every call.
+pub(super) fn answers(reply: Value, calls: usize) -> Result<Vec<Batched>, RedisStoreError> {
+    let Value::BulkString(reply) = reply else {
+        return Err(RedisStoreError::Reply(format!(
+            "a batch's reply: {reply:?}"
+        )));
+    };
+    let mut answers = Vec::with_capacity(calls);
+    let mut rest = reply.as_slice();
+    while !rest.is_empty() {
+        let (answer, after) = next_answer(rest)?;
+        answers.push(answer);
+        rest = after;
+    }
+    if answers.len() != calls {
+        return Err(RedisStoreError::Reply(format!(
+            "{} answers to a batch of {calls} calls",
+            answers.len()
+        )));
+    }
+    Ok(answers)
+}
+
+/// The first answer in `reply`, and what follows it: a kind byte, a count
+/// (4 bytes), then that many numbers of 8 bytes or bytes of text, every
+/// number little-endian.
+fn next_answer(reply: &[u8]) -> Result<(Batched, &[u8]), RedisStoreError> {
+    let cut = || {
+        RedisStoreError::Reply(format!(
+            "a batch's reply cut short ({} bytes left)",
+            reply.len()
+        ))
+    };
+    let (&kind, rest) = reply.split_first().ok_or_else(cut)?;
+    let (count, rest) = rest.split_first_chunk::<4>().ok_or_else(cut)?;
+    let count = usize::try_from(u32::from_le_bytes(*count)).map_err(|_| cut())?;
+    match kind {
+        ANSWER => {
+            let bytes = count.checked_mul(8).ok_or_else(cut)?;
+            let (numbers, rest) = rest.split_at_checked(bytes).ok_or_else(cut)?;
+            let (numbers, _) = numbers.as_chunks::<8>();
+            let numbers = numbers.iter().map(|n| i64::from_le_bytes(*n)).collect();
+            Ok((Batched::Answered(Ok(numbers)), rest))
         }
-        entry => Batched::Answered(call_reply(entry)),
+        REFUSAL => {
+            let (text, rest) = rest.split_at_checked(count).ok_or_else(cut)?;
+            Ok((refused(text), rest))
+        }
+        other => Err(RedisStoreError::Reply(format!(
+            "a batch's reply holds an answer of unknown kind {other}"
+        ))),
+    }
+}
+
+/// A call of a batch that failed with the error whose text is `text`.
+fn refused(text: &[u8]) -> Batched {
+    if contains(text, NOT_LOCAL) {
+        Batched::Elsewhere
+    } else {
+        Batched::Answered(Err(error_reply(text)))
     }
 }
 
 fn contains(text: &[u8], part: &[u8]) -> bool {
     text.windows(part.len()).any(|w| w == part)
-}
-
-/// One entry of the batch script's reply, as the call's own answer.
-fn call_reply(entry: Value) -> CallReply {
-    match entry {
-        Value::BulkString(text) => match text.split_first() {
-            Some((&PACKED, numbers)) => unpacked(numbers),
-            _ => Err(error_reply(&text)),
-        },
-        other => Err(RedisStoreError::Reply(format!(
-            "a batched call's answer: {other:?}"
-        ))),
-    }
-}
-
-/// The plan script's reply from its packed form: 8 bytes per number,
-/// signed, little-endian.
-fn unpacked(bytes: &[u8]) -> CallReply {
-    let (numbers, rest) = bytes.as_chunks::<8>();
-    if !rest.is_empty() {
-        return Err(RedisStoreError::Reply(format!(
-            "a batched call's answer of {} bytes, not whole 8-byte numbers",
-            bytes.len()
-        )));
-    }
-    Ok(numbers.iter().map(|n| i64::from_le_bytes(*n)).collect())
 }
 
 /// The store's error for an error reply whose text is `text` (`CODE
@@ -89,47 +119,43 @@ fn error_reply(text: &[u8]) -> RedisStoreError {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_batched_calls_error_text_keeps_its_code_and_classification() {
-        let oom = call_reply(Value::BulkString(
-            b"OOM command not allowed when used memory > 'maxmemory'.".to_vec(),
-        ))
-        .expect_err("an error");
-        let RedisStoreError::Redis(e) = &oom else {
-            panic!("{oom:?}")
-        };
-        assert_eq!(e.code(), Some("OOM"));
-        assert!(oom.is_transient());
-        let refused = call_reply(Value::BulkString(
-            b"TOLLGATE cost is not\r\na number".to_vec(),
-        ))
-        .expect_err("an error");
-        assert!(
-            matches!(&refused, RedisStoreError::Script(m) if m == "cost is not  a number"),
-            "{refused:?}"
-        );
-        assert!(!refused.is_transient());
-        let wrong =
-            call_reply(Value::BulkString(b"WRONGTYPE Operation".to_vec())).expect_err("an error");
-        assert!(!wrong.is_transient());
-        assert!(matches!(
-            call_reply(Value::Nil),
-            Err(RedisStoreError::Reply(_))
-        ));
-    }
-
-    /// What batch.lua's `packed` makes of `numbers`.
-    fn packed(numbers: &[i64]) -> Value {
-        let mut text = vec![PACKED];
-        for n in numbers {
-            text.extend_from_slice(&n.to_le_bytes());
+    /// A batch's reply as batch.lua writes it, from each call's numbers or
+    /// error text.
+    fn reply(answers: &[Result<&[i64], &str>]) -> Vec<u8> {
+        let mut reply = Vec::new();
+        for answer in answers {
+            match answer {
+                Ok(numbers) => {
+                    reply.push(ANSWER);
+                    reply.extend_from_slice(&u32::try_from(numbers.len()).unwrap().to_le_bytes());
+                    for n in *numbers {
+                        reply.extend_from_slice(&n.to_le_bytes());
+                    }
+                }
+                Err(text) => {
+                    reply.push(REFUSAL);
+                    reply.extend_from_slice(&u32::try_from(text.len()).unwrap().to_le_bytes());
+                    reply.extend_from_slice(text.as_bytes());
+                }
+            }
         }
-        Value::BulkString(text)
+        reply
+    }
+
+    fn read(reply: Vec<u8>, calls: usize) -> Result<Vec<Batched>, RedisStoreError> {
+        answers(Value::BulkString(reply), calls)
+    }
+
+    fn error_of(text: &str) -> RedisStoreError {
+        match read(reply(&[Err(text)]), 1).expect("a reply").pop() {
+            Some(Batched::Answered(Err(e))) => e,
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
-    fn a_packed_answer_reads_back_as_its_numbers() {
-        let numbers = [
+    fn each_calls_numbers_read_back_in_order() {
+        let first = [
             1_764_000_000_123_456,
             1,
             -1,
@@ -138,26 +164,42 @@ mod tests {
             i64::MIN,
             86_400_000,
         ];
-        assert_eq!(call_reply(packed(&numbers)).expect("an answer"), numbers);
+        let late = [1_764_000_000_123_999, -1];
+        let read =
+            read(reply(&[Ok(&first), Err("ERR x"), Ok(&late), Ok(&[])]), 4).expect("a reply");
+        let numbers: Vec<_> = read
+            .iter()
+            .map(|b| match b {
+                Batched::Answered(Ok(n)) => Some(n.clone()),
+                _ => None,
+            })
+            .collect();
         assert_eq!(
-            call_reply(packed(&[])).expect("an answer"),
-            Vec::<i64>::new()
+            numbers,
+            [
+                Some(first.to_vec()),
+                None,
+                Some(late.to_vec()),
+                Some(vec![])
+            ]
         );
-        let Value::BulkString(mut cut) = packed(&[7, -1]) else {
-            unreachable!()
+    }
+
+    #[test]
+    fn a_batched_calls_error_text_keeps_its_code_and_classification() {
+        let oom = error_of("OOM command not allowed when used memory > 'maxmemory'.");
+        let RedisStoreError::Redis(e) = &oom else {
+            panic!("{oom:?}")
         };
-        cut.pop();
-        let e = call_reply(Value::BulkString(cut)).expect_err("a cut answer");
+        assert_eq!(e.code(), Some("OOM"));
+        assert!(oom.is_transient());
+        let refused = error_of("TOLLGATE cost is not\r\na number");
         assert!(
-            matches!(&e, RedisStoreError::Reply(m) if m.contains("15 bytes, not whole")),
-            "{e:?}"
+            matches!(&refused, RedisStoreError::Script(m) if m == "cost is not  a number"),
+            "{refused:?}"
         );
-        // An array of integers (the plan script's own form) is not what the
-        // batch script answers.
-        assert!(matches!(
-            call_reply(Value::Array(vec![Value::Int(7)])),
-            Err(RedisStoreError::Reply(_))
-        ));
+        assert!(!refused.is_transient());
+        assert!(!error_of("WRONGTYPE Operation").is_transient());
     }
 
     #[test]
@@ -166,21 +208,46 @@ mod tests {
             "ERR Script attempted to access a non local key in a cluster node script: 1f, on @user_script:9.",
             "ERR Lua script attempted to access a non local key in a cluster node",
         ] {
-            let entry = Value::BulkString(text.as_bytes().to_vec());
-            assert!(matches!(batched(entry), Batched::Elsewhere), "{text}");
+            let read = read(reply(&[Err(text)]), 1).expect("a reply");
+            assert!(matches!(read[..], [Batched::Elsewhere]), "{text}");
         }
-        let other = batched(Value::BulkString(b"ERR something else".to_vec()));
-        assert!(matches!(other, Batched::Answered(Err(_))), "{other:?}");
-        let answer = batched(packed(&[7, -1]));
-        assert!(matches!(answer, Batched::Answered(Ok(_))), "{answer:?}");
-        // Packed numbers are never read as text, whatever their bytes.
-        let mut text = vec![PACKED];
-        text.extend_from_slice(NOT_LOCAL);
-        text.extend_from_slice(&[0; 3]);
-        let answer = batched(Value::BulkString(text));
+        // Numbers are never read as text, whatever their bytes.
+        let mut words = NOT_LOCAL.to_vec();
+        words.resize(56, 0);
+        let numbers: Vec<i64> = words
+            .as_chunks::<8>()
+            .0
+            .iter()
+            .map(|w| i64::from_le_bytes(*w))
+            .collect();
+        let read = read(reply(&[Ok(&numbers)]), 1).expect("a reply");
         assert!(
-            matches!(answer, Batched::Answered(Ok(ref n)) if n.len() == 7),
-            "{answer:?}"
+            matches!(&read[..], [Batched::Answered(Ok(n))] if *n == numbers),
+            "{read:?}"
         );
+    }
+
+    #[test]
+    fn a_reply_not_laid_out_as_the_script_lays_it_out_is_an_error() {
+        let whole = reply(&[Ok(&[7, -1]), Err("ERR x")]);
+        for end in 0..whole.len() {
+            let cut = read(whole[..end].to_vec(), 2);
+            assert!(
+                matches!(cut, Err(RedisStoreError::Reply(_))),
+                "{end}: {cut:?}"
+            );
+        }
+        assert!(read(whole.clone(), 2).is_ok());
+        let miscounted = read(whole.clone(), 3);
+        assert!(
+            matches!(&miscounted, Err(RedisStoreError::Reply(m)) if m == "2 answers to a batch of 3 calls"),
+            "{miscounted:?}"
+        );
+        let mut unknown = whole;
+        unknown[0] = 2;
+        assert!(matches!(read(unknown, 2), Err(RedisStoreError::Reply(_))));
+        // The plan script's own form, an array of integers, is not a batch's.
+        let array = answers(Value::Array(vec![Value::Int(7)]), 1);
+        assert!(matches!(array, Err(RedisStoreError::Reply(_))), "{array:?}");
     }
 }

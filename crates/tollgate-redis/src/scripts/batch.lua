@@ -32,17 +32,27 @@
 --              laid out as plan.lua's ARGV (its own time, cost, expiry
 --              margin, deadline, receipt id and watermark).
 --
--- Returns m entries, entry j for call j: plan.lua's reply to it, packed
--- into one string (below; each call reads TIME when it starts and checks
--- its own deadline: a call that starts after its deadline writes nothing
--- and answers { redis_time_us, -1 }); or,
--- when call j failed, the error reply plan.lua would have raised for it
--- alone, as a string "<CODE> <message>" ("TOLLGATE ..." for its refused
--- arguments or stored state, Redis's own code for an error of a command,
--- e.g. "OOM ..." at its first write, "ERR ... non local key ..." for a key
--- another master serves). A call that fails has written nothing
--- (decide.lua's phases) and the calls after it are decided all the same.
--- A layout that does not add up raises "TOLLGATE ..." before any call.
+-- Returns one string holding the m calls' answers in order (below), call
+-- j's being plan.lua's reply to it (each call reads TIME when it starts
+-- and checks its own deadline: a call that starts after its deadline
+-- writes nothing and answers { redis_time_us, -1 }); or, when call j
+-- failed, the error reply plan.lua would have raised for it alone, as its
+-- text "<CODE> <message>" ("TOLLGATE ..." for its refused arguments or
+-- stored state, Redis's own code for an error of a command, e.g. "OOM ..."
+-- at its first write, "ERR ... non local key ..." for a key another
+-- master serves). A call that fails has written nothing (decide.lua's
+-- phases) and the calls after it are decided all the same. A layout that
+-- does not add up raises "TOLLGATE ..." before any call.
+--
+-- Each answer in the string is a kind byte, a count (4 bytes, unsigned),
+-- then its content; every number little-endian:
+--   0, n, then n numbers of 8 bytes, signed: plan.lua's reply
+--   1, n, then n bytes: the error's text
+-- (struct.pack's 'i8' truncates a number to an integer, as Redis does when
+-- it answers one.) One string for the batch, where an array of arrays of
+-- integers costs the store several times as much to parse
+-- (src/call/batched.rs); Redis spends about the same either way
+-- (BENCHMARKS.md, "A batched call's answer in one string").
 
 local on_cluster = ARGV[1] == '1'
 local m = parse_int(ARGV[2], 'number of calls', #ARGV)
@@ -80,22 +90,19 @@ local function error_text(e)
   return 'ERR ' .. e
 end
 
--- A call's reply (a list of integers) as one string: a zero byte, then
--- each number as 8 bytes, signed, little-endian (struct.pack's 'i8', which
--- truncates a number to an integer as Redis does when it answers one). An
--- error's text starts with its code, a capital letter, never a zero byte.
--- One string per call, where an array of integers would cost the store
--- several times as much to parse (src/call/batched.rs); Redis spends about
--- the same either way (BENCHMARKS.md, "A batched call's answer in one
--- string").
-local packed_formats = {}
-local function packed(reply)
-  local format = packed_formats[#reply]
+-- A call's answer and an error's, as the batch's reply lays them out.
+local answer_formats = {}
+local function answer(reply)
+  local format = answer_formats[#reply]
   if not format then
-    format = '<' .. string.rep('i8', #reply)
-    packed_formats[#reply] = format
+    format = '<BI4' .. string.rep('i8', #reply)
+    answer_formats[#reply] = format
   end
-  return '\0' .. struct.pack(format, unpack(reply))
+  return struct.pack(format, 0, #reply, unpack(reply))
+end
+
+local function refusal(text)
+  return struct.pack('<BI4', 1, #text) .. text
 end
 
 -- decide_call, on a cluster once the node has shown that it holds every
@@ -119,9 +126,9 @@ for j = 1, m do
   end
   local ok, reply = pcall(decide_here, keys, argv)
   if ok then
-    replies[j] = packed(reply)
+    replies[j] = answer(reply)
   else
-    replies[j] = error_text(reply)
+    replies[j] = refusal(error_text(reply))
   end
 end
-return replies
+return table.concat(replies)
