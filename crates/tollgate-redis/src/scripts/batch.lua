@@ -52,7 +52,7 @@
 -- it answers one.) One string for the batch, where an array of arrays of
 -- integers costs the store several times as much to parse
 -- (src/call/batched.rs); Redis spends about the same either way
--- (BENCHMARKS.md, "A batched call's answer in one string").
+-- (BENCHMARKS.md, "A batch's answers in one string").
 
 local on_cluster = ARGV[1] == '1'
 local m = parse_int(ARGV[2], 'number of calls', #ARGV)
