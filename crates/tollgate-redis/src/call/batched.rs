@@ -23,13 +23,14 @@ pub(crate) enum Batched {
 /// local key in a cluster node"; Redis 6 starts with "Lua script").
 const NOT_LOCAL: &[u8] = b"attempted to access a non local key in a cluster node";
 
-/// The kind byte of a call's answer in the batch script's reply: the plan
-/// script's reply (its numbers follow) ...
+/// The kind byte of a call's answer in the batch script's reply when the
+/// numbers of the plan script's reply follow.
 const ANSWER: u8 = 0;
-/// ... or the text of the error it would have raised alone.
+/// The kind byte when the text of the error the call would have raised
+/// alone follows.
 const REFUSAL: u8 = 1;
 
-/// The batch script's reply (one string: `reply` in batch.lua) read into
+/// The batch script's reply (one string, laid out in batch.lua) read into
 /// each of its `calls` calls' answers, in order; an error when it is not
 /// laid out as batch.lua lays it out, or does not answer every call.
 pub(super) fn answers(reply: Value, calls: usize) -> Result<Vec<Batched>, RedisStoreError> {
