@@ -33,6 +33,7 @@ import random
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -92,7 +93,10 @@ class Redis:
             while len(self.buf) < n + 2:
                 self.buf += self.sock.recv(1 << 20)
             data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data.decode()
+            try:
+                return data.decode()
+            except UnicodeDecodeError:
+                return data  # batch.lua's packed answers
         if kind == b"*":
             n = int(rest)
             return None if n < 0 else [self._reply() for _ in range(n)]
@@ -208,9 +212,12 @@ def run(r, directory, args):
         for reply in r.pipeline(cmds[j:j + args.pipeline]):
             if isinstance(reply, RuntimeError):
                 sys.exit("%s: %s" % (directory, reply))
-            if not isinstance(reply, list):
+            if args.batch > 1:
+                replies = batch_answers(reply)
+            elif isinstance(reply, list):
+                replies = [reply]
+            else:
                 continue
-            replies = reply if args.batch > 1 else [reply]
             for one in replies:
                 digest.update(repr(one[1:]).encode())
     cpu1 = info(r, "cpu")
@@ -233,6 +240,27 @@ def run(r, directory, args):
         "state": state_digest(r),
         "bytes_per_client": (memory1 - memory0) / len({c for c, _ in decisions(args)}),
     }
+
+
+def batch_answers(reply):
+    """batch.lua's reply as a list of each call's answer: its numbers, or
+    its error's text. Since the batch's answers come in one string (a kind
+    byte, a count, then 8-byte numbers or text, little-endian), decoded
+    here; before, an array of them."""
+    if isinstance(reply, list):
+        return reply
+    data = reply if isinstance(reply, bytes) else reply.encode()
+    answers, at = [], 0
+    while at < len(data):
+        kind, count = struct.unpack_from("<BI", data, at)
+        at += 5
+        if kind == 0:
+            answers.append(list(struct.unpack_from("<%dq" % count, data, at)))
+            at += 8 * count
+        else:
+            answers.append(data[at:at + count].decode())
+            at += count
+    return answers
 
 
 def free_port():
