@@ -245,7 +245,13 @@ ceiling() { # ceiling TOPOLOGY: redis-benchmark with a real call's EVALSHA
   for _ in $(seq 100); do grep -qi '"evalsha"' "$WORK/monitor.txt" && break; sleep 0.02; done
   for p in "${monitors[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
   fleet_down
-  # The captured EVALSHA, with the client made random and the deadline far away.
+  # The captured EVALSHA, with the client made random, the deadline far
+  # away, and each call a decision of its own, as the servers' are: a
+  # receipt id of its own (the captured one, sent again for a client, would
+  # be answered from the receipt that client's first call left, without
+  # deciding or writing: 9 calls in 10 at 10 calls per client), and a
+  # watermark above every id, so that each call drops its client's earlier
+  # receipt, as a server's calls do once they are answered.
   python3 - "$1" "$WORK/monitor.txt" >"$WORK/evalsha.args" <<'PY'
 import shlex, sys
 cluster = sys.argv[1] == "cluster"
@@ -255,6 +261,9 @@ for line in open(sys.argv[2]):
     words = shlex.split(line.split("]", 1)[1])
     numkeys = int(words[2])
     words[3 + numkeys + 3] = "9000000000000000"  # ARGV[4], the deadline (µs, < 2^53)
+    receipt, watermark = len(words) - 2, len(words) - 1  # plan.lua's last two ARGV
+    words[receipt] = words[receipt].split(":")[0] + ":__rand_int__"
+    words[watermark] = "9000000000000000"
     tag = "{tag}c__rand_int__" if cluster else "{c:c__rand_int__}"
     print(" ".join(shlex.quote(w.replace("{c:cBENCH}", tag)) for w in words))
     break
