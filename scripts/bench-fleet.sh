@@ -22,7 +22,9 @@
 # of [store]: 1/1 sends every decision alone; on a cluster, the queues are
 # per master).
 # First the ceiling: redis-benchmark sending the same EVALSHA (captured with
-# MONITOR from a real call) on CONNECTIONS connections, and on as many
+# MONITOR from a real call; each call then with a random client and a
+# receipt id of its own, so that each decides as the servers' calls do) on
+# CONNECTIONS connections, and on as many
 # connections as the servers of each SERVERS value hold (one each, a
 # multiplexed one, so pipelined: CONNECTIONS / N deep).
 #
