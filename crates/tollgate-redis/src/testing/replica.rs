@@ -12,13 +12,13 @@ impl RedisServer {
     /// A replica of the Redis reached at 127.0.0.1:`primary` (the primary
     /// itself, or a [`super::Relay`] in front of it), started as
     /// [`RedisServer::spawn`] does, once it is in sync: its link is up
-    /// (`master_link_status:up`) and it acknowledges what the primary
-    /// writes, as `WAIT` counts it. For up to about a second after the
-    /// primary lists it as online, a `WAIT` gets no acknowledgement from it
-    /// (seen with Redis 7.0), which a test of `replicas_to_ack` would take
-    /// for a missing replica. Both waited for, bounded. The primary is
-    /// first told to sync at once (`repl-diskless-sync-delay 0`), not after
-    /// its default 5 s.
+    /// (`master_link_status:up`), it acknowledges what the primary writes,
+    /// as `WAIT` counts it, and the primary counts everything it has sent
+    /// as acknowledged. For up to about a second after the primary lists it
+    /// as online, a `WAIT` gets no acknowledgement from it (seen with Redis
+    /// 7.0), which a test of `replicas_to_ack` would take for a missing
+    /// replica. Each waited for, bounded. The primary is first told to sync
+    /// at once (`repl-diskless-sync-delay 0`), not after its default 5 s.
     ///
     /// # Panics
     /// As [`RedisServer::spawn`], and when the replica never gets in sync.
