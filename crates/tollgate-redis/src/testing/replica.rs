@@ -31,16 +31,14 @@ impl RedisServer {
                 .cli(&["INFO", "replication"])
                 .contains("master_link_status:up")
                 && acknowledged(primary)
-        });
-        // The probe's `WAIT` left the primary's offset a `REPLCONF GETACK`
-        // ahead of what the replica acknowledged, until its next
-        // acknowledgement (one a second): a test that then holds the stream
-        // would see a `WAIT` with nothing written block for its timeout.
-        let caught_up = wait_for(100, || acked_all(primary, replica.port));
-        assert!(
-            in_sync && caught_up,
-            "the replica of port {primary} never got in sync"
-        );
+        })
+            // The probe's `WAIT` left the primary's offset a `REPLCONF
+            // GETACK` ahead of what the replica acknowledged, until its next
+            // acknowledgement (one a second): a test that then holds the
+            // stream would see a `WAIT` with nothing written block for its
+            // timeout.
+            && wait_for(100, || acked_all(primary, replica.port));
+        assert!(in_sync, "the replica of port {primary} never got in sync");
         Some(replica)
     }
 
