@@ -23,7 +23,10 @@ promoted still has a replica and takes writes.
 
 With REPLICAS_TO_ACK=N, `[store] replicas_to_ack = N`: a decision is
 answered as allowed only once N replicas acknowledged it (Redis's WAIT),
-so what the dead master allowed, its replica holds.
+so what the dead master allowed, its replica holds. Give it with
+MIN_REPLICAS_LAG (two replicas each): with one, the promoted replica has
+none left to acknowledge, every decision after the failover is answered
+by the failure policy, and the drill stops with "the store did not answer".
 """
 import http.client, json, os, re, signal, sys, tempfile, threading, time
 
