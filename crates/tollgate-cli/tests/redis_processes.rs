@@ -183,10 +183,62 @@ fn replay_waits_for_the_replicas_the_flag_asks_for() {
     let expected = std::fs::read_to_string(format!("{root}session1.expected")).expect("expected");
     assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
 
-    let output = replay("2");
+    // Two lines: each consuming line waits replay's whole store timeout
+    // (2 s) for the replica that is not there.
+    let mut child = Command::new(BIN)
+        .args(["replay", "--redis", &server.url()])
+        .args(["--redis-replicas-to-ack", "2", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn tollgate");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let session = b"new sliding-window 3 1000\nallow rahul 0\n";
+    std::io::Write::write_all(&mut stdin, session).expect("write the session");
+    drop(stdin);
+    let output = child.wait_with_output().expect("wait");
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(!stdout.lines().any(|line| line == "true"), "{stdout}");
     assert!(stdout.contains("replica"), "{stdout}");
     drop(replica);
+}
+
+/// A replayed call that Redis holds up for longer than the store's default
+/// timeout (100 ms: a busy machine, a stalled Redis) is still decided, and
+/// its line prints the decision: a replay is compared line by line with
+/// the answers its session should give, so its calls wait up to 2 s, where
+/// a stall of 300 ms used to print an error.
+#[test]
+fn replay_waits_out_a_redis_held_up_past_the_default_timeout() {
+    let Some(server) = RedisServer::spawn("replay_waits_out_a_stall") else {
+        return;
+    };
+    let mut child = Command::new(BIN)
+        .args(["replay", "--redis", &server.url(), "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tollgate");
+    // Connected: CLIENT LIST shows replay's connection beside its own.
+    let connected = tollgate_redis::testing::wait_for(250, || {
+        server.cli(&["CLIENT", "LIST"]).lines().count() >= 2
+    });
+    assert!(connected, "replay never connected");
+    server.stop_process();
+    let mut stdin = child.stdin.take().expect("stdin");
+    let session = b"new sliding-window 2 1000\nallow a 0\nallow a 1\nallow a 2\n";
+    std::io::Write::write_all(&mut stdin, session).expect("write the session");
+    drop(stdin);
+    // The stall: three times the store's default timeout.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    server.continue_process();
+    let output = child.wait_with_output().expect("wait");
+    assert!(output.status.success(), "{output:?}");
+    // The third call is refused: the two held up were counted in Redis.
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "ok\ntrue\ntrue\nfalse\n"
+    );
 }

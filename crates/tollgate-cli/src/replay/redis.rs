@@ -21,8 +21,19 @@ use super::Target;
 /// How long replayed keys outlive their last write, in ms.
 const REPLAY_EXPIRY_MARGIN_MS: u64 = 3_600_000;
 
-/// How long one call may wait for Redis before its line prints an error.
-const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// The store's timeout ([`RedisStoreConfig::timeout`]): a call's deadline
+/// on Redis's clock, and its wait for replicas. A replayed session is
+/// compared line by line with the answers it should give, so a call that
+/// a busy machine or a stalled Redis holds up for a while is still
+/// decided, not failed after the 100 ms a server in front of an API can
+/// spare. Well under the connection's own wait for a reply
+/// ([`tollgate_redis::RESPONSE_TIMEOUT`], 5 s), so that a call's `WAIT`
+/// for replicas ends, and is answered, before its reply is given up on.
+const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long one call may wait for Redis before its line prints an error:
+/// a bound on the whole call, beyond the store's own.
+const CALL_TIMEOUT: std::time::Duration = tollgate_redis::RESPONSE_TIMEOUT;
 
 /// Replays against Redis (one node or a cluster).
 pub struct Redis {
@@ -95,6 +106,7 @@ impl Redis {
         let config = RedisStoreConfig {
             prefix: format!("{base}:0"),
             expiry_margin_ms: REPLAY_EXPIRY_MARGIN_MS,
+            timeout: STORE_TIMEOUT,
             ..RedisStoreConfig::default()
         };
         let store = runtime
