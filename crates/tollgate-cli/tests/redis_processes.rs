@@ -183,8 +183,8 @@ fn replay_waits_for_the_replicas_the_flag_asks_for() {
     let expected = std::fs::read_to_string(format!("{root}session1.expected")).expect("expected");
     assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
 
-    // Two lines: each consuming line waits replay's whole store timeout
-    // (2 s) for the replica that is not there.
+    // One call that consumes: it waits replay's whole store timeout (2 s)
+    // for the replica that is not there.
     let mut child = Command::new(BIN)
         .args(["replay", "--redis", &server.url()])
         .args(["--redis-replicas-to-ack", "2", "-"])
