@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use limitador::limit::{Context, Limit as LimitadorLimit};
+use limitador::limit::{Context, Limit as LimitadorLimit, Namespace};
 use limitador::storage::redis::AsyncRedisStorage;
 use limitador::AsyncRateLimiter;
 use tollgate::Store;
@@ -71,7 +71,8 @@ const HOT: Workload = Workload {
 enum Subject {
     Tollgate(RedisStore, Plan),
     Cached(CachedStore<RedisStore>, Plan),
-    Limitador(AsyncRateLimiter, Vec<Context<'static>>),
+    /// The limiter, its limit's namespace, and each client's context.
+    Limitador(AsyncRateLimiter, Namespace, Vec<Context<'static>>),
 }
 
 impl Subject {
@@ -99,8 +100,9 @@ impl Subject {
             .expect("limitador connects");
         let limiter = AsyncRateLimiter::new_with_storage(Box::new(storage));
         // A namespace per run, so that no run sees another's counters.
+        let namespace: Namespace = format!("{NAMESPACE}-{run}").as_str().into();
         let limit = LimitadorLimit::new(
-            format!("{NAMESPACE}-{run}").as_str(),
+            namespace.clone(),
             u64::from(workload.limit),
             HOUR_MS / 1_000,
             Vec::new(),
@@ -110,10 +112,10 @@ impl Subject {
         let contexts = (0..workload.clients)
             .map(|i| HashMap::from([("client".to_owned(), client_id(i))]).into())
             .collect();
-        Subject::Limitador(limiter, contexts)
+        Subject::Limitador(limiter, namespace, contexts)
     }
 
-    async fn allow(&self, index: usize, run: u64) -> bool {
+    async fn allow(&self, index: usize) -> bool {
         match self {
             Subject::Tollgate(store, plan) => {
                 let decided = store.decide(plan, &client_id(index), now_ms(), 1).await;
@@ -123,10 +125,8 @@ impl Subject {
                 let decided = store.check(plan, &client_id(index), now_ms(), 1).await;
                 decided.expect("tollgate decided").allowed
             }
-            Subject::Limitador(limiter, contexts) => {
-                let namespace = format!("{NAMESPACE}-{run}").as_str().into();
-                let decided =
-                    limiter.check_rate_limited_and_update(&namespace, &contexts[index], 1);
+            Subject::Limitador(limiter, namespace, contexts) => {
+                let decided = limiter.check_rate_limited_and_update(namespace, &contexts[index], 1);
                 !decided.await.expect("limitador decided").limited
             }
         }
@@ -202,13 +202,7 @@ fn field(fields: &str, name: &str) -> u64 {
 }
 
 /// `calls` decisions of `subject` by `tasks` callers, clients in turn.
-async fn run(
-    subject: Arc<Subject>,
-    workload: Workload,
-    run: u64,
-    calls: u64,
-    tasks: u64,
-) -> Measured {
+async fn run(subject: Arc<Subject>, workload: Workload, calls: u64, tasks: u64) -> Measured {
     let next = Arc::new(AtomicU64::new(0));
     let allowed: Arc<Vec<AtomicU32>> =
         Arc::new((0..workload.clients).map(|_| AtomicU32::new(0)).collect());
@@ -225,7 +219,7 @@ async fn run(
                     }
                     let index = (i % workload.clients as u64) as usize;
                     let call = Instant::now();
-                    if subject.allow(index, run).await {
+                    if subject.allow(index).await {
                         allowed[index].fetch_add(1, Ordering::Relaxed);
                     }
                     latencies.push(call.elapsed().as_micros() as u64);
@@ -297,8 +291,7 @@ fn main() {
                     }
                 });
                 let before = RedisWork::read(&mut info);
-                let measured =
-                    runtime.block_on(run(Arc::new(subject), workload, run_number, calls, tasks));
+                let measured = runtime.block_on(run(Arc::new(subject), workload, calls, tasks));
                 let after = RedisWork::read(&mut info);
                 let per_decision = |a: u64, b: u64| (a - b) as f64 / calls as f64;
                 println!(
