@@ -124,7 +124,8 @@ impl Gauges {
         registry
     }
 
-    /// The guarded store's errors and circuit breaker.
+    /// The guarded store's errors, its circuit breaker and, on Redis, its
+    /// calls.
     fn register_store(self, registry: &mut Registry) {
         let errors = Family::<[(&'static str, &'static str); 1], Counter>::default();
         for (kind, count) in [
@@ -138,14 +139,25 @@ impl Gauges {
             "Store errors, by whether retrying may help",
             errors,
         );
+        self.circuit.register(registry);
+        if let Some(calls) = self.store_calls {
+            calls.register(registry);
+        }
+    }
+}
+
+impl Circuit {
+    /// The circuit breaker: open or not, per master on a cluster, and the
+    /// calls it answered without the store.
+    fn register(&self, registry: &mut Registry) {
         registry.register(
             "store_circuit_open",
             "1 while the shared store's circuit is open, or on a cluster any master's (the failure policy answers without calling it)",
-            ConstGauge::new(i64::from(self.circuit.open)),
+            ConstGauge::new(i64::from(self.open)),
         );
-        if !self.circuit.parts.is_empty() {
+        if !self.parts.is_empty() {
             let parts = Family::<[(&'static str, String); 1], Gauge>::default();
-            for (part, open) in &self.circuit.parts {
+            for (part, open) in &self.parts {
                 parts
                     .get_or_create(&[("part", part.to_string())])
                     .set(i64::from(*open));
@@ -157,57 +169,61 @@ impl Gauges {
             );
         }
         let short_circuited = Counter::<u64>::default();
-        short_circuited.inc_by(self.circuit.short_circuited);
+        short_circuited.inc_by(self.short_circuited);
         registry.register(
             "store_short_circuited",
             "Calls answered by the failure policy without calling the store, its circuit being open",
             short_circuited,
         );
-        if let Some(calls) = self.store_calls {
-            for (name, help, count) in [
-                (
-                    "store_decisions_sent",
-                    "Decisions sent to the Redis store, alone or batched",
-                    calls.decisions,
-                ),
-                (
-                    "store_calls",
-                    "Script calls to Redis that carried those decisions (fewer when batched)",
-                    calls.calls,
-                ),
-                (
-                    "store_replies_lost",
-                    "Decisions whose reply never came (the connection dropped after they were sent, or no reply within 5 s; on a Redis Cluster, any failed decision, since the cluster client sends a command again), looked up by the receipt they left in Redis and refunded if they consumed",
-                    calls.replies_lost,
-                ),
-                (
-                    "store_not_replicated",
-                    "Decisions that consumed but that fewer replicas than [store] replicas_to_ack acknowledged within the store's timeout (Redis's WAIT): refunded, and answered by the failure policy",
-                    calls.not_replicated,
-                ),
-            ] {
-                let counter = Counter::<u64>::default();
-                counter.inc_by(count);
-                registry.register(name, help, counter);
-            }
-            let refunds = Family::<[(&'static str, &'static str); 1], Counter>::default();
-            for (outcome, count) in [
-                ("restored", calls.refunded),
-                ("stale", calls.refunds_stale),
-                ("failed", calls.refunds_failed),
-            ] {
-                refunds.get_or_create(&[("outcome", outcome)]).inc_by(count);
-            }
-            registry.register(
-                "store_refunds",
-                "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came, whose reply was lost, or that their caller gave back (an Envoy request another of whose clients refused): restored (taken back), stale (the client was used since, so kept: admits less, never more) or failed (kept)",
-                refunds,
-            );
-            registry.register(
-                "store_refunds_pending",
-                "Refunds not ended yet: queued, being sent, or sent again every 100 ms for up to 60 s while Redis cannot be reached",
-                ConstGauge::new(i64::try_from(calls.refunds_pending).unwrap_or(i64::MAX)),
-            );
+    }
+}
+
+impl StoreCalls {
+    /// The Redis store's calls, lost replies and refunds.
+    fn register(self, registry: &mut Registry) {
+        for (name, help, count) in [
+            (
+                "store_decisions_sent",
+                "Decisions sent to the Redis store, alone or batched",
+                self.decisions,
+            ),
+            (
+                "store_calls",
+                "Script calls to Redis that carried those decisions (fewer when batched)",
+                self.calls,
+            ),
+            (
+                "store_replies_lost",
+                "Decisions whose reply never came (the connection dropped after they were sent, or no reply within 5 s; on a Redis Cluster, any failed decision, since the cluster client sends a command again), looked up by the receipt they left in Redis and refunded if they consumed",
+                self.replies_lost,
+            ),
+            (
+                "store_not_replicated",
+                "Decisions that consumed but that fewer replicas than [store] replicas_to_ack acknowledged within the store's timeout (Redis's WAIT): refunded, and answered by the failure policy",
+                self.not_replicated,
+            ),
+        ] {
+            let counter = Counter::<u64>::default();
+            counter.inc_by(count);
+            registry.register(name, help, counter);
         }
+        let refunds = Family::<[(&'static str, &'static str); 1], Counter>::default();
+        for (outcome, count) in [
+            ("restored", self.refunded),
+            ("stale", self.refunds_stale),
+            ("failed", self.refunds_failed),
+        ] {
+            refunds.get_or_create(&[("outcome", outcome)]).inc_by(count);
+        }
+        registry.register(
+            "store_refunds",
+            "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came, whose reply was lost, or that their caller gave back (an Envoy request another of whose clients refused): restored (taken back), stale (the client was used since, so kept: admits less, never more) or failed (kept)",
+            refunds,
+        );
+        registry.register(
+            "store_refunds_pending",
+            "Refunds not ended yet: queued, being sent, or sent again every 100 ms for up to 60 s while Redis cannot be reached",
+            ConstGauge::new(i64::try_from(self.refunds_pending).unwrap_or(i64::MAX)),
+        );
     }
 }
