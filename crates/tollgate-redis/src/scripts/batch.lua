@@ -67,7 +67,7 @@ for j = 1, m do
   if at > #ARGV then
     fail('call ' .. j .. ' of ' .. m .. ' has no arguments')
   end
-  local n = parse_int(ARGV[at], 'number of limits of call ' .. j, #ARGV)
+  local n = parse_int(ARGV[at], 'number of limits of call', #ARGV, j)
   calls[j] = { key_at = at, keys = 1 + n, arg_at = at + 1 + n, args = 6 + 4 * n }
   at = at + 1 + (1 + n) + (6 + 4 * n)
 end
@@ -117,13 +117,10 @@ end
 local replies = {}
 for j = 1, m do
   local c = calls[j]
-  local keys, argv = {}, {}
-  for k = 1, c.keys do
-    keys[k] = ARGV[c.key_at + k]
-  end
-  for a = 1, c.args do
-    argv[a] = ARGV[c.arg_at + a]
-  end
+  -- Each table made at its size in one go: filled one element at a time,
+  -- a table grows (and copies itself) at 1, 2, 4 and 8 elements.
+  local keys = { unpack(ARGV, c.key_at + 1, c.key_at + c.keys) }
+  local argv = { unpack(ARGV, c.arg_at + 1, c.arg_at + c.args) }
   local ok, reply = pcall(decide_here, keys, argv)
   if ok then
     replies[j] = answer(reply)

@@ -17,13 +17,18 @@ local function fail(message)
 end
 
 -- A whole number from a decimal string of at most 16 digits, at most `max`.
-local function parse_int(value, what, max)
+-- `what` names it in the error, followed by `of` when given: a name that
+-- needs a key or a number is put together only on failure (a string built
+-- on every call is a measurable part of a decision).
+local function parse_int(value, what, max, of)
   if type(value) ~= 'string' or #value == 0 or #value > 16 or not string.find(value, '^%d+$') then
+    if of then what = what .. ' ' .. of end
     fail(what .. ' is not a whole number below 2^53: ' .. tostring(value))
   end
   -- Arithmetic converts a string once; tonumber converts it twice.
   local n = value + 0
   if n > max then
+    if of then what = what .. ' ' .. of end
     fail(what .. ' ' .. value .. ' is above its bound ' .. string.format('%d', max))
   end
   return n
@@ -51,9 +56,28 @@ local function parse_arg(value, what, max)
   return n
 end
 
+-- The library functions the arithmetic and the formatting call on every
+-- decision, looked up once per script run rather than at every call (each
+-- lookup is two of a table's).
+local floor = math.floor
+local format = string.format
+
 -- The decimal string of an exact integer (tostring would give 2e+15).
 local function fmt(n)
-  return string.format('%d', n)
+  return format('%d', n)
+end
+
+-- fmt for a number that most calls of a batch share (a key's expiry, the
+-- time within one millisecond): formatted once per script run, then looked
+-- up (a lookup costs a small part of a formatting).
+local formatted = {}
+local function fmt_shared(n)
+  local text = formatted[n]
+  if not text then
+    text = fmt(n)
+    formatted[n] = text
+  end
+  return text
 end
 
 -- Exact floor division and remainder of non-negative integers below 2^53.
@@ -62,7 +86,7 @@ end
 -- product is a cheap guard that keeps it so should an operand ever exceed
 -- that range by a little.
 local function divmod(a, b)
-  local q = math.floor(a / b)
+  local q = floor(a / b)
   local r = a - q * b
   if r < 0 then
     q = q - 1

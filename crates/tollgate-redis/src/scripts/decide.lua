@@ -107,7 +107,7 @@ end
 -- hashed and interned, and later collected.
 local function write_receipt(key, receipts, id, tag, watermark, now, limits)
   receipts = open_receipts(receipts, tag, watermark)
-  local now_text = fmt(now)
+  local now_text = fmt_shared(now)
   local value
   if #limits == 1 then
     local l = limits[1]
@@ -124,7 +124,7 @@ local function write_receipt(key, receipts, id, tag, watermark, now, limits)
     end
     value = table.concat(parts) .. receipts
   end
-  redis.call('SET', key, value, 'PX', fmt(RECEIPTS_KEPT_MS))
+  redis.call('SET', key, value, 'PX', fmt_shared(RECEIPTS_KEPT_MS))
 end
 
 -- Phase 1 for the limits: limit i's policy, numbers and key from argv
@@ -141,7 +141,13 @@ local function read_limits(keys, argv, n, margin)
     if shadow ~= '0' and shadow ~= '1' then
       fail('shadow must be 0 or 1 (limit ' .. i .. ')')
     end
-    limits[i] = { policy = policy, limit = limit, window = window, shadow = shadow == '1', key = keys[1 + i] }
+    -- Every field a call sets later is named here, so that the table is
+    -- made with room for them all (a table that outgrows its room is
+    -- rehashed): its state and decision, and what it consumed.
+    limits[i] = {
+      policy = policy, limit = limit, window = window, shadow = shadow == '1', key = keys[1 + i],
+      state = false, decision = false, consumed = false, undo1 = 0, undo2 = 0,
+    }
   end
   return limits
 end
@@ -224,14 +230,23 @@ local function write_seen(seen_key, seen, now, wrote, seen_ttl)
         seen_ttl = left
       end
     end
-    redis.call('SET', seen_key, fmt(now), 'PX', fmt(seen_ttl))
+    redis.call('SET', seen_key, fmt_shared(now), 'PX', fmt_shared(seen_ttl))
   elseif now ~= seen then
-    redis.call('SET', seen_key, fmt(now), 'KEEPTTL')
+    redis.call('SET', seen_key, fmt_shared(now), 'KEEPTTL')
   end
 end
 
 -- The reply of one call (see the top of this file).
 local function call_reply(redis_us, now, allowed, cost, limits)
+  if #limits == 1 then
+    -- The usual plan, its reply made at its size in one go (see batch.lua).
+    local l = limits[1]
+    local d = l.decision
+    if allowed and cost > 0 then
+      return { redis_us, now, 1, d.allowed and 1 or 0, d.remaining, d.retry, d.reset, l.undo1, l.undo2 }
+    end
+    return { redis_us, now, allowed and 1 or 0, d.allowed and 1 or 0, d.remaining, d.retry, d.reset }
+  end
   local reply = { redis_us, now, allowed and 1 or 0 }
   for i = 1, #limits do
     local d = limits[i].decision
@@ -278,7 +293,7 @@ local function answer_again(receipts_at, seen_key, ran_at, cost, limits, redis_u
     end
   end
   local reply = call_reply(redis_us, ran_at, true, cost, limits)
-  redis.call('PEXPIRE', receipts_at, fmt(RECEIPTS_KEPT_MS))
+  redis.call('PEXPIRE', receipts_at, fmt_shared(RECEIPTS_KEPT_MS))
   return reply
 end
 

@@ -47,7 +47,7 @@ return function()
     if not value then
       return nil
     end
-    local tat = parse_int(value, 'stored TAT of ' .. key, MAX_EXACT)
+    local tat = parse_int(value, 'stored TAT of', MAX_EXACT, key)
     -- Every write leaves tat <= now * limit + tolerance, and time never goes
     -- back for a client: anything beyond is not a state this script wrote.
     if tat > (now + window) * limit then
@@ -88,7 +88,7 @@ return function()
     if ttl < 1 then
       ttl = 1
     end
-    redis.call('SET', key, fmt(tat), 'PX', fmt(ttl))
+    redis.call('SET', key, fmt(tat), 'PX', fmt_shared(ttl))
     if state then
       return state.tat, 0
     end

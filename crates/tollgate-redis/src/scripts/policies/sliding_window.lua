@@ -256,7 +256,7 @@ return function()
       end
     end
     if not (merge and cost > 0) then
-      redis.call('PEXPIRE', key, fmt(window + margin))
+      redis.call('PEXPIRE', key, fmt_shared(window + margin))
     end
     return count, stop
   end

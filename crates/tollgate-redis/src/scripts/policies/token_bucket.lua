@@ -60,8 +60,8 @@ return function()
     if not a then
       fail('stored bucket ' .. key .. ' is malformed')
     end
-    local anchor = parse_int(a, 'stored anchor of ' .. key, MAX_EXACT)
-    local full_at = parse_int(f, 'stored full_at of ' .. key, MAX_EXACT)
+    local anchor = parse_int(a, 'stored anchor of', MAX_EXACT, key)
+    local full_at = parse_int(f, 'stored full_at of', MAX_EXACT, key)
     -- Every write leaves anchor <= now and full_at <= k + limit, and time
     -- never goes back for a client: anything else is not a state this script wrote.
     if anchor > now or full_at * divmod(window, limit) > now - anchor + window then
@@ -125,7 +125,7 @@ return function()
     local b = fresh(state, now)
     local full_at = used(b, now, cost, limit, window)
     local ttl = window + margin
-    redis.call('SET', key, string.format('%d:%d', b.anchor, full_at), 'PX', fmt(ttl))
+    redis.call('SET', key, string.format('%d:%d', b.anchor, full_at), 'PX', fmt_shared(ttl))
     if state then
       return state.anchor, state.full_at
     end
