@@ -273,16 +273,22 @@ def free_port():
             return port
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def workload_arguments(p, policy="s", decisions=100_000, clients=10_000, batch=1):
+    """The script directories and the workload's options, which
+    profile-lua.py takes too (with its own defaults)."""
     p.add_argument("dirs", nargs="+")
     p.add_argument("--workload", default="spread", choices=["spread", "hammer", "hammer-ms"])
-    p.add_argument("--policy", default="s", choices=["s", "t", "g"])
+    p.add_argument("--policy", default=policy, choices=["s", "t", "g"])
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--window", type=int, default=3_600_000)
-    p.add_argument("--decisions", type=int, default=100_000)
-    p.add_argument("--clients", type=int, default=10_000, help="the spread workload's clients")
-    p.add_argument("--batch", type=int, default=1, help="decisions per EVALSHA (batch.lua when > 1)")
+    p.add_argument("--decisions", type=int, default=decisions)
+    p.add_argument("--clients", type=int, default=clients, help="the spread workload's clients")
+    p.add_argument("--batch", type=int, default=batch, help="decisions per EVALSHA (batch.lua when > 1)")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    workload_arguments(p)
     p.add_argument("--pipeline", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--alternate", action="store_true",

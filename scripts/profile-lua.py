@@ -146,14 +146,7 @@ def profile(directory, args, work):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dirs", nargs="+")
-    p.add_argument("--workload", default="spread", choices=["spread", "hammer", "hammer-ms"])
-    p.add_argument("--policy", default="t", choices=["s", "t", "g"])
-    p.add_argument("--limit", type=int, default=100)
-    p.add_argument("--window", type=int, default=3_600_000)
-    p.add_argument("--decisions", type=int, default=3_000)
-    p.add_argument("--clients", type=int, default=300)
-    p.add_argument("--batch", type=int, default=32)
+    bench.workload_arguments(p, policy="t", decisions=3_000, clients=300, batch=32)
     p.add_argument("--top", type=int, default=15, help="functions to print")
     p.add_argument("--lines", type=int, default=0, help="also print the N most sampled lines")
     args = p.parse_args()
