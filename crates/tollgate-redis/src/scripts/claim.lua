@@ -56,7 +56,7 @@ end
 local calls = {}
 local at = 2
 for j = 1, m do
-  local n = parse_int(ARGV[at] or '', 'number of limits of call ' .. j, #ARGV)
+  local n = parse_int(ARGV[at] or '', 'number of limits of call', #ARGV, j)
   if n < 1 or at + 1 + n + 3 + 3 * n - 1 > #ARGV then
     fail('call ' .. j .. ' of ' .. m .. ' does not fit the arguments')
   end

@@ -232,7 +232,7 @@ local function read_receipt(value, key, id, limits)
   if #fields ~= 2 + 2 * n then
     fail('receipt ' .. id .. ' of ' .. key .. ' holds ' .. (#fields - 2) .. ' undo numbers, not 2 for each of ' .. n .. ' limits')
   end
-  local now = parse_int(fields[2], 'time of receipt ' .. id, MAX_EXACT)
+  local now = parse_int(fields[2], 'time of receipt', MAX_EXACT, id)
   for i = 1, n do
     local l = limits[i]
     local first, second = fields[1 + 2 * i], fields[2 + 2 * i]
