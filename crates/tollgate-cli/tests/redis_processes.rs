@@ -170,33 +170,26 @@ fn replay_waits_for_the_replicas_the_flag_asks_for() {
     let replica =
         RedisServer::spawn_replica_of("replay_replicas_to_ack", server.port()).expect("replica");
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
-    let replay = |replicas: &str| {
+    let replay = |replicas: &str, session: &str| {
         Command::new(BIN)
             .args(["replay", "--redis", &server.url()])
             .args(["--redis-replicas-to-ack", replicas])
-            .arg(format!("{root}session1.replay"))
+            .arg(session)
             .output()
             .expect("run tollgate")
     };
-    let output = replay("1");
+    let output = replay("1", &format!("{root}session1.replay"));
     assert!(output.status.success(), "{output:?}");
     let expected = std::fs::read_to_string(format!("{root}session1.expected")).expect("expected");
     assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
 
     // One call that consumes: it waits replay's whole store timeout (2 s)
     // for the replica that is not there.
-    let mut child = Command::new(BIN)
-        .args(["replay", "--redis", &server.url()])
-        .args(["--redis-replicas-to-ack", "2", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn tollgate");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let session = b"new sliding-window 3 1000\nallow rahul 0\n";
-    std::io::Write::write_all(&mut stdin, session).expect("write the session");
-    drop(stdin);
-    let output = child.wait_with_output().expect("wait");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let one_call = dir.path().join("one_call.replay");
+    std::fs::write(&one_call, "new sliding-window 3 1000\nallow rahul 0\n")
+        .expect("write the session");
+    let output = replay("2", one_call.to_str().expect("a UTF-8 path"));
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(!stdout.lines().any(|line| line == "true"), "{stdout}");
