@@ -112,7 +112,7 @@ async fn remaining(
         Ok(asked) => asked,
         Err(rejection) => return refuse(&server, rejection),
     };
-    match server.decide(&client, plan.as_deref(), 0).await {
+    match server.look(&client, plan.as_deref()).await {
         Ok(decided) => decision_response(StatusCode::OK, &client, 0, &decided),
         Err(error) => refuse(&server, error.into()),
     }

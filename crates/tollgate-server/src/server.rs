@@ -17,6 +17,7 @@ use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics, StoreCalls
 use crate::Error;
 
 mod grpc_metrics;
+mod look;
 mod observe;
 mod reload;
 
@@ -278,11 +279,23 @@ impl Server {
         plan: Option<&str>,
         cost: u32,
     ) -> Result<Decided, Error> {
+        self.decide_at(client, plan, cost, None).await
+    }
+
+    /// [`Self::decide`] at `now`, or at the clock's time when `None` (read
+    /// once the latency's stopwatch has started, as it always was).
+    async fn decide_at(
+        &self,
+        client: &str,
+        plan: Option<&str>,
+        cost: u32,
+        now: Option<u64>,
+    ) -> Result<Decided, Error> {
         let active = self.inner.active.load_full();
         let index = plan_to_decide(&active.config, client, plan, cost)?;
         let plan = &active.config.plans()[index];
         let stopwatch = Stopwatch::start();
-        let now = self.inner.clock.now_ms();
+        let now = now.unwrap_or_else(|| self.inner.clock.now_ms());
         let decision = match self.inner.store.check(plan, client, now, cost).await {
             Ok(decision) => decision,
             // Only the policy `unavailable` hands errors back; the guard

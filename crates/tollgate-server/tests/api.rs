@@ -107,6 +107,69 @@ async fn remaining_uses_nothing() {
 }
 
 #[tokio::test]
+async fn a_look_with_nothing_left_says_when_a_request_of_cost_1_passes() {
+    let t = TestServer::start(CONFIG).await;
+    t.check("frank", 1).await;
+    t.clock.advance(300);
+    t.check("frank", 1).await;
+    t.clock.advance(100);
+    let body = t.get("/v1/remaining/frank").await.json();
+    assert_eq!(body["allowed"], false);
+    // The first request leaves the 1 s window at +1000 ms, 600 ms from now:
+    // the wait a check of cost 1 would be told, not a look's own 0.
+    assert_eq!(body["retry_after_ms"], 600);
+    let second = &body["limits"][0];
+    assert_eq!(
+        (
+            &second["remaining"],
+            &second["allowed"],
+            &second["retry_after_ms"]
+        ),
+        (&0.into(), &false.into(), &600.into())
+    );
+    let day = &body["limits"][1];
+    assert_eq!(
+        (&day["remaining"], &day["allowed"], &day["retry_after_ms"]),
+        (&3.into(), &true.into(), &0.into())
+    );
+    let check = t.check("frank", 1).await.json();
+    assert_eq!(
+        (&check["allowed"], &check["retry_after_ms"]),
+        (&false.into(), &600.into())
+    );
+    // On time, the look and the check agree that it passes.
+    t.clock.advance(600);
+    let body = t.get("/v1/remaining/frank").await.json();
+    assert_eq!(
+        (&body["allowed"], &body["retry_after_ms"]),
+        (&true.into(), &0.into())
+    );
+    assert_eq!(body["limits"][0]["retry_after_ms"], 0);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_look_at_a_spent_shadow_limit_gives_its_wait_too() {
+    let t = TestServer::start(CONFIG).await;
+    t.post_check(r#"{"client":"gina","plan":"dark"}"#).await;
+    t.clock.advance(250);
+    let body = t.get("/v1/remaining/gina?plan=dark").await.json();
+    // The shadow limit (GCRA, 1 per second) rejects nothing, so the plan
+    // would let a request pass; its own wait is still the one it would have.
+    assert_eq!(
+        (&body["allowed"], &body["retry_after_ms"]),
+        (&true.into(), &0.into())
+    );
+    let trial = &body["limits"][1];
+    assert_eq!(
+        (&trial["shadow"], &trial["remaining"], &trial["allowed"]),
+        (&true.into(), &0.into(), &false.into())
+    );
+    assert_eq!(trial["retry_after_ms"], 750);
+    t.stop().await;
+}
+
+#[tokio::test]
 async fn clients_get_their_plan_and_a_plan_can_be_named() {
     let t = TestServer::start(CONFIG).await;
     let body = t.check("acme", 1).await.json();

@@ -1,0 +1,65 @@
+//! A look at a client's quota (`GET /v1/remaining`): a decision of cost 0,
+//! told with the waits of a request of cost 1.
+//!
+//! The HTTP API reads a look's `allowed` as "would a request of cost 1 pass
+//! now". A decision of cost 0 always passes, so its own waits are all 0,
+//! which beside a limit with nothing left would say "not allowed, retry
+//! now". So when the store decided the look and some limit has nothing
+//! left, every limit's numbers are read again from an inspection of the
+//! store at the same time ([`tollgate::Store::inspect`], the numbers of
+//! `GET /v1/clients`): one reading of the client's state, whose remaining
+//! units, resets and waits for a request of cost 1 agree with each other.
+
+use tollgate::{DecidedBy, Inspection, PlanDecision};
+
+use super::{Decided, Server};
+use crate::Error;
+
+impl Server {
+    /// Looks at `client`'s quota on its plan (or on the plan named `plan`),
+    /// using nothing: [`Self::decide`] with cost 0 (counted as a look, and
+    /// answered by the failure policy when the store fails), whose waits,
+    /// overall and per limit, are those of a request of cost 1 (see the
+    /// module's docs). Should the inspection fail after the look succeeded,
+    /// the look is answered as it was decided.
+    ///
+    /// # Errors
+    /// As [`Self::decide`].
+    pub async fn look(&self, client: &str, plan: Option<&str>) -> Result<Decided, Error> {
+        let now = self.inner.clock.now_ms();
+        let mut decided = self.decide_at(client, plan, 0, Some(now)).await?;
+        let decision = &decided.decision;
+        let spent = decision.limits.iter().any(|l| l.decision.remaining == 0);
+        if decision.decided_by != DecidedBy::Store || !spent {
+            return Ok(decided);
+        }
+        let inspected = self.inner.store.inspect(decided.plan(), client, now).await;
+        match inspected {
+            Ok(inspection) => take_waits(&mut decided.decision, &inspection),
+            Err(error) => tracing::warn!(client, %error, "a look's inspection failed"),
+        }
+        Ok(decided)
+    }
+}
+
+/// Every limit's remaining units, reset and wait (for a request of cost 1)
+/// from `inspection`, and the plan's wait; unchanged when the two do not
+/// name the same limits (a reload between them).
+fn take_waits(look: &mut PlanDecision, inspection: &Inspection) {
+    let same_limits = look.limits.len() == inspection.limits.len()
+        && look
+            .limits
+            .iter()
+            .zip(&inspection.limits)
+            .all(|(l, s)| l.name == s.name);
+    if !same_limits {
+        return;
+    }
+    let wait = |ms: u64| (ms != u64::MAX).then_some(ms);
+    for (limit, state) in look.limits.iter_mut().zip(&inspection.limits) {
+        limit.decision.remaining = state.remaining;
+        limit.decision.reset_after_ms = state.reset_after_ms;
+        limit.decision.retry_after_ms = wait(state.retry_after_ms);
+    }
+    look.retry_after_ms = wait(inspection.retry_after_ms);
+}
