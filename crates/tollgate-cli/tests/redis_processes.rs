@@ -194,6 +194,21 @@ fn replay_waits_for_the_replicas_the_flag_asks_for() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(!stdout.lines().any(|line| line == "true"), "{stdout}");
     assert!(stdout.contains("replica"), "{stdout}");
+
+    // The error says the call's consumption is taken back: the next line
+    // sees it back, as an error line changes nothing.
+    let then_look = dir.path().join("then_look.replay");
+    std::fs::write(
+        &then_look,
+        "new token-bucket 2 1000\nallow rahul 0\nremaining rahul 10\n",
+    )
+    .expect("write the session");
+    let output = replay("2", then_look.to_str().expect("a UTF-8 path"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{output:?}");
+    assert!(lines[1].contains("taken back"), "{stdout}");
+    assert_eq!(lines[2], "2", "{stdout}");
     drop(replica);
 }
 

@@ -129,11 +129,24 @@ impl Redis {
     fn check(&self, client: &str, now_ms: u64, cost: u32) -> Result<tollgate::Decision, String> {
         let plan = self.plan.as_ref().ok_or("no limiter")?;
         let call = self.store.decide(plan, client, now_ms, cost);
-        let decision = self
+        let answer = self
             .runtime
             .block_on(async { tokio::time::timeout(CALL_TIMEOUT, call).await })
-            .map_err(|_| format!("Redis did not answer within {CALL_TIMEOUT:?}"))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| format!("Redis did not answer within {CALL_TIMEOUT:?}"))
+            .and_then(|answer| answer.map_err(|e| e.to_string()));
+        let decision = match answer {
+            Ok(decision) => decision,
+            Err(error) => {
+                // What a failed or abandoned call consumed is taken back in
+                // the background: the next line must find it back, so that
+                // an error line changes nothing and a replay answers alike
+                // every time.
+                let _ = self
+                    .runtime
+                    .block_on(self.store.settle(tollgate::SETTLE_WITHIN));
+                return Err(error);
+            }
+        };
         decision
             .limits
             .first()
