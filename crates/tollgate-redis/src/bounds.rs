@@ -109,6 +109,18 @@ pub fn check(plan: &Plan, now_ms: Option<u64>, margin_ms: u64) -> Result<(), Red
     Ok(())
 }
 
+/// Whether some decision of `plan` could be exact on a store whose expiry
+/// margin is `margin_ms`: [`check`] at time 0, the earliest, so a plan
+/// refused here is refused at every time (for `tollgate replay`, whose
+/// sessions choose their own times, to refuse such a plan where it is
+/// named rather than on every call).
+///
+/// # Errors
+/// As [`check`].
+pub fn check_servable(plan: &Plan, margin_ms: u64) -> Result<(), RedisStoreError> {
+    check(plan, Some(0), margin_ms)
+}
+
 /// Whether the Redis store (with its default configuration) can serve a
 /// limit of `limit` per `window_ms` under the policy named `policy_name`
 /// exactly, at every decision time up to [`HORIZON_MS`] (year 2100): for
@@ -187,6 +199,23 @@ mod tests {
         assert!(check(&p, Some(u64::MAX), 0).is_err());
         assert!(check(&p, None, MAX_EXACT).is_err());
         assert!(check(&p, None, MAX_EXACT - 1_000).is_ok());
+    }
+
+    #[test]
+    fn check_servable_refuses_a_plan_no_time_could_serve() {
+        for name in tollgate::POLICY_NAMES {
+            assert!(check_servable(&plan(name, 1_000, 1_000_000_000), 3_600_000).is_ok());
+            assert!(check_servable(&plan(name, 1, MAX_EXACT), 3_600_000).is_err());
+        }
+        for name in ["sliding-window", "token-bucket"] {
+            let longest = MAX_EXACT - 3_600_000;
+            assert!(check_servable(&plan(name, 1, longest), 3_600_000).is_ok());
+            assert!(check_servable(&plan(name, 1, longest + 1), 3_600_000).is_err());
+        }
+        // GCRA's bound at time 0: 2 * window_ms * limit.
+        let edge = MAX_EXACT / 2 / 4;
+        assert!(check_servable(&plan("gcra", 4, edge), 0).is_ok());
+        assert!(check_servable(&plan("gcra", 4, edge + 1), 0).is_err());
     }
 
     #[test]

@@ -183,6 +183,8 @@ impl Target for Redis {
         let policy = AnyPolicy::from_name(policy, limit, window_ms).map_err(|e| e.to_string())?;
         let plan = Plan::new("replay", vec![Limit::new("limit", policy, false)])
             .map_err(|e| e.to_string())?;
+        tollgate_redis::check_servable(&plan, self.store.config().expiry_margin_ms)
+            .map_err(|e| e.to_string())?;
         self.sessions += 1;
         let config = RedisStoreConfig {
             prefix: format!("{}:{}", self.base, self.sessions),
