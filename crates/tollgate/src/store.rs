@@ -125,6 +125,17 @@ impl<S> MemoryStore<S> {
         Self::with_shard_cap((max_clients / SHARDS).max(1))
     }
 
+    /// The bound on clients a store made by [`Self::with_max_clients`]
+    /// keeps to: `max(max_clients, 64)` (one client per shard at least), as
+    /// `tollgate check` tells it.
+    pub const fn clients_kept_at_most(max_clients: usize) -> usize {
+        if max_clients < SHARDS {
+            SHARDS
+        } else {
+            max_clients
+        }
+    }
+
     fn with_shard_cap(shard_cap: usize) -> Self {
         Self {
             shards: (0..SHARDS)

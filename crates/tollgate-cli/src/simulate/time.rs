@@ -39,7 +39,7 @@ pub fn parse_time(text: &str) -> Result<u64, String> {
             .map_err(|e| format!("time {shown:?} is not a common log format time like 10/Oct/2000:13:55:36 -0700 ({e})"))?
     } else {
         DateTime::parse_from_rfc3339(text).map_err(|e| {
-            format!("time {shown:?} is not epoch milliseconds, epoch seconds with a fraction, or RFC 3339 ({e})")
+            format!("time {shown:?} is not epoch milliseconds, epoch seconds with a fraction, RFC 3339 or a common log format time ({e})")
         })?
     };
     u64::try_from(parsed.timestamp_millis()).map_err(|_| format!("time {shown:?} is before 1970"))

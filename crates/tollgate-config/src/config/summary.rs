@@ -39,7 +39,10 @@ impl Config {
     /// A one-paragraph summary for `tollgate check` and the startup banner.
     pub fn summary(&self) -> String {
         let store = match &self.store.kind {
-            StoreKind::Memory => format!("memory (at most {} clients)", self.store.max_clients),
+            StoreKind::Memory => format!(
+                "memory (at most {} clients)",
+                tollgate::MemoryStore::<()>::clients_kept_at_most(self.store.max_clients)
+            ),
             StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => {
                 let mut cache = match self.store.shared_rejection_cache() {
                     Some(max) => format!("rejection cache of at most {max} clients"),
