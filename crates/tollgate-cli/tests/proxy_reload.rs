@@ -164,3 +164,39 @@ fn proxy_reloads_its_plans_on_sighup_keeping_unchanged_limits() {
     // 2 + 1 before the reload, 1 + 3 + 4 after it, 4 after the broken file.
     assert_eq!(seen.load(Ordering::SeqCst), 15);
 }
+
+/// A `[store]` change waits for a restart, so a reload's limits go into
+/// force on the store the proxy runs: a limit its Redis store could not
+/// serve exactly is refused, even when the file now names the memory
+/// store (which could), instead of every decision under it failing and
+/// passing under `fail-open`.
+#[test]
+fn proxy_refuses_a_reload_whose_limits_its_running_redis_could_not_serve() {
+    let Some(redis) = tollgate_redis::testing::RedisServer::spawn("proxy_reload_running_store")
+    else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (upstream, seen) = runtime.block_on(counting_upstream());
+    let upstream = format!("http://{upstream}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tollgate.toml");
+    let on_redis = format!("{}\n[store]\nurl = \"{}\"\n", config(2), redis.url());
+    write(&path, &on_redis);
+    let proxy = Proxy::start(&upstream, &path);
+    assert_eq!(proxy.allowed("bob", 1), 1, "free: 1 of 2 used");
+
+    let to_memory = format!(
+        "{}\n[store]\nurl = \"memory\"\n",
+        config(2).replace("window = \"1d\"", "window = \"100000000000d\"")
+    );
+    write(&path, &to_memory);
+    proxy.signal("HUP");
+    proxy.wait_for_log("config reload refused");
+    proxy.wait_for_log("the running redis store");
+    // The running plans stay, on Redis: bob has one request left.
+    assert_eq!(proxy.allowed("bob", 3), 1, "still 2 a day, on Redis");
+
+    assert!(proxy.stop(), "the proxy stops cleanly on SIGTERM");
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
+}

@@ -163,6 +163,24 @@ impl Config {
         Self::parse_with(&text, overrides).map_err(|e| e.with_origin(path))
     }
 
+    /// [`Config::load_with`] for a reload of a server that runs the store
+    /// `running`: since a `[store]` change waits for a restart, the file's
+    /// limits go into force on `running`, so each must be one that store
+    /// can serve too (a Redis store's exact range), whatever store the file
+    /// names.
+    ///
+    /// # Errors
+    /// As [`Config::load_with`]; [`Error::InvalidConfig`] at a limit the
+    /// running store could not serve.
+    pub fn load_for_reload(
+        path: &Path,
+        overrides: &Overrides,
+        running: &StoreConfig,
+    ) -> Result<Self, Error> {
+        let text = read_config_text(path)?;
+        Self::parse_checked(&text, overrides, Some(&running.kind)).map_err(|e| e.with_origin(path))
+    }
+
     /// Checks config text.
     ///
     /// # Errors
@@ -179,6 +197,16 @@ impl Config {
     /// # Errors
     /// As [`Config::parse`], or the error of a bad flag.
     pub fn parse_with(text: &str, overrides: &Overrides) -> Result<Self, Error> {
+        Self::parse_checked(text, overrides, None)
+    }
+
+    /// [`Config::parse_with`], the limits checked against the store a
+    /// server runs too, when given ([`Config::load_for_reload`]).
+    fn parse_checked(
+        text: &str,
+        overrides: &Overrides,
+        running: Option<&StoreKind>,
+    ) -> Result<Self, Error> {
         let file: file::File = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |span| span.start);
             error_at(text, offset, e.message().trim_end().to_owned())
@@ -211,6 +239,9 @@ impl Config {
         general::check_distinct_addresses(&config, &file, &at)?;
         store::check_ca_has_redis(&config, &file.store, &at)?;
         redis_bounds::check_store_bounds(&config, &file, &at)?;
+        if let Some(running) = running {
+            redis_bounds::check_running_store_bounds(running, &file, &at)?;
+        }
         Ok(config)
     }
 

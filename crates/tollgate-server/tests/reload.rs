@@ -103,6 +103,41 @@ async fn listen_and_store_changes_are_reported_as_needing_a_restart() {
     t.stop().await;
 }
 
+/// A `[store]` change waits for a restart, so a reload's limits go into
+/// force on the store the server runs: a limit that store could not serve
+/// (here a Redis store, and a window beyond its exact range) is refused
+/// even when the file now names a store that could, instead of every
+/// decision under it failing (and so passing, under `fail-open`).
+#[tokio::test]
+async fn a_reload_is_refused_when_the_running_store_could_not_serve_a_limit() {
+    // Redis is never called: the check is the config's.
+    let running = format!("{CONFIG}\n[store]\nurl = \"redis://127.0.0.1:9\"\n");
+    let t = TestServer::start(&running).await;
+    let before = t.get("/v1/config").await.json();
+    let to_memory = format!(
+        "{}\n[store]\nurl = \"memory\"\n",
+        CONFIG.replace("window = \"1d\"", "window = \"100000000000d\"")
+    );
+    t.write_config(&to_memory);
+    match t.server.reload() {
+        Err(Error::Config(ConfigError::InvalidConfig { message, line, .. })) => {
+            assert!(message.contains("running redis store"), "{message}");
+            assert!(message.contains("exceeds 2^53 - 1"), "{message}");
+            assert_eq!(
+                to_memory.lines().nth(line - 1),
+                Some("window = \"100000000000d\"")
+            );
+        }
+        other => panic!("expected the limit refused, got {other:?}"),
+    }
+    assert_eq!(t.get("/v1/config").await.json(), before);
+    // The same file with limits the running store can serve is taken, the
+    // store change announced.
+    t.write_config(&format!("{CONFIG}\n[store]\nurl = \"memory\"\n"));
+    assert_eq!(t.server.reload().unwrap().needs_restart, vec!["store"]);
+    t.stop().await;
+}
+
 /// `tollgate serve --listen … --grpc-listen … --redis …` on a file that
 /// names other values for those keys: the first reload of the unchanged
 /// file announces no restart, while a real change of a restart setting

@@ -114,6 +114,8 @@ pub(super) async fn plan_config(
 /// the connection limits stay the ones the proxy started with: a `[store]`
 /// or `[connections]` different from `running`'s is logged as waiting for a
 /// restart, and the rejection cache forgets the plans whose limits changed.
+/// So the new limits must be ones the running store can serve, whatever
+/// store the file names ([`Config::load_for_reload`]).
 ///
 /// # Errors
 /// The file's read or config error (logged too); the running plans stay.
@@ -123,7 +125,7 @@ pub fn reload_plans(
     running: &Running,
     overrides: &Overrides,
 ) -> Result<(), Error> {
-    match Config::load_with(path, overrides) {
+    match Config::load_for_reload(path, overrides, &running.restart_only.store) {
         Ok(config) => {
             handle.replace(plans_of(&config));
             if let Some(cache) = &running.cache {

@@ -16,8 +16,35 @@ pub(super) fn check_store_bounds(
     file: &file::File,
     at: &At<'_>,
 ) -> Result<(), Error> {
+    check_bounds(&config.store.kind, "the redis store", file, at)
+}
+
+/// Checks every limit of `file` against the store a server runs, for a
+/// reload: a `[store]` change waits for a restart, so the new limits go into
+/// force on `running` whatever store the file names.
+pub(super) fn check_running_store_bounds(
+    running: &StoreKind,
+    file: &file::File,
+    at: &At<'_>,
+) -> Result<(), Error> {
+    check_bounds(
+        running,
+        "the running redis store (a [store] change waits for a restart)",
+        file,
+        at,
+    )
+}
+
+/// Checks every limit of `file` against `store`, named `store_named` in
+/// the message.
+fn check_bounds(
+    store: &StoreKind,
+    store_named: &str,
+    file: &file::File,
+    at: &At<'_>,
+) -> Result<(), Error> {
     if !matches!(
-        config.store.kind,
+        store,
         StoreKind::Redis { .. } | StoreKind::RedisCluster { .. }
     ) {
         return Ok(());
@@ -37,7 +64,7 @@ pub(super) fn check_store_bounds(
                 return Err(at(
                     span,
                     format!(
-                        "plan {plan:?}, limit {:?}: the redis store cannot serve it exactly: {error}",
+                        "plan {plan:?}, limit {:?}: {store_named} cannot serve it exactly: {error}",
                         limit.name.get_ref()
                     ),
                 ));

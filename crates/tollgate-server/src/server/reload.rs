@@ -54,7 +54,8 @@ impl Server {
         let file = self.inner.config_file.get().ok_or(Error::NoConfigFile)?;
         let path = &file.path;
         let _one_at_a_time = lock(&self.inner.reload_lock);
-        match Config::load_with(path, &file.overrides) {
+        let running = self.config();
+        match Config::load_for_reload(path, &file.overrides, &running.store) {
             Ok(config) => {
                 let report = self.apply(config);
                 if report.needs_restart.is_empty() {
