@@ -11,119 +11,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{
-    HeaderName, CONNECTION, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION, TE, TRAILER,
+    HeaderName, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION, TE, TRAILER,
     TRANSFER_ENCODING, UPGRADE,
 };
-use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use tower::Service;
 
 use crate::body::ForwardBody;
 use crate::pool::{Conn, Pool, ReturningBody};
-use crate::Error;
-
-/// Where allowed requests go: an `http://host:port[/base]` URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upstream {
-    /// `host:port` (port 80 when the URL has none), to connect to.
-    address: String,
-    /// The `Host` of a request that came without one and without an
-    /// authority in its URI: the upstream's, as an HTTP client sends it.
-    host: HeaderValue,
-    /// Prefixed to every request path; empty or starting with `/`, never ending with one.
-    base_path: String,
-    url: String,
-}
-
-impl Upstream {
-    /// Parses an upstream URL such as `http://127.0.0.1:3000` or
-    /// `http://api.internal:8080/v2` (requests for `/x` then go to `/v2/x`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidUpstream`] when the URL does not parse, is not
-    /// `http://` (TLS to the upstream is not supported), has no host, has
-    /// user info (`user:password@`: the proxy sends no credentials to the
-    /// upstream, so they would be dropped silently), or has a query. The
-    /// error shows the URL with its user info as `***`, so that a password
-    /// never reaches a log.
-    pub fn parse(url: &str) -> Result<Self, Error> {
-        let (shown, has_user_info) = redact_user_info(url);
-        let invalid = |reason: &str| Error::InvalidUpstream {
-            url: shown.clone(),
-            reason: reason.to_owned(),
-        };
-        let uri: Uri = url
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| invalid(&e.to_string()))?;
-        match uri.scheme() {
-            Some(s) if *s == Scheme::HTTP => {}
-            Some(_) => return Err(invalid("only http:// upstreams are supported")),
-            None => return Err(invalid("expected a URL such as http://127.0.0.1:3000")),
-        }
-        if has_user_info {
-            return Err(invalid(
-                "user info (user:password@) is not supported: \
-                 the proxy sends no credentials to the upstream; give http://HOST:PORT",
-            ));
-        }
-        let authority = uri
-            .authority()
-            .ok_or_else(|| invalid("the URL has no host"))?;
-        if uri.query().is_some() {
-            return Err(invalid("the URL must not have a query"));
-        }
-        Ok(Self {
-            address: format!(
-                "{}:{}",
-                authority.host(),
-                authority.port_u16().unwrap_or(80)
-            ),
-            host: host_header(authority).map_err(|e| invalid(&e.to_string()))?,
-            base_path: uri.path().trim_end_matches('/').to_owned(),
-            url: url.to_owned(),
-        })
-    }
-
-    /// The URL as given.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The path and query to ask the upstream for (origin form) for a
-    /// request to `path_and_query`: the same, behind the base path if any.
-    fn path_for(&self, path_and_query: Option<&PathAndQuery>) -> Result<PathAndQuery, http::Error> {
-        match path_and_query {
-            Some(tail) if self.base_path.is_empty() => Ok(tail.clone()),
-            tail => {
-                let tail = tail.map_or("/", PathAndQuery::as_str);
-                Ok(PathAndQuery::try_from(format!("{}{tail}", self.base_path))?)
-            }
-        }
-    }
-}
-
-/// `url` with the user info of its authority (what comes before an `@`
-/// ahead of the path) replaced by `***`, and whether it had any: read from
-/// the text, so that even a URL that does not parse is shown without it.
-fn redact_user_info(url: &str) -> (String, bool) {
-    let start = url.find("://").map_or(0, |at| at + 3);
-    let rest = &url[start..];
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    match authority.rfind('@') {
-        Some(at) => (format!("{}***{}", &url[..start], &url[start + at..]), true),
-        None => (url.to_owned(), false),
-    }
-}
-
-/// The `Host` header for `authority`: its host, and its port unless 80
-/// (what an HTTP client sends).
-fn host_header(authority: &Authority) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
-    match authority.port_u16() {
-        Some(80) => HeaderValue::from_str(authority.host()),
-        _ => HeaderValue::from_str(authority.as_str()),
-    }
-}
+use crate::Upstream;
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1):
 /// never forwarded in either direction. Names, not strings: a string would
@@ -139,19 +36,28 @@ static HOP_BY_HOP: [HeaderName; 8] = [
     PROXY_AUTHORIZATION,
 ];
 
+/// Takes the hop-by-hop headers out of a message to be passed on, and its
+/// `Content-Length` when it came with `Transfer-Encoding` (RFC 9112 §6.3:
+/// the coding frames the body, which goes on by chunks; a length kept would
+/// cut it short).
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages have none: one look at their few names is cheaper than
     // eight removals, each a hash and a probe.
     if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
         return;
     }
-    // Headers named in Connection are hop-by-hop too.
+    if headers.contains_key(TRANSFER_ENCODING) {
+        headers.remove(CONTENT_LENGTH);
+    }
+    // Headers named in Connection are hop-by-hop too; but for Host, which
+    // every HTTP/1.1 request needs.
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| name != HOST)
         .collect();
     for name in named {
         headers.remove(name);
@@ -225,7 +131,11 @@ impl Forward {
         let deadline = tokio::time::Instant::now() + self.response_timeout;
         match self.send(request, deadline).await {
             Ok(response) => response,
-            Err(Failure::Unreachable(e)) => gateway_error(
+            Err(Failure::Unreachable(e)) if from_the_client(&*e) => proxy_error(
+                StatusCode::BAD_REQUEST,
+                &format!("the request could not be passed on: {}", error_chain(&*e)),
+            ),
+            Err(Failure::Unreachable(e)) => proxy_error(
                 StatusCode::BAD_GATEWAY,
                 &format!(
                     "upstream {} unreachable: {}",
@@ -233,7 +143,7 @@ impl Forward {
                     error_chain(&*e)
                 ),
             ),
-            Err(Failure::Late) => gateway_error(
+            Err(Failure::Late) => proxy_error(
                 StatusCode::GATEWAY_TIMEOUT,
                 &format!(
                     "upstream {} did not answer within {} ms",
@@ -320,7 +230,17 @@ fn error_chain(error: &dyn StdError) -> String {
     text
 }
 
-fn gateway_error(status: StatusCode, message: &str) -> Response<ForwardBody> {
+/// Whether sending failed on the client's side of the exchange: its body
+/// broke off or was malformed (a bad chunk), which hyper reports as the
+/// caller's ("user") error. A 400 then, not the upstream's 502.
+fn from_the_client(error: &(dyn StdError + 'static)) -> bool {
+    error
+        .downcast_ref::<hyper::Error>()
+        .is_some_and(hyper::Error::is_user)
+}
+
+/// The proxy's own answer: `status`, and `message` as plain text.
+fn proxy_error(status: StatusCode, message: &str) -> Response<ForwardBody> {
     let body = Bytes::from(format!("tollgate proxy: {message}\n"));
     let mut response = Response::new(ForwardBody::proxy(body));
     *response.status_mut() = status;
@@ -344,7 +264,7 @@ impl Service<Request<Incoming>> for Forward {
 
     fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
         if let Err(e) = self.prepare(&mut request) {
-            let response = gateway_error(
+            let response = proxy_error(
                 StatusCode::BAD_GATEWAY,
                 &format!("cannot build the upstream URL: {e}"),
             );
@@ -360,59 +280,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn upstream_urls_are_checked() {
-        let up = Upstream::parse("http://127.0.0.1:3000/").unwrap();
-        let pq: PathAndQuery = "/a?b=c".parse().unwrap();
-        assert_eq!(up.path_for(Some(&pq)).unwrap(), "/a?b=c");
-        assert_eq!(up.path_for(None).unwrap(), "/");
-        assert_eq!(up.address, "127.0.0.1:3000");
-        assert_eq!(up.host, "127.0.0.1:3000");
-        let based = Upstream::parse("http://h/v2/").unwrap();
-        assert_eq!(based.path_for(Some(&pq)).unwrap(), "/v2/a?b=c");
-        assert_eq!(based.path_for(None).unwrap(), "/v2/");
-        assert_eq!(based.address, "h:80");
-        assert_eq!(based.host, "h");
-        for (bad, why) in [
-            ("https://h", "only http://"),
-            ("127.0.0.1:3000", "expected a URL"),
-            ("http://h/?q=1", "query"),
-            ("http://", "invalid upstream"),
-        ] {
-            let err = Upstream::parse(bad).unwrap_err().to_string();
-            assert!(err.contains(why), "{bad}: {err}");
-        }
-    }
-
-    #[test]
-    fn user_info_is_refused_without_showing_the_password() {
-        // The proxy sends no credentials to the upstream: a user or password
-        // in the URL would be silently dropped, so it is refused.
-        for url in [
-            "http://u:s3cret@127.0.0.1:1",
-            "http://u:s3cret@h/v2",
-            "http://token-s3cret@h",
-            "http://u:s3cret@h/?q=1",
-            "http://u:s3cret@",
-        ] {
-            let err = Upstream::parse(url).unwrap_err().to_string();
-            assert!(
-                err.starts_with("invalid upstream \"http://"),
-                "{url}: {err}"
-            );
-            assert!(!err.contains("s3cret"), "{url}: {err}");
-            assert!(err.contains("***@"), "{url}: {err}");
-        }
-        let err = Upstream::parse("http://u:s3cret@127.0.0.1:1")
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            "invalid upstream \"http://***@127.0.0.1:1\": user info (user:password@) is not supported: \
-             the proxy sends no credentials to the upstream; give http://HOST:PORT"
-        );
-    }
-
-    #[test]
     fn hop_by_hop_headers_go_and_the_rest_stay() {
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -426,5 +293,31 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
         assert_eq!(left, ["x-kept"]);
+    }
+
+    #[test]
+    fn a_message_framed_by_chunks_loses_its_content_length() {
+        // RFC 9112 §6.3: Transfer-Encoding overrides Content-Length, and an
+        // intermediary must remove it: the body is passed on by chunks (or
+        // by its end), and a length kept would cut it short.
+        let mut headers = HeaderMap::new();
+        headers.insert("content-length", HeaderValue::from_static("1"));
+        headers.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        strip_hop_by_hop(&mut headers);
+        assert!(headers.is_empty(), "{headers:?}");
+        // Without Transfer-Encoding, the length is the message's own.
+        let mut headers = HeaderMap::new();
+        headers.insert("content-length", HeaderValue::from_static("6"));
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers.get("content-length").unwrap(), "6");
+    }
+
+    #[test]
+    fn connection_cannot_name_host_away() {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONNECTION, HeaderValue::from_static("Host, close"));
+        headers.insert(HOST, HeaderValue::from_static("h"));
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers.get(HOST).unwrap(), "h");
     }
 }

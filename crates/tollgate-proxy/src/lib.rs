@@ -49,12 +49,15 @@ pub mod forward;
 pub mod options;
 mod placement;
 mod pool;
+mod unforwardable;
+mod upstream;
 pub mod workers;
 
 pub use body::ForwardBody;
 pub use error::Error;
-pub use forward::{Forward, Upstream};
+pub use forward::Forward;
 pub use placement::Placement;
+pub use upstream::Upstream;
 pub use workers::{bind_workers, run_workers};
 
 /// Where the proxy reads the client key from.
@@ -74,8 +77,13 @@ pub enum KeySource {
 }
 
 impl KeySource {
-    /// The key of `request`, received from `peer` (when known).
+    /// The key of `request`, received from `peer` (when known); none for a
+    /// request the proxy will not forward, which [`KeySource::no_key`] then
+    /// refuses (see [`unforwardable`]).
     fn key<B>(&self, request: &Request<B>, peer: Option<SocketAddr>) -> Option<String> {
+        if unforwardable::why_unforwardable(request).is_some() {
+            return None;
+        }
         match self {
             KeySource::Peer { trusted_proxies } => {
                 PeerIp::behind_proxies(*trusted_proxies).key_for_peer(request, peer)
@@ -88,6 +96,9 @@ impl KeySource {
     /// Why `request` has no key, for the 400 (the header looked for, or
     /// why its value cannot be used).
     fn no_key<B>(&self, request: &Request<B>) -> NoKey {
+        if let Some(why) = unforwardable::why_unforwardable(request) {
+            return NoKey::Unusable(why);
+        }
         match self {
             KeySource::Peer { .. } => NoKey::Absent(None),
             KeySource::Header(name) => HeaderKey::new(name.clone()).why_missing(request),
