@@ -38,6 +38,11 @@ pub enum KeyError {
         "the authorization header must be \"Bearer API_KEY\" (or send \"X-Api-Key: API_KEY\")"
     )]
     NotBearer,
+    /// `Authorization: Bearer` and `X-Api-Key` name different keys. Which
+    /// one the API behind checks is not known here, and taking either would
+    /// let a client pick its own limit with the other, so none is taken.
+    #[error("two API keys: \"Authorization: Bearer\" and \"X-Api-Key\" differ; send one")]
+    TwoApiKeys,
     /// Neither `Authorization` nor `X-Api-Key` is there.
     #[error("missing API key: send \"Authorization: Bearer API_KEY\" or \"X-Api-Key: API_KEY\"")]
     MissingApiKey,

@@ -37,11 +37,16 @@ pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyE
 /// token and `X-Api-Key` is missing; [`KeyError::MissingApiKey`] when
 /// neither is there; [`KeyError::Repeated`] when `Authorization` is given
 /// more than once; [`KeyError::TooLong`] for a bearer token over
-/// [`tollgate::MAX_CLIENT_BYTES`]; what [`header_key`] says of a bad
-/// `X-Api-Key`.
+/// [`tollgate::MAX_CLIENT_BYTES`]; [`KeyError::TwoApiKeys`] when a bearer
+/// token and `X-Api-Key` are both there and differ; what [`header_key`]
+/// says of a bad `X-Api-Key`.
 pub fn api_key(headers: &HeaderMap) -> Result<String, KeyError> {
     let authorization = only_value(headers, &AUTHORIZATION)?;
     if let Some(token) = authorization.and_then(|v| bearer_token(v.as_bytes())) {
+        let other = headers.get(X_API_KEY).map(|v| v.as_bytes().trim_ascii());
+        if other.is_some_and(|other| other != token.as_bytes()) {
+            return Err(KeyError::TwoApiKeys);
+        }
         return client_id(&AUTHORIZATION, token);
     }
     match header_key(headers, &X_API_KEY) {
@@ -165,8 +170,13 @@ mod tests {
     #[test]
     fn api_key_prefers_bearer_then_x_api_key() {
         let key = |pairs: &[(&'static str, &[u8])]| api_key(&headers(pairs));
-        let both = key(&[("authorization", b"bearer tok "), ("x-api-key", b"k")]);
+        let both = key(&[("authorization", b"bearer tok "), ("x-api-key", b"tok")]);
         assert_eq!(both.unwrap(), "tok");
+        // Two different keys: which one the API checks is not known here,
+        // and charging the other would let a client pick its own limit.
+        let two = key(&[("authorization", b"bearer tok"), ("x-api-key", b"k")]);
+        assert_eq!(two, Err(KeyError::TwoApiKeys));
+        assert!(!KeyError::TwoApiKeys.is_absent());
         let basic = key(&[("authorization", b"Basic abc"), ("x-api-key", b"k")]);
         assert_eq!(basic.unwrap(), "k");
         assert_eq!(
