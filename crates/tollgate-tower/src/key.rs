@@ -330,8 +330,18 @@ mod tests {
 
     #[test]
     fn api_key_prefers_bearer_then_x_api_key() {
-        let both = request(&[("authorization", "Bearer tok"), ("x-api-key", "k")], None);
+        let both = request(
+            &[("authorization", "Bearer tok"), ("x-api-key", "tok")],
+            None,
+        );
         assert_eq!(ApiKey.extract(&both).as_deref(), Some("tok"));
+        // Two different keys name no client: refused, whatever lets keyless
+        // requests through.
+        let two = request(&[("authorization", "Bearer tok"), ("x-api-key", "k")], None);
+        assert_eq!(ApiKey.extract(&two), None);
+        assert!(
+            matches!(ApiKey.why_missing(&two), NoKey::Unusable(why) if why.contains("two API keys"))
+        );
         let basic = request(&[("authorization", "Basic abc"), ("x-api-key", "k")], None);
         assert_eq!(ApiKey.extract(&basic).as_deref(), Some("k"));
         assert_eq!(ApiKey.extract(&request(&[], None)), None);
