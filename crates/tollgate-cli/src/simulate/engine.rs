@@ -2,12 +2,16 @@
 //!
 //! `serve` on the in-memory store decides a request of client `c` with
 //! `PlanLimiter::check(plan of c, c, now, cost 1)` on a limiter capped at
-//! `[store] max_clients`, and sweeps idle clients every `sweep_interval`.
-//! The simulation does the same with each request's own log time as `now`.
-//! It sweeps every `sweep_interval` of log time, but at most once per
-//! [`SWEEP_SPACING`] times as many requests as it has seen clients, so that a log read far faster than
-//! it was written does not spend its time sweeping: a sweep only frees
-//! memory and changes no answer.
+//! `[store] max_clients`. The simulation does the same with each request's
+//! own log time as `now`.
+//!
+//! It does not sweep idle clients, as `serve` does every `sweep_interval`:
+//! a sweep at time `t` drops the state that no call at `t` or later needs,
+//! which is safe on a clock but not on a log, whose times may go back (two
+//! servers' logs joined one after the other, a clock stepped back). A
+//! client whose state a sweep at a later log time had dropped would then
+//! be answered afresh, and could pass its limit. Its state stays instead,
+//! bounded by the cap, as the per-client counts kept here are anyway.
 
 use std::collections::HashMap;
 
@@ -41,18 +45,12 @@ pub struct ClientTally {
     pub first_rejected_ms: Option<u64>,
 }
 
-/// A sweep visits every client: sweeping at most once per this many
-/// requests per client keeps its cost per request a small constant.
-pub const SWEEP_SPACING: u64 = 8;
-
 type ClientMap<V> = HashMap<Box<str>, V, foldhash::fast::RandomState>;
 
 /// A simulation in progress.
 pub struct Simulation<'c> {
     config: &'c Config,
     limiter: PlanLimiter,
-    next_sweep_ms: Option<u64>,
-    requests_at_sweep: u64,
     /// Requests decided.
     pub requests: u64,
     /// Of them, rejected.
@@ -86,8 +84,6 @@ impl<'c> Simulation<'c> {
         Self {
             config,
             limiter: PlanLimiter::with_max_clients(config.store.max_clients),
-            next_sweep_ms: None,
-            requests_at_sweep: 0,
             requests: 0,
             rejected: 0,
             span_ms: None,
@@ -112,7 +108,6 @@ impl<'c> Simulation<'c> {
 
     /// Decides one request of `client` at `time_ms`, as `serve` would.
     pub fn decide(&mut self, client: &str, time_ms: u64) {
-        self.sweep_if_due(time_ms);
         let tally = match self.clients.get_mut(client) {
             Some(tally) => tally,
             None => self
@@ -146,18 +141,5 @@ impl<'c> Simulation<'c> {
             None => (time_ms, time_ms),
             Some((first, last)) => (first.min(time_ms), last.max(time_ms)),
         });
-    }
-
-    /// Drops idle clients' state every `sweep_interval` of log time (as
-    /// `serve` does every `sweep_interval` of wall time), and no more often
-    /// than [`SWEEP_SPACING`] allows.
-    fn sweep_if_due(&mut self, time_ms: u64) {
-        let due = *self.next_sweep_ms.get_or_insert(time_ms);
-        let since = self.requests - self.requests_at_sweep;
-        if time_ms >= due && since >= SWEEP_SPACING * self.clients.len() as u64 {
-            self.requests_at_sweep = self.requests;
-            self.limiter.sweep(self.config.plans(), time_ms, false);
-            self.next_sweep_ms = Some(time_ms.saturating_add(self.config.sweep_interval_ms));
-        }
     }
 }
