@@ -242,7 +242,15 @@ impl Connection {
         command: Cmd,
     ) -> Result<Vec<Value>, RedisStoreError> {
         Ok(match self {
-            Connection::Single(c) => vec![command.query_async::<Value>(&mut c.clone()).await?],
+            Connection::Single(c) => {
+                let command = &command;
+                vec![
+                    on_node(c, |mut c| async move {
+                        command.query_async::<Value>(&mut c).await
+                    })
+                    .await?,
+                ]
+            }
             Connection::Cluster(c) => {
                 let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
                 match c.get().await?.route_command(command, routing).await? {
@@ -258,7 +266,10 @@ impl Connection {
     pub(crate) async fn is_replica(&self) -> Result<bool, RedisStoreError> {
         match self {
             Connection::Single(c) => {
-                let role: Value = redis::cmd("ROLE").query_async(&mut c.clone()).await?;
+                let role: Value = on_node(c, |mut c| async move {
+                    redis::cmd("ROLE").query_async(&mut c).await
+                })
+                .await?;
                 let first = match role {
                     Value::Array(items) => items.into_iter().next(),
                     _ => None,
@@ -275,8 +286,10 @@ impl Connection {
     pub(crate) async fn time_us(&self) -> Result<u64, RedisStoreError> {
         match self {
             Connection::Single(c) => {
-                let (secs, micros): (u64, u64) =
-                    redis::cmd("TIME").query_async(&mut c.clone()).await?;
+                let (secs, micros): (u64, u64) = on_node(c, |mut c| async move {
+                    redis::cmd("TIME").query_async(&mut c).await
+                })
+                .await?;
                 Ok(time_us(secs, micros))
             }
             Connection::Cluster(c) => cluster_time_us(c.get().await?).await,
@@ -376,7 +389,9 @@ impl<'a> Evalsha<'a> {
 /// was refused. After an outage the manager answers the first call with its
 /// last failed reconnect, and only then starts a new one. A refused
 /// connection sent nothing, so one retry cannot charge twice, and it lets
-/// the first call after Redis is back (the breaker's probe) succeed.
+/// the first call after Redis is back (the breaker's probe) succeed. Every
+/// command on one node goes through here: the scripts, and the `TIME` a
+/// store made while Redis was down reads before its first script.
 async fn on_node<T, F, R>(manager: &ConnectionManager, run: F) -> RedisResult<T>
 where
     F: Fn(ConnectionManager) -> R,

@@ -171,6 +171,35 @@ fn a_store_started_while_redis_is_down_uses_it_once_up() {
     });
 }
 
+/// The breaker's probe after an outage is one call: it must reach Redis.
+/// A store made while Redis was down has no measure of Redis's clock yet,
+/// so its first call after Redis is back reads `TIME` first; that read,
+/// like the script's call, must not be answered by the connection attempt
+/// that failed during the outage.
+#[test]
+fn the_first_call_after_redis_is_back_reaches_it_on_a_store_made_while_down() {
+    let Some(mut server) = RedisServer::spawn("the_first_call_after_redis_is_back_reaches_it")
+    else {
+        return;
+    };
+    server.kill();
+    runtime().block_on(async {
+        let store = RedisStore::connect_lazy(&server.url(), RedisStoreConfig::default())
+            .expect("a lazy store needs no Redis yet");
+        let plan = plan("token-bucket", 2, 1_000);
+        for _ in 0..3 {
+            let down = store.check(&plan, "c", 0, 1).await;
+            assert!(down.is_err(), "{down:?}");
+        }
+        server.restart();
+        let up = store
+            .check(&plan, "c", 0, 1)
+            .await
+            .expect("the first call after the restart");
+        assert_eq!(up.limits[0].decision.remaining, 1);
+    });
+}
+
 #[test]
 fn unguarded_store_reports_a_dead_redis_as_transient() {
     let Some(mut server) = RedisServer::spawn("unguarded_store_reports_a_dead_redis_as_transient")
