@@ -68,13 +68,19 @@ fn reported_limit(decision: &PlanDecision) -> Option<&LimitDecision> {
 /// Envoy's `RateLimit` has a unit, tollgate's limits a window in ms: the
 /// unit nearest the window (on a log scale, so 30 s is a minute and 5 s a
 /// second), with the limit scaled to that unit and rounded (at least 1).
-/// A window that is exactly a unit keeps its limit as it is.
+/// A window that is exactly a unit keeps its limit as it is. A week is 7
+/// days, a month 30 and a year 365, as Envoy's own ratelimit service
+/// counts them.
 pub(crate) fn closest_unit(limit: u32, window_ms: u64) -> (Unit, u32) {
-    const UNITS: [(Unit, u64); 4] = [
+    const DAY: u64 = 86_400_000;
+    const UNITS: [(Unit, u64); 7] = [
         (Unit::Second, 1_000),
         (Unit::Minute, 60_000),
         (Unit::Hour, 3_600_000),
-        (Unit::Day, 86_400_000),
+        (Unit::Day, DAY),
+        (Unit::Week, 7 * DAY),
+        (Unit::Month, 30 * DAY),
+        (Unit::Year, 365 * DAY),
     ];
     let window = window_ms.max(1);
     let mut best = UNITS[0];
@@ -138,7 +144,12 @@ mod tests {
         assert_eq!(closest_unit(10, 30_000), (Unit::Minute, 20));
         assert_eq!(closest_unit(100, 60_000), (Unit::Minute, 100));
         assert_eq!(closest_unit(1_000, 86_400_000), (Unit::Day, 1_000));
-        assert_eq!(closest_unit(1, 7 * 86_400_000), (Unit::Day, 1));
+        // The proto's longer units too, as Envoy's own ratelimit service
+        // counts them: a week of 7 days, a month of 30, a year of 365.
+        assert_eq!(closest_unit(1, 7 * 86_400_000), (Unit::Week, 1));
+        assert_eq!(closest_unit(1, 30 * 86_400_000), (Unit::Month, 1));
+        assert_eq!(closest_unit(12, 365 * 86_400_000), (Unit::Year, 12));
+        assert_eq!(closest_unit(4, 2 * 86_400_000), (Unit::Day, 2));
         assert_eq!(closest_unit(5, 1), (Unit::Second, 5_000));
         assert_eq!(closest_unit(u32::MAX, 1), (Unit::Second, u32::MAX));
     }
