@@ -20,7 +20,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use tollgate::{DecidedBy, Plan, PlanDecision};
+use tollgate::{DecidedBy, FailurePolicy, Plan, PlanDecision};
 
 pub use store_gauges::{Circuit, Gauges, StoreCalls, StoreErrors};
 
@@ -97,7 +97,12 @@ pub struct PlanMetrics {
 }
 
 impl PlanMetrics {
-    /// Counts one decision (not a peek) taken against this plan.
+    /// Counts one decision (not a peek) taken against this plan: for the
+    /// plan as it was answered, and for each limit as that limit decided.
+    /// A fail-open or fail-closed answer was decided by no limit (it says
+    /// every limit allowed, or rejected, whatever their state), so it is
+    /// counted for the plan only, lest an outage read as limits reached;
+    /// the local fallback's limits did decide, and are counted.
     pub fn record(&self, decision: &PlanDecision) {
         let counter = if decision.allowed {
             &self.plan.allowed
@@ -105,6 +110,12 @@ impl PlanMetrics {
             &self.plan.rejected
         };
         counter.inc();
+        if matches!(
+            decision.decided_by,
+            DecidedBy::Failure(FailurePolicy::FailOpen | FailurePolicy::FailClosed)
+        ) {
+            return;
+        }
         for (counters, limit) in self.limits.iter().zip(&decision.limits) {
             let counter = match (limit.decision.allowed, limit.shadow) {
                 (true, _) => &counters.allowed,

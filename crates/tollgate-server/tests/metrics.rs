@@ -149,6 +149,64 @@ async fn fail_closed_rejects_with_retry_after() {
         ),
         2
     );
+    // Counted for the plan, as answered; but no limit decided them, so no
+    // limit is said to have rejected them (an outage would read as limits
+    // reached, shadow limits included).
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_requests_total{plan=\"free\",outcome=\"rejected\"}"
+        ),
+        2
+    );
+    for limit in ["1s", "1d"] {
+        let rejected = format!(
+            "tollgate_limit_decisions_total{{plan=\"free\",limit=\"{limit}\",outcome=\"rejected\"}}"
+        );
+        assert_eq!(metric(&m, &rejected), 0, "{limit}");
+    }
+    let shadow = t
+        .post_check(r#"{"client":"pia","plan":"dark"}"#)
+        .await
+        .json();
+    assert_eq!(shadow["decided_by"], "fail-closed");
+    let m = t.get("/metrics").await.body;
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_shadow_rejections_total{plan=\"dark\",limit=\"trial\"}"
+        ),
+        0
+    );
+    t.stop().await;
+}
+
+/// A look answered by the local fallback tells its waits as one answered
+/// by the store does: those of a request of cost 1, from the fallback's own
+/// limiter, not a look's own 0 beside `allowed: false`.
+#[tokio::test]
+async fn a_look_answered_by_the_local_fallback_gives_its_waits() {
+    let t = down_server("local-fallback", true).await;
+    t.check("lulu", 1).await;
+    t.clock.advance(300);
+    t.check("lulu", 1).await;
+    let third = t.check("lulu", 1).await.json();
+    assert_eq!(
+        (
+            &third["allowed"],
+            &third["decided_by"],
+            &third["retry_after_ms"]
+        ),
+        (&false.into(), &"local-fallback".into(), &700.into())
+    );
+    let look = t.get("/v1/remaining/lulu").await.json();
+    assert_eq!(look["decided_by"], "local-fallback");
+    assert_eq!(
+        (&look["allowed"], &look["retry_after_ms"]),
+        (&false.into(), &700.into())
+    );
+    assert_eq!(look["limits"][0]["retry_after_ms"], 700);
+    assert_eq!(look["limits"][0]["remaining"], 0);
     t.stop().await;
 }
 

@@ -4,13 +4,16 @@
 //! The HTTP API reads a look's `allowed` as "would a request of cost 1 pass
 //! now". A decision of cost 0 always passes, so its own waits are all 0,
 //! which beside a limit with nothing left would say "not allowed, retry
-//! now". So when the store decided the look and some limit has nothing
-//! left, every limit's numbers are read again from an inspection of the
-//! store at the same time ([`tollgate::Store::inspect`], the numbers of
-//! `GET /v1/clients`): one reading of the client's state, whose remaining
+//! now". So when some limit has nothing left, every limit's numbers are
+//! read again from an inspection at the same time, where the look was
+//! decided: the store ([`tollgate::Store::inspect`], the numbers of
+//! `GET /v1/clients`), or the local fallback's limiter when that failure
+//! policy answered. One reading of the client's state, whose remaining
 //! units, resets and waits for a request of cost 1 agree with each other.
+//! A look that `fail-open` or `fail-closed` answered is left as it is: no
+//! limit decided it.
 
-use tollgate::{DecidedBy, Inspection, PlanDecision};
+use tollgate::{DecidedBy, FailurePolicy, Inspection, PlanDecision, Store};
 
 use super::{Decided, Server};
 use crate::Error;
@@ -29,11 +32,21 @@ impl Server {
         let now = self.inner.clock.now_ms();
         let mut decided = self.decide_at(client, plan, 0, Some(now)).await?;
         let decision = &decided.decision;
-        let spent = decision.limits.iter().any(|l| l.decision.remaining == 0);
-        if decision.decided_by != DecidedBy::Store || !spent {
+        if decision.limits.iter().all(|l| l.decision.remaining > 0) {
             return Ok(decided);
         }
-        let inspected = self.inner.store.inspect(decided.plan(), client, now).await;
+        // Read again where the look was decided: the store, or the local
+        // fallback's own limiter while the store fails.
+        let inspected = match (decision.decided_by, &self.inner.guarded) {
+            (DecidedBy::Store, _) => self.inner.store.inspect(decided.plan(), client, now).await,
+            (DecidedBy::Failure(FailurePolicy::LocalFallback), Some(guarded)) => {
+                guarded
+                    .fallback()
+                    .inspect(decided.plan(), client, now)
+                    .await
+            }
+            _ => return Ok(decided),
+        };
         match inspected {
             Ok(inspection) => take_waits(&mut decided.decision, &inspection),
             Err(error) => tracing::warn!(client, %error, "a look's inspection failed"),
