@@ -35,15 +35,17 @@ pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyE
 /// # Errors
 /// [`KeyError::NotBearer`] when `Authorization` is there but not a bearer
 /// token and `X-Api-Key` is missing; [`KeyError::MissingApiKey`] when
-/// neither is there; [`KeyError::Repeated`] when `Authorization` is given
-/// more than once; [`KeyError::TooLong`] for a bearer token over
+/// neither is there; [`KeyError::Repeated`] when `Authorization` (or, beside
+/// a bearer token, `X-Api-Key`) is given more than once; [`KeyError::TooLong`] for a bearer token over
 /// [`tollgate::MAX_CLIENT_BYTES`]; [`KeyError::TwoApiKeys`] when a bearer
 /// token and `X-Api-Key` are both there and differ; what [`header_key`]
 /// says of a bad `X-Api-Key`.
 pub fn api_key(headers: &HeaderMap) -> Result<String, KeyError> {
     let authorization = only_value(headers, &AUTHORIZATION)?;
     if let Some(token) = authorization.and_then(|v| bearer_token(v.as_bytes())) {
-        let other = headers.get(X_API_KEY).map(|v| v.as_bytes().trim_ascii());
+        let other = only_value(headers, &X_API_KEY)?
+            .map(|v| v.as_bytes().trim_ascii())
+            .filter(|v| !v.is_empty());
         if other.is_some_and(|other| other != token.as_bytes()) {
             return Err(KeyError::TwoApiKeys);
         }
@@ -177,6 +179,16 @@ mod tests {
         let two = key(&[("authorization", b"bearer tok"), ("x-api-key", b"k")]);
         assert_eq!(two, Err(KeyError::TwoApiKeys));
         assert!(!KeyError::TwoApiKeys.is_absent());
+        // An X-Api-Key given twice beside a bearer token names no one key
+        // either; a blank one is no key at all.
+        let repeated = key(&[
+            ("authorization", b"Bearer tok"),
+            ("x-api-key", b"tok"),
+            ("x-api-key", b"zzz"),
+        ]);
+        assert_eq!(repeated, Err(KeyError::Repeated(X_API_KEY)));
+        let blank = key(&[("authorization", b"Bearer tok"), ("x-api-key", b" ")]);
+        assert_eq!(blank.unwrap(), "tok");
         let basic = key(&[("authorization", b"Basic abc"), ("x-api-key", b"k")]);
         assert_eq!(basic.unwrap(), "k");
         assert_eq!(
