@@ -98,6 +98,13 @@
 //!   request of several clients gives back when one of them refuses it
 //!   ([`tollgate::Store::give_back`], the Envoy service's all or nothing),
 //!   which happens only when another instance raced it.
+//! - **State lost in the store.** A Redis restarted without persistence,
+//!   flushed, or failed over to a replica that had not received the writes
+//!   gives every client's budget back at once. The cache goes on answering
+//!   its entries until their waits are over, rejecting where the emptied
+//!   store would allow: towards admitting less, for at most the longest
+//!   wait it holds (a fault drill saw a client rejected for the rest of its
+//!   wait after an empty restart, where the store had forgotten it).
 //! - **Multi-limit plans.** A plan rejected by one of its limits is
 //!   rejected for the longest wait among its rejecting limits; the cached
 //!   answer repeats every limit's numbers as they were at `t`, so a limit

@@ -59,11 +59,14 @@ pub enum RedisStoreError {
         late_by: Duration,
     },
     /// The store did not settle in time ([`crate::RedisStore::settle`]):
-    /// calls still waited for Redis's reply, or refunds to be sent.
-    #[error("{calls} calls still waited for Redis's reply (or refunds to be sent) after {within:?}: what they consumed stays counted")]
+    /// calls still waited for Redis's reply, or claims of lost replies or
+    /// refunds were still to be sent.
+    #[error("{} after {within:?}: what they consumed stays counted", owed(*calls, *claims_or_refunds))]
     Unsettled {
         /// Calls still waiting for their reply then.
         calls: usize,
+        /// Whether claims of lost replies or refunds were still to be sent.
+        claims_or_refunds: bool,
         /// How long the store was given.
         within: Duration,
     },
@@ -320,5 +323,40 @@ impl From<RedisStoreError> for StoreError {
             transient: e.is_transient(),
             message: e.to_string(),
         }
+    }
+}
+
+/// What [`RedisStoreError::Unsettled`] says was still owed.
+fn owed(calls: usize, claims_or_refunds: bool) -> String {
+    match (calls, claims_or_refunds) {
+        (0, _) => "claims of lost replies or refunds were still to be sent".to_owned(),
+        (_, false) => format!("{calls} calls still waited for Redis's reply"),
+        (_, true) => format!(
+            "{calls} calls still waited for Redis's reply, and claims of lost replies or refunds were still to be sent"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsettled_says_what_was_still_owed() {
+        let within = Duration::from_secs(5);
+        let say = |calls, claims_or_refunds| {
+            RedisStoreError::Unsettled {
+                calls,
+                claims_or_refunds,
+                within,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            say(0, true),
+            "claims of lost replies or refunds were still to be sent after 5s: what they consumed stays counted"
+        );
+        assert!(say(2, false).starts_with("2 calls still waited for Redis's reply after 5s"));
+        assert!(say(1, true).contains("1 calls still waited for Redis's reply, and claims"));
     }
 }

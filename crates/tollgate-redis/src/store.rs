@@ -301,11 +301,16 @@ impl RedisStore {
             let scripts = &self.scripts;
             let calls = scripts.outstanding.count();
             // Lost calls first: their claims queue refunds before they end.
-            if calls == 0 && scripts.lost.is_idle() && scripts.refunds.is_idle() {
+            let claims_or_refunds = !(scripts.lost.is_idle() && scripts.refunds.is_idle());
+            if calls == 0 && !claims_or_refunds {
                 return Ok(());
             }
             if started.elapsed() >= within {
-                return Err(RedisStoreError::Unsettled { calls, within });
+                return Err(RedisStoreError::Unsettled {
+                    calls,
+                    claims_or_refunds,
+                    within,
+                });
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
