@@ -30,7 +30,11 @@
 //! (`Offset::Aging`): a measurement that waits on a stalled
 //! node (on a cluster, `TIME` asks every master, and replies do not tighten
 //! the estimate) must not stall the calls of every other node. Only a store
-//! with no estimate yet measures before its call.
+//! with no estimate yet measures before its call, or one whose estimate is
+//! so old that the drift allowed since would take half a call's time off
+//! its deadline (a store idle for a while, or whose calls its rejection
+//! cache answered): such a call would otherwise be refused as late
+//! although Redis ran it in time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -115,20 +119,29 @@ impl RedisClock {
         self.monotonic.now_us()
     }
 
-    /// The offset to use at monotonic time `now_us`.
-    pub(crate) fn offset_at(&self, now_us: u64) -> Offset {
+    /// The offset to use at monotonic time `now_us` for a call of
+    /// `timeout`. An estimate so old that the drift allowed since would
+    /// take half the call's time off its deadline (a store idle for a while:
+    /// 50 s at a timeout of 100 ms) is as good as none: the call would be
+    /// refused as late although Redis ran it in time, so it measures first,
+    /// as with no estimate (one `TIME` round trip after the idle spell).
+    pub(crate) fn offset_at(&self, now_us: u64, timeout: Duration) -> Offset {
         let Some(estimate) = *self.lock() else {
             return Offset::Unknown;
         };
         let age = now_us.saturating_sub(estimate.epoch_start_us);
         if age < EPOCH_US {
-            Offset::Fresh(estimate.offset_us)
-        } else if age < 2 * EPOCH_US {
-            Offset::Aging(estimate.offset_us)
-        } else {
-            let drift = signed(age / MAX_DRIFT_DIVISOR);
-            Offset::Aging(estimate.offset_us.saturating_sub(drift + 1))
+            return Offset::Fresh(estimate.offset_us);
         }
+        if age < 2 * EPOCH_US {
+            return Offset::Aging(estimate.offset_us);
+        }
+        let drift = age / MAX_DRIFT_DIVISOR + 1;
+        let timeout_us = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+        if drift.saturating_mul(2) > timeout_us.saturating_sub(DEADLINE_SLACK_US) {
+            return Offset::Unknown;
+        }
+        Offset::Aging(estimate.offset_us.saturating_sub(signed(drift)))
     }
 
     /// Claims the one background measurement: false when one is running.
@@ -203,6 +216,9 @@ mod tests {
         }
     }
 
+    /// A timeout long enough that no estimate in these tests goes stale.
+    const T: Duration = Duration::from_secs(1);
+
     fn clock() -> RedisClock {
         RedisClock::with_monotonic(Arc::new(Manual(AtomicU64::new(0))))
     }
@@ -210,11 +226,11 @@ mod tests {
     #[test]
     fn the_offset_is_a_lower_bound_from_the_reply_time() {
         let clock = clock();
-        assert_eq!(clock.offset_at(0), Offset::Unknown);
+        assert_eq!(clock.offset_at(0, T), Offset::Unknown);
         // Redis read 5_000_300 somewhere between 100 and 400: at 400 it
         // was at least 5_000_300, so the offset is at least 4_999_900.
         assert_eq!(clock.record(100, 400, 5_000_300), 4_999_900);
-        assert_eq!(clock.offset_at(500), Offset::Fresh(4_999_900));
+        assert_eq!(clock.offset_at(500, T), Offset::Fresh(4_999_900));
         // A tighter measurement in the same epoch raises the bound; a looser
         // one (a slow round trip) does not lower it.
         assert_eq!(clock.record(1_000, 1_050, 5_001_000), 4_999_950);
@@ -225,23 +241,23 @@ mod tests {
     fn a_new_epoch_replaces_the_bound_and_an_old_one_expires() {
         let clock = clock();
         clock.record(0, 10, 1_000_010);
-        assert_eq!(clock.offset_at(10), Offset::Fresh(1_000_000));
+        assert_eq!(clock.offset_at(10, T), Offset::Fresh(1_000_000));
         // Redis's clock stepped back by 300 µs: the next epoch follows it.
         assert_eq!(
             clock.record(EPOCH_US, EPOCH_US + 10, 1_000_000 + EPOCH_US - 290),
             999_700
         );
-        assert_eq!(clock.offset_at(2 * EPOCH_US - 1), Offset::Fresh(999_700));
-        assert_eq!(clock.offset_at(2 * EPOCH_US), Offset::Aging(999_700));
-        assert_eq!(clock.offset_at(3 * EPOCH_US - 1), Offset::Aging(999_700));
+        assert_eq!(clock.offset_at(2 * EPOCH_US - 1, T), Offset::Fresh(999_700));
+        assert_eq!(clock.offset_at(2 * EPOCH_US, T), Offset::Aging(999_700));
+        assert_eq!(clock.offset_at(3 * EPOCH_US - 1, T), Offset::Aging(999_700));
         // Past two epochs, lowered by the drift allowed since (1,000 ppm of
         // the estimate's age, plus 1 µs).
         assert_eq!(
-            clock.offset_at(3 * EPOCH_US),
+            clock.offset_at(3 * EPOCH_US, T),
             Offset::Aging(999_700 - 2_000 - 1)
         );
         assert_eq!(
-            clock.offset_at(EPOCH_US + 60 * EPOCH_US),
+            clock.offset_at(EPOCH_US + 60 * EPOCH_US, T),
             Offset::Aging(999_700 - 60_000 - 1)
         );
         // A slow round trip (80 ms) in the next epoch lowers the bound only
@@ -250,6 +266,34 @@ mod tests {
         assert_eq!(
             clock.record(sent, sent + 80_000, 999_700 + sent + 1_000),
             999_700 - 1_000 - 1
+        );
+    }
+
+    #[test]
+    fn an_estimate_whose_drift_would_eat_half_the_timeout_is_measured_again() {
+        let clock = clock();
+        clock.record(0, 10, 1_000_010);
+        let timeout = Duration::from_millis(100);
+        // Drift allowed after age a: a / 1000 + 1 µs (integer division);
+        // stale once twice that passes the timeout less the slack (99,000
+        // µs): from a = 49,500,000 on.
+        assert_eq!(
+            clock.offset_at(49_499_999, timeout),
+            Offset::Aging(1_000_000 - 49_499 - 1)
+        );
+        assert_eq!(clock.offset_at(49_500_000, timeout), Offset::Unknown);
+        // The shorter the timeout, the sooner: 10 ms goes stale after 4.5 s.
+        let short = Duration::from_millis(10);
+        assert!(matches!(
+            clock.offset_at(4_000_000, short),
+            Offset::Aging(_)
+        ));
+        assert_eq!(clock.offset_at(5_000_000, short), Offset::Unknown);
+        // Measured again, the estimate is fresh.
+        clock.record(60_000_000, 60_000_010, 61_000_010);
+        assert_eq!(
+            clock.offset_at(60_000_020, timeout),
+            Offset::Fresh(1_000_000)
         );
     }
 

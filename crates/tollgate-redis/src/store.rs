@@ -247,7 +247,7 @@ impl RedisStore {
             caller_time.then_some(now_ms),
             self.config.expiry_margin_ms,
         )?;
-        let offset_us = match clock.offset_at(started_us) {
+        let offset_us = match clock.offset_at(started_us, self.config.timeout) {
             Offset::Fresh(offset) => offset,
             Offset::Aging(offset) => {
                 measure::in_background(&self.scripts, self.config.timeout);
