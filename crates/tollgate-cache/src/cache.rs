@@ -78,6 +78,13 @@ impl RejectionCache {
         self.max_clients
     }
 
+    /// The most entries a cache asked for `max_clients` holds: the cap is
+    /// kept per shard of 1/16, rounded up, so `max_clients` rounded up to a
+    /// multiple of 16 (100,000 is one; 5 holds up to 16).
+    pub const fn most_entries(max_clients: usize) -> usize {
+        SHARDS * max_clients.div_ceil(SHARDS)
+    }
+
     /// Entries held now, expired ones not yet dropped included.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()

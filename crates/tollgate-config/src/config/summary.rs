@@ -45,7 +45,10 @@ impl Config {
             ),
             StoreKind::Redis { .. } | StoreKind::RedisCluster { .. } => {
                 let mut cache = match self.store.shared_rejection_cache() {
-                    Some(max) => format!("rejection cache of at most {max} clients"),
+                    Some(max) => format!(
+                        "rejection cache of at most {} clients",
+                        tollgate_cache::RejectionCache::most_entries(max)
+                    ),
                     None => "no rejection cache".to_owned(),
                 };
                 match self.store.replicas_to_ack {
