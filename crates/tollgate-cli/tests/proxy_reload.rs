@@ -128,6 +128,17 @@ impl Proxy {
     }
 }
 
+/// A test that fails before [`Proxy::stop`] still stops its proxy, by PID
+/// (after `stop`, the child has exited and this does nothing).
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 #[test]
 fn proxy_reloads_its_plans_on_sighup_keeping_unchanged_limits() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
