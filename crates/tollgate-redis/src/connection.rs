@@ -242,15 +242,7 @@ impl Connection {
         command: Cmd,
     ) -> Result<Vec<Value>, RedisStoreError> {
         Ok(match self {
-            Connection::Single(c) => {
-                let command = &command;
-                vec![
-                    on_node(c, |mut c| async move {
-                        command.query_async::<Value>(&mut c).await
-                    })
-                    .await?,
-                ]
-            }
+            Connection::Single(c) => vec![query_on_node::<Value>(c, &command).await?],
             Connection::Cluster(c) => {
                 let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
                 match c.get().await?.route_command(command, routing).await? {
@@ -266,10 +258,7 @@ impl Connection {
     pub(crate) async fn is_replica(&self) -> Result<bool, RedisStoreError> {
         match self {
             Connection::Single(c) => {
-                let role: Value = on_node(c, |mut c| async move {
-                    redis::cmd("ROLE").query_async(&mut c).await
-                })
-                .await?;
+                let role: Value = query_on_node(c, &redis::cmd("ROLE")).await?;
                 let first = match role {
                     Value::Array(items) => items.into_iter().next(),
                     _ => None,
@@ -286,10 +275,7 @@ impl Connection {
     pub(crate) async fn time_us(&self) -> Result<u64, RedisStoreError> {
         match self {
             Connection::Single(c) => {
-                let (secs, micros): (u64, u64) = on_node(c, |mut c| async move {
-                    redis::cmd("TIME").query_async(&mut c).await
-                })
-                .await?;
+                let (secs, micros): (u64, u64) = query_on_node(c, &redis::cmd("TIME")).await?;
                 Ok(time_us(secs, micros))
             }
             Connection::Cluster(c) => cluster_time_us(c.get().await?).await,
@@ -401,6 +387,18 @@ where
         Err(e) if e.is_connection_refusal() => run(manager.clone()).await,
         answer => answer,
     }
+}
+
+/// `command`'s reply from one node, through [`on_node`].
+async fn query_on_node<T: FromRedisValue>(
+    manager: &ConnectionManager,
+    command: &Cmd,
+) -> RedisResult<T> {
+    on_node(
+        manager,
+        |mut c| async move { command.query_async(&mut c).await },
+    )
+    .await
 }
 
 /// The earliest `TIME` of every cluster primary that answered.
