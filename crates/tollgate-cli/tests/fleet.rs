@@ -10,12 +10,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tollgate_redis::testing::{RedisCluster, RedisServer};
+use tollgate_testkit::process::ChildGuard;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 const SERVERS: usize = 20;
@@ -26,27 +27,21 @@ const CLIENTS: [&str; 3] = ["sliding", "bucket", "gcra"];
 
 /// One `tollgate serve` process, killed on drop.
 struct Serve {
-    child: Child,
+    _child: ChildGuard,
     addr: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Serve {
     fn start(config: &str, store: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
-            .args(["--config", config])
-            .args(store)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start tollgate serve");
+        let mut child = ChildGuard::spawn(
+            Command::new(BIN)
+                .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
+                .args(["--config", config])
+                .args(store)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null()),
+        )
+        .expect("start tollgate serve");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut addr = None;
         for _ in 0..20 {
@@ -60,7 +55,10 @@ impl Serve {
             }
         }
         let addr = addr.expect("the server's address in its banner");
-        Self { child, addr }
+        Self {
+            _child: child,
+            addr,
+        }
     }
 
     /// `POST /v1/check` for `client`: whether it was allowed.

@@ -8,11 +8,12 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tollgate_testkit::process::ChildGuard;
 use tollgate_testkit::{counting_upstream, get_status};
 
 mod proxy_common;
@@ -51,8 +52,10 @@ fn write(path: &Path, text: &str) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
+/// A running proxy, stopped by its PID when dropped if a test fails
+/// before [`Proxy::stop`].
 struct Proxy {
-    child: Child,
+    child: ChildGuard,
     addr: SocketAddr,
     /// Everything logged so far (read by a thread as it comes).
     log: Arc<Mutex<String>>,
@@ -60,15 +63,16 @@ struct Proxy {
 
 impl Proxy {
     fn start(upstream: &str, config: &Path) -> Self {
-        let mut child = Command::new(BIN)
-            .args(["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0"])
-            .args(["--key", "header:X-Client-Id", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = ChildGuard::spawn(
+            Command::new(BIN)
+                .args(["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0"])
+                .args(["--key", "header:X-Client-Id", "--config"])
+                .arg(config)
+                .env("RUST_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .unwrap();
         let (_, addr) = read_banner(&mut child);
         let log = Arc::new(Mutex::new(String::new()));
         let sink = log.clone();
@@ -114,28 +118,13 @@ impl Proxy {
     }
 
     fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        self.child.signal(name);
     }
 
     /// SIGTERM; whether the proxy exited cleanly.
     fn stop(mut self) -> bool {
         self.signal("TERM");
         self.child.wait().unwrap().success()
-    }
-}
-
-/// A test that fails before [`Proxy::stop`] still stops its proxy, by PID
-/// (after `stop`, the child has exited and this does nothing).
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 

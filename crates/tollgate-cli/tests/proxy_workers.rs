@@ -6,9 +6,10 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use tollgate_testkit::cpus::{allowed_cpus, wait_for_thread_cpus};
+use tollgate_testkit::process::ChildGuard;
 use tollgate_testkit::{counting_upstream, get_status};
 
 mod proxy_common;
@@ -23,7 +24,7 @@ fn start_proxy(
     upstream: SocketAddr,
     only_cpu: Option<usize>,
     extra: &[&str],
-) -> (Child, String, SocketAddr) {
+) -> (ChildGuard, String, SocketAddr) {
     let mut command = match only_cpu {
         None => Command::new(BIN),
         Some(cpu) => {
@@ -32,15 +33,16 @@ fn start_proxy(
             taskset
         }
     };
-    let mut child = command
-        .args(["proxy", "--upstream", &format!("http://{upstream}")])
-        .args(["--listen", "127.0.0.1:0", "--workers", "2"])
-        .args(["--policy", "gcra", "--limit", "1000", "--window", "1s"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = ChildGuard::spawn(
+        command
+            .args(["proxy", "--upstream", &format!("http://{upstream}")])
+            .args(["--listen", "127.0.0.1:0", "--workers", "2"])
+            .args(["--policy", "gcra", "--limit", "1000", "--window", "1s"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .unwrap();
     let (banner, addr) = read_banner(&mut child);
     (child, banner, addr)
 }

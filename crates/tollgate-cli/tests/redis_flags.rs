@@ -17,6 +17,7 @@ use tollgate_cli::proxy::ProxyArgs;
 use tollgate_redis::testing::{free_port, RedisCluster, RedisServer};
 use tollgate_server::{Options, Overrides};
 use tollgate_testkit::counting_upstream;
+use tollgate_testkit::process::ChildGuard;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
@@ -250,6 +251,7 @@ async fn serve_and_proxy_refuse_to_start_with_a_wrong_password_or_an_untrusted_c
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
+            .map(ChildGuard::from)
             .expect("spawn tollgate serve");
         let (code, stderr) = exit_within(child, Duration::from_secs(20));
         assert_eq!(code, Some(1), "{flags:?}: {stderr}");
@@ -269,7 +271,7 @@ async fn serve_and_proxy_refuse_to_start_with_a_wrong_password_or_an_untrusted_c
 
 /// The binary `tollgate proxy` with `flags` (a listen address on port 0 and
 /// an upstream nobody needs are added), left to run or exit.
-fn spawn_proxy(flags: &[&str]) -> std::process::Child {
+fn spawn_proxy(flags: &[&str]) -> ChildGuard {
     Command::new(BIN)
         .args(["proxy", "--listen", "127.0.0.1:0", "--upstream"])
         .arg("http://127.0.0.1:9")
@@ -277,6 +279,7 @@ fn spawn_proxy(flags: &[&str]) -> std::process::Child {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
+        .map(ChildGuard::from)
         .expect("spawn tollgate proxy")
 }
 
@@ -357,6 +360,7 @@ async fn a_redis_refusing_the_login_is_a_failed_connection_not_an_invalid_flag()
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
+        .map(ChildGuard::from)
         .expect("spawn tollgate serve");
     let (_, serve_stderr) = exit_within(serve, Duration::from_secs(20));
     assert!(
@@ -499,6 +503,7 @@ fn the_replicas_to_ack_flag_replaces_the_files() {
         .args(flag("1"))
         .stderr(Stdio::piped())
         .spawn()
+        .map(ChildGuard::from)
         .expect("spawn tollgate serve");
     let (code, stderr) = exit_within(memory, Duration::from_secs(10));
     assert_ne!(code, Some(0));
@@ -510,7 +515,7 @@ fn the_replicas_to_ack_flag_replaces_the_files() {
 
 /// What `serve` (`child`) logs on standard error until it says it listens
 /// (it checks Redis first); it is stopped then.
-fn start_up_log(mut child: std::process::Child) -> String {
+fn start_up_log(mut child: ChildGuard) -> String {
     let banner = read_until(child.stdout.take().expect("stdout"), "listening");
     let _ = child.kill();
     let _ = child.wait();
@@ -523,7 +528,7 @@ fn start_up_log(mut child: std::process::Child) -> String {
 
 /// The `tollgate serve` binary on `config` and the Redis at `url`, with
 /// `extra` flags, its standard output and error piped.
-fn serve_process(config: &Path, url: &str, extra: &[&str]) -> std::process::Child {
+fn serve_process(config: &Path, url: &str, extra: &[&str]) -> ChildGuard {
     Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
         .args(["--config", config.to_str().expect("utf-8"), "--redis", url])
@@ -531,12 +536,13 @@ fn serve_process(config: &Path, url: &str, extra: &[&str]) -> std::process::Chil
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
+        .map(ChildGuard::from)
         .expect("spawn tollgate serve")
 }
 
 /// The exit code and standard error of `child`, which must end within
 /// `limit` (else it is killed and the test fails: it did not refuse to start).
-fn exit_within(mut child: std::process::Child, limit: Duration) -> (Option<i32>, String) {
+fn exit_within(mut child: ChildGuard, limit: Duration) -> (Option<i32>, String) {
     let started = Instant::now();
     while started.elapsed() < limit {
         if let Some(status) = child.try_wait().expect("wait for tollgate") {

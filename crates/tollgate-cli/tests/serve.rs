@@ -6,8 +6,10 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use tollgate_testkit::process::ChildGuard;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/tollgate.toml");
@@ -71,23 +73,24 @@ fn serve_refuses_bad_flags() {
 
 /// A running `tollgate serve` and the address it printed.
 struct Serve {
-    child: Child,
+    child: ChildGuard,
     addr: String,
     banner: String,
 }
 
 impl Serve {
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            // Tests run side by side: never the default gRPC port.
-            .args(["--grpc-listen", "127.0.0.1:0"])
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = ChildGuard::spawn(
+            Command::new(BIN)
+                .arg("serve")
+                // Tests run side by side: never the default gRPC port.
+                .args(["--grpc-listen", "127.0.0.1:0"])
+                .args(args)
+                .env("RUST_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut banner = String::new();
         let mut addr = None;
@@ -130,11 +133,7 @@ impl Serve {
     }
 
     fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        self.child.signal(name);
     }
 
     /// Waits (bounded) until `GET /v1/remaining/probe` contains `needle`.

@@ -14,7 +14,7 @@
 
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +23,7 @@ use reqwest::StatusCode;
 use tokio::sync::oneshot;
 use tollgate_redis::testing::RedisServer;
 use tollgate_server::{Options, Overrides};
+use tollgate_testkit::process::ChildGuard;
 use tollgate_testkit::{counting_upstream, metric, UPSTREAM_BODY};
 
 const EXAMPLE_ENVOY: &str = include_str!("../../tollgate-envoy/examples/envoy.yaml");
@@ -85,15 +86,8 @@ fn free_port() -> u16 {
 
 /// Envoy, killed when dropped (also when the test fails).
 struct Envoy {
-    child: Child,
+    child: ChildGuard,
     admin: SocketAddr,
-}
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Envoy {
@@ -150,6 +144,7 @@ impl Envoy {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
+            .map(ChildGuard::from)
             .expect("start envoy");
         let mut envoy = Self {
             child,

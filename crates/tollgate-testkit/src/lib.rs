@@ -17,11 +17,13 @@
 //! And [`slowloris`]: slow, silent and keep-alive clients on real sockets,
 //! for the tests of the HTTP connection limits; [`cpus`]: which CPUs a
 //! thread may run on, read from /proc, for the tests of the proxy's
-//! `--pin-workers`.
+//! `--pin-workers`; [`process::ChildGuard`]: a process a test started,
+//! stopped when the test ends, passed or failed.
 
 pub mod conformance;
 pub mod cpus;
 pub mod models;
+pub mod process;
 pub mod reference;
 pub mod slowloris;
 
