@@ -423,8 +423,14 @@ fn the_rejection_cache_is_on_for_shared_stores_and_off_for_memory() {
 
 #[test]
 fn the_summary_gives_the_memory_stores_real_bound_on_clients() {
-    // The memory store keeps one client per shard at least: 64.
-    for (max_clients, shown) in [(10, 64), (64, 64), (1_000, 1_000), (1_000_000, 1_000_000)] {
+    // The memory store keeps two clients per shard at least: 128.
+    for (max_clients, shown) in [
+        (10, 128),
+        (64, 128),
+        (128, 128),
+        (1_000, 1_000),
+        (1_000_000, 1_000_000),
+    ] {
         let config =
             Config::parse(&format!("[store]\nmax_clients = {max_clients}\n{LIMIT}")).unwrap();
         let expected = format!("memory (at most {shown} clients)");

@@ -78,7 +78,7 @@ pub struct Access<'a, S> {
 /// [`MemoryStore::with_max_clients`] bounds the number of clients kept, so
 /// that a flood of distinct client ids cannot grow memory without end. The
 /// cap is kept per shard (each shard holds at most `max_clients / 64`, at
-/// least 1). When a new client arrives at a full shard, the shard first drops
+/// least 2). When a new client arrives at a full shard, the shard first drops
 /// entries whose removal changes no answer (the caller says which, see
 /// [`MemoryStore::with_entry_reclaiming`]); if that frees less than an eighth
 /// of the shard, the clients whose eviction gives back the fewest units are
@@ -106,6 +106,12 @@ pub struct MemoryStore<S> {
 /// Shards per store: enough that two to a few dozen cores rarely collide.
 const SHARDS: usize = 64;
 
+/// The fewest clients a capped shard holds: two, so that a newcomer always
+/// has another resident to weigh against the one there (a shard of one
+/// would have to evict its only client, however much it used, for any
+/// newcomer: a spent client would win its quota back with one fresh id).
+const MIN_SHARD_CAP: usize = 2;
+
 impl<S> Default for MemoryStore<S> {
     fn default() -> Self {
         Self::new()
@@ -118,19 +124,20 @@ impl<S> MemoryStore<S> {
         Self::with_shard_cap(usize::MAX)
     }
 
-    /// An empty store holding at most `max(max_clients, 64)` clients: each of
-    /// the 64 shards holds at most `max(max_clients / 64, 1)`. See the type's
-    /// documentation for what happens when a shard is full.
+    /// An empty store holding at most `max(max_clients, 128)` clients: each
+    /// of the 64 shards holds at most `max(max_clients / 64, 2)`
+    /// (two per shard at least). See the type's documentation for what happens
+    /// when a shard is full.
     pub fn with_max_clients(max_clients: usize) -> Self {
-        Self::with_shard_cap((max_clients / SHARDS).max(1))
+        Self::with_shard_cap((max_clients / SHARDS).max(MIN_SHARD_CAP))
     }
 
     /// The bound on clients a store made by [`Self::with_max_clients`]
-    /// keeps to: `max(max_clients, 64)` (one client per shard at least), as
-    /// `tollgate check` tells it.
+    /// keeps to: `max(max_clients, 128)` (two clients per
+    /// shard at least), as `tollgate check` tells it.
     pub const fn clients_kept_at_most(max_clients: usize) -> usize {
-        if max_clients < SHARDS {
-            SHARDS
+        if max_clients < SHARDS * MIN_SHARD_CAP {
+            SHARDS * MIN_SHARD_CAP
         } else {
             max_clients
         }

@@ -18,7 +18,18 @@ fn daily(policy: &str) -> Plan {
 /// each use `flood_cost` units (at most the limit). Returns the victim's
 /// decision right after the flood.
 fn after_flood(policy: &str, flood: u64, flood_cost: u32) -> tollgate::PlanDecision {
-    let limiter = PlanLimiter::with_max_clients(MAX_CLIENTS);
+    after_flood_capped(MAX_CLIENTS, policy, flood, flood_cost)
+}
+
+/// [`after_flood`] on a store capped at `max_clients`.
+fn after_flood_capped(
+    max_clients: usize,
+    policy: &str,
+    flood: u64,
+    flood_cost: u32,
+) -> tollgate::PlanDecision {
+    let limiter = PlanLimiter::with_max_clients(max_clients);
+    let kept = tollgate::MemoryStore::<()>::clients_kept_at_most(max_clients);
     let plan = daily(policy);
     for t in 0..u64::from(LIMIT) {
         assert!(limiter.check(&plan, "victim", t, 1).allowed);
@@ -27,7 +38,7 @@ fn after_flood(policy: &str, flood: u64, flood_cost: u32) -> tollgate::PlanDecis
     for i in 0..flood {
         let decision = limiter.check(&plan, &format!("fresh-{i}"), 1_000 + i, flood_cost);
         assert!(decision.allowed, "{policy}: fresh id {i} was rejected");
-        assert!(limiter.clients() <= MAX_CLIENTS);
+        assert!(limiter.clients() <= kept);
     }
     limiter.check(&plan, "victim", 1_000 + flood, 1)
 }
@@ -62,6 +73,23 @@ fn fresh_ids_that_only_ask_or_use_all_but_one_unit_do_not_reset_it_either() {
                 !decision.allowed,
                 "{policy}: fresh ids costing {flood_cost} reset the victim"
             );
+        }
+    }
+}
+
+#[test]
+fn the_smallest_caps_never_reset_a_client_that_used_its_quota_either() {
+    // Below 128 clients, a shard of one client would have to evict the
+    // victim for any newcomer, whatever it gives back.
+    for max_clients in [1, 64, 100, 127, 128] {
+        for flood_cost in [0, 1] {
+            for policy in POLICY_NAMES {
+                let decision = after_flood_capped(max_clients, policy, 6_400, flood_cost);
+                assert!(
+                    !decision.allowed,
+                    "{policy}: capped at {max_clients}, fresh ids costing {flood_cost} reset the victim"
+                );
+            }
         }
     }
 }

@@ -36,12 +36,13 @@ fn capped_store_stays_under_its_cap_and_counts_evictions() {
 }
 
 #[test]
-fn tiny_caps_still_hold_one_client_per_shard() {
+fn tiny_caps_still_hold_two_clients_per_shard() {
     let store = MemoryStore::<u32>::with_max_clients(1);
-    assert_eq!(store.max_clients(), Some(64));
+    assert_eq!(store.max_clients(), Some(128));
+    assert_eq!(MemoryStore::<u32>::clients_kept_at_most(1), 128);
     for i in 0..1_000u64 {
         touch(&store, &format!("c{i}"), i);
-        assert!(store.len() <= 64);
+        assert!(store.len() <= 128);
     }
 }
 
