@@ -160,8 +160,9 @@ impl RlsService {
     /// # Errors
     /// `INVALID_ARGUMENT` for an empty domain, no descriptors or more than
     /// [`MAX_DESCRIPTORS`] (none of which Envoy sends); `UNAVAILABLE` when
-    /// the store hands back an error (a guarded store's failure policy
-    /// answers the failures it can: see `tollgate_guard::GuardedStore`).
+    /// the store hands back an error and no client of the request refused
+    /// (a guarded store's failure policy answers the failures it can: see
+    /// `tollgate_guard::GuardedStore`).
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
         validate(request)?;
         let grouped = self.group(request);

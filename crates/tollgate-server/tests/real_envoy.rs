@@ -117,7 +117,7 @@ impl Envoy {
         );
         yaml = replace(&yaml, "port_value: 3000", format!("port_value: {upstream}"));
         yaml = replace(&yaml, "port_value: 8081", format!("port_value: {grpc}"));
-        yaml = replace(&yaml, "timeout: 0.05s", "timeout: 5s".into());
+        yaml = replace(&yaml, "timeout: 0.25s", "timeout: 5s".into());
         yaml = replace(
             &yaml,
             "failure_mode_deny: false",

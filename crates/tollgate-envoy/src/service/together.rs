@@ -19,6 +19,14 @@ impl RlsService {
     /// When one refuses in step 2 after all (the state changed since the
     /// look: another instance, or the store failed and its failure policy
     /// refused), what the others consumed is given back.
+    ///
+    /// A store error fails the request (`UNAVAILABLE`, for Envoy's failure
+    /// mode) only when no client refused: a client certainly over its
+    /// limit refuses the request whatever the store says of the others,
+    /// as an error would let Envoy's default failure mode admit it (a
+    /// caller adding a descriptor of a client on a failing Redis master
+    /// would skip a spent limit). A client whose call failed is then
+    /// reported without numbers.
     pub(super) async fn decide_together(
         &self,
         groups: &[Group],
@@ -26,57 +34,71 @@ impl RlsService {
         now: u64,
     ) -> Result<Vec<Verdict>, Status> {
         let looks = join_all(groups.iter().map(|group| self.store_check(group, now, 0)));
-        let looks = (looks.await.into_iter())
+        let looks: Vec<Result<PlanDecision, Status>> = (looks.await.into_iter())
             .map(|look| look.map(|look| look.decision))
-            .collect::<Result<Vec<_>, _>>()?;
-        let (crowded, roomy): (Vec<usize>, Vec<usize>) =
-            (0..groups.len()).partition(|&i| !has_room(costs[i], &looks[i]));
+            .collect();
         let taken = Mutex::new(Taken::new(self.config.store.clone()));
-        let mut decided: Vec<Option<PlanDecision>> = (0..groups.len()).map(|_| None).collect();
-        let mut used = self.use_all(groups, costs, &crowded, now, &taken).await;
-        if matches!(&used, Ok(uses) if uses.iter().all(|(_, d)| d.allowed)) {
-            let more = self.use_all(groups, costs, &roomy, now, &taken).await;
-            used = used.and_then(|mut uses| {
-                more.map(|more| {
-                    uses.extend(more);
-                    uses
-                })
-            });
-        }
+        let uses = self.use_in_turn(groups, costs, &looks, now, &taken).await;
         let taken = taken.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let uses = match used {
-            Ok(uses) => uses,
-            Err(status) => {
+        let refused = any_refused(&uses);
+        match first_error(&uses) {
+            Some(error) if !refused => {
+                let error = error.clone();
                 taken.give_back().await;
-                return Err(status);
+                return Err(error);
             }
-        };
-        let mut refused = false;
-        for (i, decision) in uses {
-            refused |= !decision.allowed;
-            decided[i] = Some(decision);
+            _ if refused => taken.give_back().await,
+            _ => taken.keep(),
         }
-        if refused {
-            taken.give_back().await;
-        } else {
-            taken.keep();
+        let mut decided: Vec<Option<PlanDecision>> = (0..groups.len()).map(|_| None).collect();
+        for (i, used) in uses {
+            decided[i] = used.ok();
         }
-        let verdicts = decided
-            .into_iter()
-            .zip(looks)
+        let verdicts: Vec<Verdict> = (decided.into_iter().zip(looks))
             .map(|(decision, look)| match decision {
                 Some(d) if !refused || !d.allowed => Verdict::Decided(d),
-                _ => Verdict::Untouched(look),
-            });
-        let verdicts: Vec<Verdict> = verdicts.collect();
+                _ => Verdict::Untouched(
+                    look.unwrap_or_else(|_| PlanDecision::from_limits(Vec::new())),
+                ),
+            })
+            .collect();
         self.observe(groups, costs, &verdicts);
         Ok(verdicts)
     }
 
+    /// Step 2: uses the groups without room (by their looks), and then, if
+    /// none refused and nothing failed, the rest. A failed look counts as
+    /// its group's failed use: it stops the second round, but not a refusal
+    /// of the first.
+    async fn use_in_turn(
+        &self,
+        groups: &[Group],
+        costs: &[u32],
+        looks: &[Result<PlanDecision, Status>],
+        now: u64,
+        taken: &Mutex<Taken>,
+    ) -> Vec<(usize, Result<PlanDecision, Status>)> {
+        let (crowded, roomy): (Vec<usize>, Vec<usize>) = (0..groups.len())
+            .partition(|&i| matches!(&looks[i], Ok(look) if !has_room(costs[i], look)));
+        let mut uses = self.use_all(groups, costs, &crowded, now, taken).await;
+        if any_refused(&uses) {
+            return uses;
+        }
+        let failed_looks = looks.iter().enumerate();
+        uses.extend(
+            failed_looks.filter_map(|(i, look)| Some((i, Err(look.as_ref().err()?.clone())))),
+        );
+        if first_error(&uses).is_none() {
+            let roomy_used = self.use_all(groups, costs, &roomy, now, taken).await;
+            uses.extend(roomy_used);
+        }
+        uses
+    }
+
     /// Uses the groups `which` at once (one round trip, or one batch, on
     /// Redis), each receipt kept in `taken` as soon as its answer comes, so
-    /// that a request abandoned half way gives it back. The first error
-    /// fails them all (what the others used is in `taken`).
+    /// that a request abandoned half way gives it back. Each group's answer
+    /// or error, in `which`'s order.
     async fn use_all(
         &self,
         groups: &[Group],
@@ -84,14 +106,16 @@ impl RlsService {
         which: &[usize],
         now: u64,
         taken: &Mutex<Taken>,
-    ) -> Result<Vec<(usize, PlanDecision)>, Status> {
+    ) -> Vec<(usize, Result<PlanDecision, Status>)> {
         let uses = which.iter().map(|&i| async move {
-            let Returnable { decision, receipt } =
-                self.store_check(&groups[i], now, costs[i]).await?;
-            (taken.lock().unwrap_or_else(PoisonError::into_inner)).push(receipt);
-            Ok((i, decision))
+            let used = self.store_check(&groups[i], now, costs[i]).await;
+            let used = used.map(|Returnable { decision, receipt }| {
+                (taken.lock().unwrap_or_else(PoisonError::into_inner)).push(receipt);
+                decision
+            });
+            (i, used)
         });
-        join_all(uses).await.into_iter().collect()
+        join_all(uses).await
     }
 
     /// Tells the observer what the store decided for each group (those
@@ -124,4 +148,15 @@ fn has_room(cost: u32, look: &PlanDecision) -> bool {
         && (look.limits.iter())
             .filter(|l| !l.shadow)
             .all(|l| l.decision.remaining >= cost)
+}
+
+/// Whether a group used refused the request.
+fn any_refused(uses: &[(usize, Result<PlanDecision, Status>)]) -> bool {
+    uses.iter()
+        .any(|(_, used)| matches!(used, Ok(d) if !d.allowed))
+}
+
+/// The first error among the groups used, if any.
+fn first_error(uses: &[(usize, Result<PlanDecision, Status>)]) -> Option<&Status> {
+    uses.iter().find_map(|(_, used)| used.as_ref().err())
 }

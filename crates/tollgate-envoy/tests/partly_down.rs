@@ -1,0 +1,135 @@
+//! A store that fails for some clients only (a Redis Cluster's master
+//! down, with `on_store_error = "unavailable"`): a request one of whose
+//! clients is certainly over its limit is `OVER_LIMIT`, whatever the store
+//! says of the others. `UNAVAILABLE` would hand it to Envoy's failure
+//! mode, by default letting it through, so a caller adding a descriptor of
+//! a client on the failing part would skip a spent limit. Served on
+//! 127.0.0.1 port 0, called as Envoy calls it.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{address, ip_and_key_plans, key, request, Running, IP_AND_KEY_RULES, LIMIT};
+use tollgate::{
+    GivenBack, Inspection, ManualClock, MemoryBackend, Plan, PlanDecision, Receipt, Returnable,
+    Store, StoreError, StoreFuture,
+};
+use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
+
+/// The memory store, failing every call for the clients of `per-key` (as a
+/// cluster's master holding them would) and answering the rest.
+struct PartlyDown {
+    memory: MemoryBackend,
+}
+
+impl PartlyDown {
+    fn down_for(plan: &Plan) -> Option<StoreError> {
+        (plan.name() == "per-key").then(|| StoreError::transient("connection refused"))
+    }
+}
+
+impl Store for PartlyDown {
+    fn check<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, PlanDecision> {
+        match Self::down_for(plan) {
+            Some(error) => StoreFuture::ready(Err(error)),
+            None => self.memory.check(plan, client, now_ms, cost),
+        }
+    }
+
+    fn check_returnable<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+        cost: u32,
+    ) -> StoreFuture<'a, Returnable> {
+        match Self::down_for(plan) {
+            Some(error) => StoreFuture::ready(Err(error)),
+            None => self.memory.check_returnable(plan, client, now_ms, cost),
+        }
+    }
+
+    fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
+        self.memory.give_back(receipt)
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        match Self::down_for(plan) {
+            Some(error) => StoreFuture::ready(Err(error)),
+            None => self.memory.inspect(plan, client, now_ms),
+        }
+    }
+}
+
+async fn start(store: Arc<PartlyDown>) -> Running {
+    let rules = Rules::new(
+        RulesConfig::from_toml(IP_AND_KEY_RULES).unwrap(),
+        &ip_and_key_plans("sliding-window"),
+    )
+    .unwrap();
+    Running::start(ServiceConfig::new(
+        rules,
+        store,
+        Arc::new(ManualClock::new(0)),
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn a_client_over_its_limit_refuses_the_request_whatever_the_store_says_of_another() {
+    let store = Arc::new(PartlyDown {
+        memory: MemoryBackend::new(),
+    });
+    let mut running = start(store.clone()).await;
+    for _ in 0..LIMIT {
+        let answer = running.client.should_rate_limit(request(vec![address()]));
+        assert_eq!(
+            answer.await.unwrap().into_inner().overall_code,
+            Code::Ok as i32
+        );
+    }
+    // The address is spent; its key's part of the store is down.
+    let answer = running
+        .client
+        .should_rate_limit(request(vec![address(), key()]))
+        .await
+        .expect("a certain refusal, not an error status");
+    let answer = answer.into_inner();
+    assert_eq!(answer.overall_code, Code::OverLimit as i32);
+    assert_eq!(answer.statuses[0].code, Code::OverLimit as i32);
+    assert_eq!(
+        answer.statuses[1].current_limit, None,
+        "no numbers for the key"
+    );
+    // Nothing changed for the address (no use counted, nothing given).
+    let plans = ip_and_key_plans("sliding-window");
+    let seen = store
+        .memory
+        .inspect(&plans[0], "edge|remote_address=10.0.0.1", 0);
+    let seen = seen.await.unwrap();
+    assert_eq!(seen.limits[0].remaining, 0);
+
+    // With no client over its limit, the failure is the request's:
+    // `UNAVAILABLE`, for Envoy's failure mode to decide.
+    let fresh = common::descriptor("remote_address", "10.0.0.2");
+    let error = running
+        .client
+        .should_rate_limit(request(vec![fresh, key()]))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::Unavailable);
+    running.stop().await;
+}
