@@ -43,7 +43,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use error::Error;
-pub use server::{Decided, Observed, PartCircuit, ReloadReport, Server, StoreHealth, StoreRefunds};
+pub use server::{
+    Decided, Observed, PartCircuit, ReloadReport, Server, StoreHealth, StoreRefunds,
+    SWEEP_BEHIND_MS,
+};
 use stop::StopSignal;
 /// The config crate, re-exported: [`Server::new`] takes its [`Config`] and
 /// [`StoreHandle`].

@@ -16,6 +16,17 @@ use crate::clock::Stopwatch;
 use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics, StoreCalls};
 use crate::Error;
 
+/// How far behind the clock a sweep judges whether a client is idle (ms).
+///
+/// A sweep drops a state that changes no answer for calls at or after the
+/// time it is given. A request reads the clock before it reaches the store,
+/// so one read just before a sweep (its thread descheduled), or after the
+/// wall clock stepped back, arrives with an earlier time: swept at the
+/// clock's own reading, a log that had just left its window would be gone
+/// for a call one millisecond earlier, and the client's quota back whole.
+/// Ten seconds behind covers both; idle clients stay that much longer.
+pub const SWEEP_BEHIND_MS: u64 = 10_000;
+
 mod grpc_metrics;
 mod look;
 mod observe;
@@ -381,10 +392,11 @@ impl Server {
     }
 
     /// Drops the state of idle clients from the memory stores (and state of
-    /// limits no longer in the config). Returns how many clients were dropped.
+    /// limits no longer in the config), judged [`SWEEP_BEHIND_MS`] behind the
+    /// clock. Returns how many clients were dropped.
     pub fn sweep(&self) -> usize {
         let config = self.config();
-        let now = self.inner.clock.now_ms();
+        let now = self.inner.clock.now_ms().saturating_sub(SWEEP_BEHIND_MS);
         let mut dropped = 0;
         if let Some(guarded) = &self.inner.guarded {
             dropped += guarded

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use common::{TestServer, CONFIG};
 use reqwest::StatusCode;
 use tollgate::testing::FailingStore;
-use tollgate::StoreError;
+use tollgate::{Clock, StoreError};
 use tollgate_server::{Config, StoreHandle};
 use tollgate_testkit::metric;
 
@@ -289,6 +289,27 @@ async fn tracked_clients_stay_under_the_cap() {
     t.stop().await;
 }
 
+/// A request whose time was read just before a sweep (its thread
+/// descheduled, or the wall clock stepped back) still finds its client's
+/// state: the sweep judges idleness some seconds behind the clock, not at
+/// the sweep's own reading, after which a log free at 1,000 ms but not at
+/// 999 was dropped and the client's quota came back whole.
+#[tokio::test]
+async fn a_request_timed_just_before_a_sweep_finds_its_state() {
+    let t = TestServer::start(CONFIG).await;
+    let start = t.clock.now_ms();
+    let spent = t
+        .post_check(r#"{"client":"late","plan":"paid","cost":10}"#)
+        .await;
+    assert_eq!(spent.json()["allowed"], true);
+    t.clock.set(start + 1_000);
+    t.server.sweep();
+    t.clock.set(start + 999);
+    let late = t.post_check(r#"{"client":"late","plan":"paid"}"#).await;
+    assert_eq!(late.json()["allowed"], false, "{}", late.body);
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn the_sweep_drops_idle_clients() {
     let t = TestServer::start(CONFIG).await;
@@ -297,7 +318,10 @@ async fn the_sweep_drops_idle_clients() {
             .await;
     }
     assert_eq!(t.server.sweep(), 0);
+    // Idle for their window, but not yet for the sweep's lag behind it.
     t.clock.advance(1_000);
+    assert_eq!(t.server.sweep(), 0);
+    t.clock.advance(tollgate_server::SWEEP_BEHIND_MS);
     assert_eq!(t.server.sweep(), 10);
     let m = t.get("/metrics").await.body;
     assert_eq!(metric(&m, "tollgate_tracked_clients"), 0);
