@@ -71,7 +71,8 @@ impl RateLimitHeaders {
     /// The header values for several decisions of one request (Envoy's
     /// descriptors, each against its own plan): every enforced limit of every
     /// decision, in order, and `Retry-After` for the longest wait among the
-    /// rejecting decisions that waiting can cure.
+    /// rejecting decisions, when waiting cures them all (none when one asks
+    /// for more than its limit: retrying after the others' wait still fails).
     pub fn combined<'a, I>(decisions: I) -> Self
     where
         I: IntoIterator<Item = (&'a str, &'a PlanDecision)>,
@@ -81,12 +82,18 @@ impl RateLimitHeaders {
         let mut text = String::with_capacity(TEXT_BYTES);
         // One pass per value, so that both go into the one buffer.
         let mut retry_after_ms: Option<u64> = None;
+        let mut curable = true;
         for (plan, decision) in decisions.clone() {
             write_items(&mut text, 0, plan, decision, Value::Policy);
-            if let (false, Some(ms)) = (decision.allowed, decision.retry_after_ms) {
-                retry_after_ms = Some(retry_after_ms.map_or(ms, |m| m.max(ms)));
+            match (decision.allowed, decision.retry_after_ms) {
+                (true, _) => {}
+                (false, Some(ms)) => {
+                    retry_after_ms = Some(retry_after_ms.map_or(ms, |m| m.max(ms)))
+                }
+                (false, None) => curable = false,
             }
         }
+        let retry_after_ms = retry_after_ms.filter(|_| curable);
         let policy_end = text.len();
         for (plan, decision) in decisions {
             write_items(&mut text, policy_end, plan, decision, Value::RateLimit);
@@ -297,6 +304,25 @@ mod tests {
         assert_eq!(both.retry_after(), Some("1"));
         let fields: Vec<_> = both.fields().map(|(field, _)| field.name()).collect();
         assert_eq!(fields, ["ratelimit-policy", "ratelimit", "retry-after"]);
+    }
+
+    #[test]
+    fn combined_sends_no_retry_after_when_one_rejection_can_never_pass() {
+        // One decision waiting cures (500 ms), one whose cost is over the
+        // limit (no wait helps): retrying after the first wait still fails.
+        let limiter = PlanLimiter::new();
+        let plan = plan();
+        limiter.check(&plan, "b", 0, 2);
+        let curable = limiter.check(&plan, "b", 500, 1);
+        assert_eq!(curable.retry_after_ms, Some(500));
+        let never = limiter.check(&plan, "c", 500, 1_000);
+        assert_eq!(never.retry_after_ms, None);
+        for pair in [
+            [("p", &curable), ("q", &never)],
+            [("q", &never), ("p", &curable)],
+        ] {
+            assert_eq!(RateLimitHeaders::combined(pair).retry_after(), None);
+        }
     }
 
     #[test]
