@@ -15,9 +15,12 @@ pub(crate) fn fail_open(plan: &Plan, now_ms: u64, cost: u32) -> PlanDecision {
     decision
 }
 
-/// Fail-closed: every limit rejects, nothing remains, retry after the hint.
-pub(crate) fn fail_closed(plan: &Plan, retry_after_ms: u64) -> PlanDecision {
-    let limits = plan
+/// Fail-closed: every limit rejects, nothing remains, retry after the hint;
+/// a limit the cost is over gives no retry (no wait lets it through, as
+/// the store and fail-open answer it), nor does the plan when such a limit
+/// is enforced.
+pub(crate) fn fail_closed(plan: &Plan, cost: u32, retry_after_ms: u64) -> PlanDecision {
+    let limits: Vec<LimitDecision> = plan
         .limits()
         .iter()
         .map(|limit| LimitDecision {
@@ -29,14 +32,15 @@ pub(crate) fn fail_closed(plan: &Plan, retry_after_ms: u64) -> PlanDecision {
                 allowed: false,
                 limit: limit.policy().limit(),
                 remaining: 0,
-                retry_after_ms: Some(retry_after_ms),
+                retry_after_ms: Some(retry_after_ms).filter(|_| cost <= limit.policy().limit()),
                 reset_after_ms: retry_after_ms,
             },
         })
         .collect();
+    let never = (limits.iter()).any(|l| !l.shadow && l.decision.retry_after_ms.is_none());
     PlanDecision {
         allowed: false,
-        retry_after_ms: Some(retry_after_ms),
+        retry_after_ms: Some(retry_after_ms).filter(|_| !never),
         limits,
         decided_by: DecidedBy::Failure(FailurePolicy::FailClosed),
     }

@@ -328,7 +328,7 @@ impl<S: Store> GuardedStore<S> {
             }
             FailurePolicy::FailClosed => {
                 bump(&c.fail_closed);
-                Ok(answer::fail_closed(plan, self.fail_closed_retry_after_ms).into())
+                Ok(answer::fail_closed(plan, cost, self.fail_closed_retry_after_ms).into())
             }
             FailurePolicy::LocalFallback => {
                 bump(&c.local_fallback);

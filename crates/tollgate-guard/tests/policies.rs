@@ -79,6 +79,19 @@ async fn fail_closed_asks_for_a_second_by_default() {
 }
 
 #[tokio::test]
+async fn fail_closed_gives_no_retry_to_a_cost_over_the_limit() {
+    // As fail-open and the store answer it: no wait lets 3 of 2 through.
+    let store = failing(StoreError::transient("down"), FailurePolicy::FailClosed);
+    let d = store.check(&plan(), "c", 0, 3).await.unwrap();
+    assert!(!d.allowed);
+    assert_eq!(d.decided_by.as_str(), "fail-closed");
+    assert_eq!(d.retry_after_ms, None);
+    assert_eq!(d.limits[0].decision.retry_after_ms, None);
+    let within = store.check(&plan(), "c", 0, 2).await.unwrap();
+    assert_eq!(within.retry_after_ms, Some(1_000));
+}
+
+#[tokio::test]
 async fn unavailable_hands_every_failure_back() {
     let store = GuardedStore::new(
         HangingStore,
