@@ -214,10 +214,7 @@ enum ConnectCause {
 impl ConnectCause {
     fn of(e: &redis::RedisError) -> Self {
         let text = e.to_string();
-        if e.kind() == redis::ErrorKind::AuthenticationFailed
-            || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
-            || text.contains("WRONGPASS")
-        {
+        if credentials_refused(e, &text) {
             Self::WrongCredentials
         } else if text.contains("certificate") || text.contains("UnknownIssuer") {
             Self::UntrustedCertificate
@@ -229,6 +226,20 @@ impl ConnectCause {
             Self::Other
         }
     }
+}
+
+/// Whether Redis refused the user name or password: `AUTH` refused on
+/// RESP2 (redis-rs's `AuthenticationFailed`), `HELLO` refused on RESP3
+/// (`WRONGPASS`), or a command sent without logging in (`NOAUTH`). A
+/// cluster's client reports its seeds' refusal as an I/O error, "Failed to
+/// create initial connections", with the refusal only in its text (`text`,
+/// `e`'s): "... - Io: Password authentication failed - AuthenticationFailed".
+fn credentials_refused(e: &redis::RedisError, text: &str) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+        || ["AuthenticationFailed", "WRONGPASS", "NOAUTH"]
+            .iter()
+            .any(|refusal| text.contains(refusal))
 }
 
 /// The likely cause of a failed first connection, in words a person acts on.

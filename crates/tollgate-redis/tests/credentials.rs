@@ -1,13 +1,14 @@
 //! Credentials that stop working, and start working again, against real
 //! `redis-server` processes the tests spawn: a one-node store whose
 //! reconnection was refused at login connects again once the credentials
-//! are good again (without charging any call twice).
+//! are good again (without charging any call twice), and a cluster's seeds
+//! that refuse the credentials at start-up say so, as one node does.
 
 use std::time::Duration;
 
 use tollgate::{AnyPolicy, Plan, PlanDecision};
-use tollgate_redis::testing::{current_thread_runtime, RedisServer};
-use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError};
+use tollgate_redis::testing::{current_thread_runtime, ClusterOptions, RedisCluster, RedisServer};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError, RedisTarget};
 
 fn plan() -> Plan {
     let policy = AnyPolicy::from_name("token-bucket", 10, 1_000_000).expect("policy");
@@ -112,5 +113,43 @@ fn a_store_connects_again_once_its_user_is_added_after_a_restart() {
         let back = until_decided(&store).await;
         // A fresh data set: this is the only call charged since the restart.
         assert_eq!(back.limits[0].decision.remaining, 9);
+    });
+}
+
+/// A cluster whose every node knows carol (password `good`).
+fn cluster_with_carol(test: &str) -> Option<RedisCluster> {
+    let carol = ["--user", "carol", "on", ">good", "~*", "&*", "+@all"];
+    let options = ClusterOptions {
+        extra: carol.map(String::from).to_vec(),
+        ..ClusterOptions::default()
+    };
+    RedisCluster::spawn_with(test, &options)
+}
+
+/// A wrong password, or a user the cluster does not know, stops start-up
+/// on a cluster as on one node: the error says so, without the password,
+/// and is not taken for a cluster that is not up yet.
+#[test]
+fn a_cluster_refusing_the_credentials_is_refused_at_connect() {
+    let Some(cluster) = cluster_with_carol("a_cluster_refusing_the_credentials") else {
+        return;
+    };
+    let port = cluster.nodes()[0].port();
+    current_thread_runtime().block_on(async {
+        let good = RedisTarget::cluster([format!("redis://carol:good@127.0.0.1:{port}")]);
+        let store = RedisStore::connect_to(&good, RedisStoreConfig::default()).await;
+        assert!(store.is_ok(), "{:?}", store.err());
+        for (user, password) in [("carol", "bad-pw"), ("nobody", "some-pw")] {
+            let url = format!("redis://{user}:{password}@127.0.0.1:{port}");
+            let target = RedisTarget::cluster([url]);
+            let Err(error) = RedisStore::connect_to(&target, RedisStoreConfig::default()).await
+            else {
+                panic!("{user}:{password} connected");
+            };
+            let text = error.to_string();
+            assert!(text.contains("wrong user name or password"), "{text}");
+            assert!(!text.contains(password), "{text}");
+            assert!(!error.is_not_up_yet(), "{text}");
+        }
     });
 }
