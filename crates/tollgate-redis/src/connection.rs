@@ -1,7 +1,6 @@
-//! The connection to Redis: one node (reconnecting by itself) or a cluster,
-//! with the two calls the store makes: a script, and `TIME`.
+//! The connection to Redis: one node (reconnecting by itself, `node.rs`) or
+//! a cluster, with the two calls the store makes: a script, and `TIME`.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +14,7 @@ use redis::{
 use tokio::runtime::Handle;
 
 use crate::lazy_cluster::LazyCluster;
+use crate::node::Node;
 use crate::replicas::{Acked, ReplicaWait};
 use crate::{RedisStoreError, RedisTarget};
 
@@ -33,7 +33,8 @@ use crate::{RedisStoreError, RedisTarget};
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One connection attempt per reconnect, no retries: the next call after a
-/// failed attempt starts a new one. With retries, every call made while the
+/// failed attempt starts a new one (after an I/O error, by the manager
+/// itself; after a refusal at login, by a new manager: `node.rs`). With retries, every call made while the
 /// manager waits between attempts would wait with it, up to the caller's
 /// timeout: when Redis dies, all the calls in flight would each wait out
 /// the timeout before the circuit breaker could open, where a refused
@@ -74,7 +75,7 @@ pub(crate) fn home() -> Result<Handle, RedisStoreError> {
 /// the receipt it takes back by.
 #[derive(Clone)]
 pub(crate) enum Connection {
-    Single(ConnectionManager),
+    Single(Arc<Node>),
     Cluster(Arc<LazyCluster>),
 }
 
@@ -84,8 +85,9 @@ impl Connection {
     /// succeed, so that a wrong password, an untrusted certificate or an
     /// unreachable node is reported at start-up, saying which. A cluster's
     /// command sent again after a wait is sent within `timeout`, the
-    /// callers' (`RedisTarget::cluster_client`). A cluster's connections
-    /// are made on `home`, the store's runtime ([`home`]).
+    /// callers' (`RedisTarget::cluster_client`). A cluster's connections,
+    /// and a node's that replace one refused at login, are made on `home`,
+    /// the store's runtime ([`home`]).
     pub(crate) async fn connect(
         target: &RedisTarget,
         timeout: Duration,
@@ -102,14 +104,15 @@ impl Connection {
             Ok(Connection::Cluster(Arc::new(cluster)))
         } else {
             let client = target.client()?;
-            let mut manager = ConnectionManager::new_with_config(client, manager_config())
+            let mut manager = ConnectionManager::new_with_config(client.clone(), manager_config())
                 .await
                 .map_err(failed)?;
             redis::cmd("PING")
                 .query_async::<()>(&mut manager)
                 .await
                 .map_err(failed)?;
-            Ok(Connection::Single(manager))
+            let node = Node::new(client, manager_config(), manager, home);
+            Ok(Connection::Single(Arc::new(node)))
         }
     }
 
@@ -127,8 +130,9 @@ impl Connection {
             return Ok(Connection::Cluster(Arc::new(cluster)));
         }
         let client = target.client()?;
-        let manager = ConnectionManager::new_lazy_with_config(client, manager_config())?;
-        Ok(Connection::Single(manager))
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
+        let node = Node::new(client, manager_config(), manager, home);
+        Ok(Connection::Single(Arc::new(node)))
     }
 
     /// A connection of its own for one master's calls: on a cluster, a new
@@ -167,8 +171,9 @@ impl Connection {
     /// Runs a script (EVALSHA, loading it after NOSCRIPT).
     pub(crate) async fn invoke<T: FromRedisValue>(&self, call: &Evalsha<'_>) -> RedisResult<T> {
         match self {
-            Connection::Single(c) => {
-                on_node(c, |mut c| async move { call.run(&mut c).await }).await
+            Connection::Single(node) => {
+                node.run(|mut c| async move { call.run(&mut c).await })
+                    .await
             }
             Connection::Cluster(c) => call.run(&mut c.get().await?).await,
         }
@@ -186,8 +191,9 @@ impl Connection {
             return Ok((self.invoke(call).await?, Acked::NotAsked));
         };
         let (reply, waited) = match self {
-            Connection::Single(c) => {
-                on_node(c, |mut c| async move { call.run_acked(&mut c, wait).await }).await
+            Connection::Single(node) => {
+                node.run(|mut c| async move { call.run_acked(&mut c, wait).await })
+                    .await
             }
             // redis-rs follows a pipeline's MOVED and ASK as a command's.
             Connection::Cluster(c) => call.run_acked(&mut c.get().await?, wait).await,
@@ -242,7 +248,7 @@ impl Connection {
         command: Cmd,
     ) -> Result<Vec<Value>, RedisStoreError> {
         Ok(match self {
-            Connection::Single(c) => vec![query_on_node::<Value>(c, &command).await?],
+            Connection::Single(c) => vec![c.query::<Value>(&command).await?],
             Connection::Cluster(c) => {
                 let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
                 match c.get().await?.route_command(command, routing).await? {
@@ -258,7 +264,7 @@ impl Connection {
     pub(crate) async fn is_replica(&self) -> Result<bool, RedisStoreError> {
         match self {
             Connection::Single(c) => {
-                let role: Value = query_on_node(c, &redis::cmd("ROLE")).await?;
+                let role: Value = c.query(&redis::cmd("ROLE")).await?;
                 let first = match role {
                     Value::Array(items) => items.into_iter().next(),
                     _ => None,
@@ -275,7 +281,7 @@ impl Connection {
     pub(crate) async fn time_us(&self) -> Result<u64, RedisStoreError> {
         match self {
             Connection::Single(c) => {
-                let (secs, micros): (u64, u64) = query_on_node(c, &redis::cmd("TIME")).await?;
+                let (secs, micros): (u64, u64) = c.query(&redis::cmd("TIME")).await?;
                 Ok(time_us(secs, micros))
             }
             Connection::Cluster(c) => cluster_time_us(c.get().await?).await,
@@ -369,36 +375,6 @@ impl<'a> Evalsha<'a> {
             .and_then(|count| Ok(u64::from_redis_value(count)?));
         Ok((reply, acknowledged))
     }
-}
-
-/// Runs `run` on one node's connection, and once more when its connection
-/// was refused. After an outage the manager answers the first call with its
-/// last failed reconnect, and only then starts a new one. A refused
-/// connection sent nothing, so one retry cannot charge twice, and it lets
-/// the first call after Redis is back (the breaker's probe) succeed. Every
-/// command on one node goes through here: the scripts, and the `TIME` a
-/// store made while Redis was down reads before its first script.
-async fn on_node<T, F, R>(manager: &ConnectionManager, run: F) -> RedisResult<T>
-where
-    F: Fn(ConnectionManager) -> R,
-    R: Future<Output = RedisResult<T>>,
-{
-    match run(manager.clone()).await {
-        Err(e) if e.is_connection_refusal() => run(manager.clone()).await,
-        answer => answer,
-    }
-}
-
-/// `command`'s reply from one node, through [`on_node`].
-async fn query_on_node<T: FromRedisValue>(
-    manager: &ConnectionManager,
-    command: &Cmd,
-) -> RedisResult<T> {
-    on_node(
-        manager,
-        |mut c| async move { command.query_async(&mut c).await },
-    )
-    .await
 }
 
 /// The earliest `TIME` of every cluster primary that answered.

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use tollgate::StoreError;
 
+mod connect;
+
 /// Why the Redis store could not decide.
 ///
 /// Each error is either transient (Redis down, slow, restarting, failing
@@ -189,96 +191,6 @@ pub const PERMANENT_CODES: &[&str] = &[
     "ERR",
     "EXECABORT",
 ];
-
-impl RedisStoreError {
-    /// The first connection to `target` failed with `source`.
-    pub(crate) fn connect(target: &crate::RedisTarget, source: redis::RedisError) -> Self {
-        Self::Connect {
-            target: target.redacted(),
-            hint: connect_hint(&source),
-            source,
-        }
-    }
-}
-
-/// Why a first connection failed, as far as the Redis client says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ConnectCause {
-    WrongCredentials,
-    UntrustedCertificate,
-    Refused,
-    TimedOut,
-    Other,
-}
-
-impl ConnectCause {
-    fn of(e: &redis::RedisError) -> Self {
-        let text = e.to_string();
-        if e.kind() == redis::ErrorKind::AuthenticationFailed
-            || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
-            || text.contains("WRONGPASS")
-        {
-            Self::WrongCredentials
-        } else if text.contains("certificate") || text.contains("UnknownIssuer") {
-            Self::UntrustedCertificate
-        } else if e.is_connection_refusal() {
-            Self::Refused
-        } else if e.is_timeout() {
-            Self::TimedOut
-        } else {
-            Self::Other
-        }
-    }
-}
-
-/// The likely cause of a failed first connection, in words a person acts on.
-fn connect_hint(e: &redis::RedisError) -> &'static str {
-    match ConnectCause::of(e) {
-        ConnectCause::WrongCredentials => {
-            "wrong user name or password (check the URL's user:password@); "
-        }
-        ConnectCause::UntrustedCertificate => {
-            "the server's TLS certificate is not trusted (give its CA: [store] tls_ca or --redis-ca); "
-        }
-        ConnectCause::Refused => {
-            "nothing accepts connections there (is Redis running, and is it this port?); "
-        }
-        ConnectCause::TimedOut => {
-            "no answer in time (is the address right, and is Redis reachable?); "
-        }
-        ConnectCause::Other => "",
-    }
-}
-
-impl RedisStoreError {
-    /// True for a first connection that failed in a way waiting may fix:
-    /// nothing answered (refused, timed out, or the connection broke before
-    /// Redis said anything), Redis answered with a transient error (still
-    /// loading its data set after a restart, or another of
-    /// [`TRANSIENT_CODES`]), or a cluster's seeds answered but serve no
-    /// slot yet (the cluster is being formed). Redis may simply not be up
-    /// yet, so a service may start and let its failure policy answer until
-    /// it is. False for a wrong password or an untrusted certificate, which
-    /// no wait can fix, and for every other error.
-    pub fn is_not_up_yet(&self) -> bool {
-        match self {
-            RedisStoreError::Connect { source, .. } => match ConnectCause::of(source) {
-                ConnectCause::Refused | ConnectCause::TimedOut => true,
-                ConnectCause::Other => match source.code() {
-                    Some(code) => TRANSIENT_CODES.contains(&code),
-                    // A cluster whose seeds answer but serve no slot yet
-                    // (its nodes not joined): redis-rs finds no connection.
-                    None => {
-                        source.is_io_error()
-                            || source.kind() == redis::ErrorKind::ClusterConnectionNotFound
-                    }
-                },
-                ConnectCause::WrongCredentials | ConnectCause::UntrustedCertificate => false,
-            },
-            _ => false,
-        }
-    }
-}
 
 fn is_transient_redis(e: &redis::RedisError) -> bool {
     // A reconnection refused for its credentials (the password changed

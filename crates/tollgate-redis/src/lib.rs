@@ -175,6 +175,7 @@ mod lazy_cluster;
 pub mod lost;
 pub mod masters;
 mod measure;
+mod node;
 pub mod policies;
 mod receipts;
 pub mod refund;

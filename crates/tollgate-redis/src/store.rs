@@ -43,7 +43,8 @@ pub struct RedisStore {
 impl RedisStore {
     /// Connects to one Redis node (`redis://host:port/db`, see
     /// [`RedisTarget`] for every form) through a [`redis::aio::ConnectionManager`],
-    /// which reconnects by itself after Redis comes back.
+    /// which reconnects by itself after Redis comes back (and after
+    /// credentials refused at a reconnection work again).
     ///
     /// # Errors
     /// As [`RedisStore::connect_to`].

@@ -2,7 +2,8 @@
 //! tests spawn themselves: TLS with a private CA the test makes (rcgen), an
 //! ACL user, a database number, a cluster from seed nodes. The right
 //! credentials work; a wrong password, an untrusted certificate or an
-//! unreachable node fails at connect time with an error saying which; after
+//! unreachable node fails at connect time with an error saying which (a
+//! scheme whose TLS the port does not speak, asking whether it does); after
 //! start-up, failures are answered by the failure policy.
 
 use std::time::Duration;
@@ -116,6 +117,53 @@ fn an_unreachable_node_is_refused_at_connect() {
         error.contains("cannot connect to Redis at cluster"),
         "{error}"
     );
+}
+
+/// The error of a connection that must fail, which a service takes for a
+/// Redis that may not be up yet (it starts, its failure policy answering).
+async fn not_up_yet_error(target: &RedisTarget) -> String {
+    match RedisStore::connect_to(target, RedisStoreConfig::default()).await {
+        Ok(_) => panic!("connecting to {target:?} should fail"),
+        Err(e) => {
+            assert!(e.is_not_up_yet(), "{e}");
+            e.to_string()
+        }
+    }
+}
+
+/// `rediss://` at a plain port goes unanswered, `redis://` at a TLS port is
+/// reset: the error asks whether the port speaks TLS. Both look like a
+/// Redis not up yet too (a slow network; a proxy with no server behind it),
+/// so a service still starts on them.
+#[test]
+fn a_url_whose_tls_the_port_does_not_speak_asks_whether_it_does() {
+    let Some(plain) = RedisServer::spawn("tls_at_a_plain_port") else {
+        return;
+    };
+    let Some(tls) = RedisServer::spawn_tls("plain_at_a_tls_port", &[]) else {
+        return;
+    };
+    let ca = tls.certs().expect("a TLS server").ca_pem();
+    current_thread_runtime().block_on(async {
+        let tls_at_plain = format!("rediss://127.0.0.1:{}", plain.port());
+        for target in [
+            RedisTarget::single(&tls_at_plain),
+            RedisTarget::cluster([&tls_at_plain]),
+        ] {
+            let error = not_up_yet_error(&target).await;
+            assert!(
+                error.contains("does this port speak TLS? rediss:// needs"),
+                "{error}"
+            );
+        }
+        let plain_at_tls = format!("redis://127.0.0.1:{}", tls.port());
+        let error = not_up_yet_error(&RedisTarget::single(plain_at_tls)).await;
+        assert!(error.contains("then use rediss://"), "{error}");
+        // The right scheme connects.
+        let right = RedisTarget::single(tls.url()).with_ca_pem(ca);
+        let store = RedisStore::connect_to(&right, RedisStoreConfig::default()).await;
+        assert!(store.is_ok(), "{:?}", store.err());
+    });
 }
 
 #[test]

@@ -1,0 +1,134 @@
+//! One Redis node's connection: a redis-rs `ConnectionManager`, which
+//! reconnects by itself after a lost connection, and which this module
+//! replaces when its reconnection was refused at login.
+//!
+//! Why: the manager keeps the outcome of its last reconnection, and starts
+//! another only when that one failed with an I/O error (redis-rs 1.8,
+//! `aio/connection_manager.rs`, `reconnect_if_io_error`). A reconnection
+//! that reached Redis but was refused at login (the password changed, the
+//! ACL user not yet added back after a restart, the database refused) is
+//! kept for good: every later call gets its error, even once the
+//! credentials work again. So a call that meets such a refusal puts a new
+//! manager in its place, which connects at the next call (the circuit
+//! breaker's probe, or any call: a permanent error does not open it). The
+//! refusal sent nothing, so no call is charged twice; the call that met it
+//! fails, as it would have.
+
+use std::future::Future;
+use std::sync::{Mutex, PoisonError};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, Cmd, FromRedisValue, RedisError, RedisResult};
+use tokio::runtime::Handle;
+
+/// One node's connection, replaced when refused at login.
+pub(crate) struct Node {
+    client: Client,
+    config: ConnectionManagerConfig,
+    /// Where a replacing manager is made (its tasks run there):
+    /// `connection::home`.
+    home: Handle,
+    current: Mutex<Current>,
+}
+
+/// The manager in use, and how many were replaced before it: a call
+/// replaces only the manager it used, so that calls refused together
+/// replace it once.
+#[derive(Clone)]
+struct Current {
+    manager: ConnectionManager,
+    generation: u64,
+}
+
+impl Node {
+    /// A node whose connection is `manager`, made of `client` and `config`.
+    pub(crate) fn new(
+        client: Client,
+        config: ConnectionManagerConfig,
+        manager: ConnectionManager,
+        home: Handle,
+    ) -> Self {
+        Self {
+            client,
+            config,
+            home,
+            current: Mutex::new(Current {
+                manager,
+                generation: 0,
+            }),
+        }
+    }
+
+    fn current(&self) -> Current {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
+        // A panic while holding the lock cannot leave `Current` half written.
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Puts a new manager, not connected yet, in the place of the one of
+    /// `generation`, unless another call already did.
+    fn replace(&self, generation: u64) {
+        let mut current = self.lock();
+        if current.generation != generation {
+            return;
+        }
+        let _at_home = self.home.enter();
+        // Cannot fail with this configuration (no push sender), but if it
+        // did, the manager in place stays: calls get its error as before.
+        if let Ok(manager) =
+            ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
+        {
+            *current = Current {
+                manager,
+                generation: generation + 1,
+            };
+        }
+    }
+
+    /// Runs `run` on the node's connection, and once more when its
+    /// connection was refused: after an outage the manager answers the
+    /// first call with its last failed reconnect, and only then starts a
+    /// new one. A refused connection sent nothing, so one retry cannot
+    /// charge twice, and it lets the first call after Redis is back (the
+    /// breaker's probe) succeed. A call refused at login replaces the
+    /// manager (see the module's documentation). Every command on one node
+    /// goes through here: the scripts, and the `TIME` a store made while
+    /// Redis was down reads before its first script.
+    pub(crate) async fn run<T, F, R>(&self, run: F) -> RedisResult<T>
+    where
+        F: Fn(ConnectionManager) -> R,
+        R: Future<Output = RedisResult<T>>,
+    {
+        let Current {
+            manager,
+            generation,
+        } = self.current();
+        let answer = match run(manager.clone()).await {
+            Err(e) if e.is_connection_refusal() => run(manager).await,
+            answer => answer,
+        };
+        if matches!(&answer, Err(e) if refused_at_login(e)) {
+            self.replace(generation);
+        }
+        answer
+    }
+
+    /// `command`'s reply, through [`Node::run`].
+    pub(crate) async fn query<T: FromRedisValue>(&self, command: &Cmd) -> RedisResult<T> {
+        self.run(|mut c| async move { command.query_async(&mut c).await })
+            .await
+    }
+}
+
+/// Whether Redis refused the connection at login, which the manager never
+/// tries again: the password or user refused (`AUTH` on RESP2, `HELLO` on
+/// RESP3, or a command on a connection that never logged in), or the
+/// database refused (`SELECT`).
+pub(crate) fn refused_at_login(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+        || e.to_string().contains("refused to switch database")
+}
