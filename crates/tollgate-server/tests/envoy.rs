@@ -525,6 +525,15 @@ async fn a_redis_failure_is_the_failure_policys_answer_or_unavailable_as_configu
         ),
         1
     );
+    // `/v1/stats` counts the gRPC calls too (their own guard's): one
+    // decided by Redis while it was up, the three failures, the one
+    // fail-closed answer.
+    let stats: serde_json::Value =
+        serde_json::from_str(&unavailable.get("/v1/stats").await).unwrap();
+    let calls = &stats["store"]["calls"];
+    assert_eq!(calls["store"], 1, "{calls}");
+    assert_eq!(calls["transient_errors"], 3, "{calls}");
+    assert_eq!(calls["fail_closed"], 1, "{calls}");
     by_policy.stop().await;
     unavailable.stop().await;
 }

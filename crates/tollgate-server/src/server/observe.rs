@@ -140,7 +140,7 @@ pub struct PartCircuit {
 }
 
 /// A shared store's call counts since start.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct StoreCalls {
     /// Decided by the store.
     pub store: u64,
@@ -192,17 +192,21 @@ impl Server {
         let errors = self
             .observed()
             .map(|o| o.stats.recent_store_errors(self.now_ms(), HEALTH_SECONDS));
-        let calls = self.inner.guarded.as_ref().map(|g| {
-            let c = g.counts();
-            StoreCalls {
-                store: c.store,
-                fail_open: c.fail_open,
-                fail_closed: c.fail_closed,
-                local_fallback: c.local_fallback,
-                timeouts: c.timeouts,
-                transient_errors: c.transient_errors,
-                permanent_errors: c.permanent_errors,
+        // Both guards' calls: the gRPC service has its own with
+        // `on_store_error = "unavailable"`, as `/metrics` counts them.
+        let guards = [&self.inner.guarded, &self.inner.envoy_guarded];
+        let calls = self.inner.guarded.as_ref().map(|_| {
+            let mut calls = StoreCalls::default();
+            for c in guards.into_iter().flatten().map(|g| g.counts()) {
+                calls.store += c.store;
+                calls.fail_open += c.fail_open;
+                calls.fail_closed += c.fail_closed;
+                calls.local_fallback += c.local_fallback;
+                calls.timeouts += c.timeouts;
+                calls.transient_errors += c.transient_errors;
+                calls.permanent_errors += c.permanent_errors;
             }
+            calls
         });
         StoreHealth {
             kind,
