@@ -105,8 +105,16 @@ fn run_proxy(args: proxy::ProxyArgs) -> ExitCode {
 fn run_check(file: &std::path::Path) -> ExitCode {
     match tollgate_config::Config::load(file) {
         Ok(config) => {
-            print!("{}: ok\n{}", file.display(), config.summary());
-            ExitCode::SUCCESS
+            // A reader gone (`| head -1`) changes no verdict: the summary is
+            // for people, the exit code for scripts.
+            let summary = format!("{}: ok\n{}", file.display(), config.summary());
+            match io::Write::write_all(&mut io::stdout().lock(), summary.as_bytes()) {
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+                    eprintln!("tollgate check: cannot write the summary: {e}");
+                    ExitCode::from(1)
+                }
+                _ => ExitCode::SUCCESS,
+            }
         }
         Err(e) => {
             eprintln!("tollgate check: {e}");

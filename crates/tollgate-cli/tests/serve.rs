@@ -32,6 +32,23 @@ fn check_accepts_the_example_with_a_summary() {
     assert!(stdout.contains("plan \"paid\""), "{stdout}");
 }
 
+/// `tollgate check FILE | head -1` and the like: the reader is gone before
+/// the summary is written. The check's verdict stands, without a panic.
+#[test]
+fn check_into_a_closed_pipe_exits_with_its_verdict() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(BIN)
+        .args(["check", EXAMPLE])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 #[test]
 fn check_points_at_the_line_of_the_mistake() {
     let dir = tempfile::tempdir().unwrap();
