@@ -252,7 +252,20 @@ fn bad_prefix_and_timeout_are_refused_with_their_line() {
         ("prefix = \"\"\n", "invalid prefix", 2),
         (
             "url = \"memory\"\ntimeout = \"0ms\"\n",
-            "timeout must be at least 1ms",
+            "timeout must be from 1ms to 1h",
+            3,
+        ),
+        // Past it, a Redis script refuses a call's deadline (later than
+        // 2^53 µs after 1970 from about 84,000 days on): every decision
+        // would be the failure policy's.
+        (
+            "url = \"redis://127.0.0.1:6379\"\ntimeout = \"84000d\"\n",
+            "timeout must be from 1ms to 1h",
+            3,
+        ),
+        (
+            "url = \"memory\"\ntimeout = \"3600001ms\"\n",
+            "timeout must be from 1ms to 1h",
             3,
         ),
     ] {

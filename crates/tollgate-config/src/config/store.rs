@@ -259,13 +259,20 @@ fn build_prefix(section: &file::StoreSection, at: &At<'_>) -> Result<String, Err
     Ok(prefix.get_ref().clone())
 }
 
-/// `timeout`: at least 1 ms.
+/// The longest `timeout`: far past any use of a per-call timeout, and far
+/// below what would make a Redis script refuse the call's deadline (a time
+/// in µs below 2^53: about 84,000 days from now), which would leave every
+/// decision to the failure policy.
+const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+/// `timeout`: from 1 ms to 1 h.
 fn build_timeout(section: &file::StoreSection, at: &At<'_>) -> Result<u64, Error> {
     match &section.timeout {
         None => Ok(DEFAULT_TIMEOUT_MS),
-        Some(t) if t.get_ref().0 == 0 => {
-            Err(at(t.span(), "timeout must be at least 1ms".to_owned()))
-        }
+        Some(t) if !(1..=MAX_TIMEOUT_MS).contains(&t.get_ref().0) => Err(at(
+            t.span(),
+            format!("timeout must be from 1ms to 1h (got {} ms)", t.get_ref().0),
+        )),
         Some(t) => Ok(t.get_ref().0),
     }
 }
