@@ -104,6 +104,10 @@ pub enum Call<'a> {
 /// # Errors
 /// A message naming what is wrong with the line (its number is added by the caller).
 pub fn parse_line(line: &[u8]) -> Result<Option<Call<'_>>, String> {
+    // A comment is skipped before decoding: its bytes need not be UTF-8.
+    if line.trim_ascii_start().starts_with(b"#") {
+        return Ok(None);
+    }
     let line = std::str::from_utf8(line).map_err(|e| {
         format!(
             "the line is not valid UTF-8 (bad byte at column {})",

@@ -70,3 +70,13 @@ proptest! {
         );
     }
 }
+
+/// A comment is nothing to decide, whatever its bytes: a session's notes
+/// in Latin-1 are no error.
+#[test]
+fn a_comment_that_is_not_utf8_is_still_a_comment() {
+    for line in [&b"# caf\xe9"[..], b"  #\xff\xfe", b"\t# ok \x80"] {
+        assert_eq!(parse_line(line).map(|call| call.is_none()), Ok(true));
+    }
+    assert!(parse_line(b"allow caf\xe9 1").is_err());
+}
