@@ -197,10 +197,14 @@ impl Forward {
         }
     }
 
-    /// The upstream's `response` on `conn`, without its hop-by-hop headers;
-    /// the connection goes back to the pool once the body is read.
+    /// The upstream's `response` on `conn`, without its hop-by-hop headers,
+    /// in the proxy's own HTTP/1.1 (hyper answers a 1.0 client in 1.0): the
+    /// version is hop-by-hop too, and an HTTP/1.0 upstream's would end a
+    /// 1.1 client's keep-alive. The connection goes back to the pool once
+    /// the body is read.
     fn relay(&self, response: Response<Incoming>, conn: Conn) -> Response<ForwardBody> {
         let (mut parts, body) = response.into_parts();
+        parts.version = http::Version::HTTP_11;
         strip_hop_by_hop(&mut parts.headers);
         let body = ReturningBody::new(body, conn, self.pool.clone());
         Response::from_parts(parts, ForwardBody::upstream(body))

@@ -20,7 +20,8 @@ use tollgate_tower::RateLimitConfig;
 type Heads = Arc<Mutex<Vec<String>>>;
 
 /// The upstream. `GET /chunked-with-length` is answered with both framings
-/// (the body is the chunks' `abcdef`); a `POST` is never answered (it waits
+/// (the body is the chunks' `abcdef`); `GET /http10` in HTTP/1.0 (as
+/// `python3 -m http.server` answers); a `POST` is never answered (it waits
 /// for a body to end); anything else gets `200 ok`.
 async fn raw_upstream() -> (SocketAddr, Heads) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -53,6 +54,8 @@ async fn answer_each(mut stream: TcpStream, heads: Heads) {
             // Read on until the client's side goes away.
             while matches!(stream.read(&mut chunk).await, Ok(n) if n > 0) {}
             return;
+        } else if head.starts_with("GET /http10") {
+            b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok"
         } else if head.starts_with("GET /chunked-with-length") {
             b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n0\r\n\r\n"
         } else {
@@ -162,6 +165,22 @@ async fn an_answer_framed_by_chunks_goes_on_whole_whatever_length_it_names() {
         "{answer}"
     );
     assert!(answer.contains("abcdef"), "the body cut short: {answer}");
+}
+
+/// The proxy speaks its own HTTP to its client: an HTTP/1.0 upstream does
+/// not turn a 1.1 client's answer into 1.0 (which ends its keep-alive);
+/// a 1.0 client still gets 1.0.
+#[tokio::test]
+async fn an_http10_upstream_answers_a_11_client_in_11() {
+    let (upstream, _) = raw_upstream().await;
+    let proxy = proxy(upstream).await;
+    let request = "GET /http10 HTTP/1.1\r\nHost: h\r\nX-Client-Id: c\r\nConnection: close\r\n\r\n";
+    let answer = exchange(proxy, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.ends_with("ok"), "{answer}");
+    let request = "GET /http10 HTTP/1.0\r\nHost: h\r\nX-Client-Id: c\r\n\r\n";
+    let answer = exchange(proxy, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.0 200 OK\r\n"), "{answer}");
 }
 
 #[tokio::test]
