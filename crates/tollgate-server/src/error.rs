@@ -39,7 +39,12 @@ pub enum Error {
     Store(tollgate::StoreError),
     /// The store could not be read to inspect a client (down, timed out,
     /// its circuit open); no failure policy stands in for an inspection.
-    #[error("the store cannot be read to inspect this client: {}", .0.message)]
+    /// Its words are the log's (a Redis error may name a script's SHA and
+    /// Lua line), not the answer's.
+    #[error(
+        "the store cannot be read to inspect this client: {} (its error is in the log)",
+        if .0.transient { "it is unavailable" } else { "it failed" }
+    )]
     Inspect(tollgate::StoreError),
     /// A listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
