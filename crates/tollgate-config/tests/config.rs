@@ -556,3 +556,13 @@ fn a_config_path_that_never_ends_is_refused_at_the_size_limit() {
         "{message}"
     );
 }
+
+/// One format of durations (`tollgate::parse_duration`): a bare number is
+/// milliseconds in a string too, as `tollgate proxy --window 250` reads it.
+#[test]
+fn a_duration_reads_the_same_in_the_file_as_on_the_command_line() {
+    let text = "[[plans.p]]\nname = \"w\"\npolicy = \"gcra\"\nlimit = 5\nwindow = \"250\"\n";
+    let config = Config::parse(text).unwrap();
+    let window = tollgate::Policy::window_ms(config.plans()[0].limits()[0].policy());
+    assert_eq!(window, 250);
+}

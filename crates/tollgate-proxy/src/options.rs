@@ -38,39 +38,9 @@ pub fn parse_duration_ms(option: &'static str, text: &str) -> Result<u64, Error>
 /// [`parse_duration_ms`] without its lower bound: zero included, for a
 /// value whose own bounds are checked elsewhere (the connection limits:
 /// `0ms` is then refused with those bounds, not with a bound of 1 ms that
-/// is not the real one).
+/// is not the real one). The format is the core's, as in a config file.
 fn parse_any_duration_ms(option: &'static str, text: &str) -> Result<u64, Error> {
-    let invalid = |reason: String| Error::InvalidOption { option, reason };
-    let text = text.trim();
-    let digits = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let scale = match unit {
-        "" | "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => {
-            return Err(invalid(format!(
-                "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d, e.g. \"1s\" or \"15m\")"
-            )))
-        }
-    };
-    let number: u64 = match number.parse() {
-        Ok(number) => number,
-        // Only digits, yet no u64: too large, as a config file says.
-        Err(_) if !number.is_empty() => return Err(invalid(format!("{text:?} is too long"))),
-        Err(_) => {
-            return Err(invalid(format!(
-                "{text:?}: expected a whole number and a unit, e.g. \"1s\""
-            )))
-        }
-    };
-    number
-        .checked_mul(scale)
-        .ok_or_else(|| invalid(format!("{text:?} is too long")))
+    tollgate::parse_duration(text).map_err(|reason| Error::InvalidOption { option, reason })
 }
 
 /// The connection limits: `base` (a config file's `[connections]`, or the
@@ -190,10 +160,10 @@ mod tests {
             let err = parse_window(bad).unwrap_err().to_string();
             assert!(err.starts_with("invalid --window"), "{bad}: {err}");
         }
-        // Digits past u64 are too long, as past u64 once scaled.
+        // Digits past u64 are too large, as past u64 once scaled.
         for long in ["100000000000000000000d", "300000000000000d"] {
             let err = parse_window(long).unwrap_err().to_string();
-            assert!(err.ends_with("is too long"), "{long}: {err}");
+            assert!(err.ends_with("is too large"), "{long}: {err}");
         }
     }
 
@@ -212,7 +182,7 @@ mod tests {
             // Zero is out of the same bounds as any other value below them.
             (None, Some("0ms"), None, "invalid --idle-timeout: idle_timeout must be between 100ms and 1d (got 0ms)"),
             (Some("0"), None, None, "invalid --header-read-timeout: header_read_timeout must be between 100ms and 10m (got 0ms)"),
-            (None, Some("soon"), None, "invalid --idle-timeout: \"soon\": unknown unit"),
+            (None, Some("soon"), None, "invalid --idle-timeout: invalid duration \"soon\": expected a whole number and a unit"),
         ];
         for (header, idle, max, expected) in cases {
             let error = connection_limits(base, header, idle, max)

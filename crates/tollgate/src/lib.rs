@@ -44,6 +44,7 @@
 mod async_store;
 mod clock;
 mod decision;
+mod duration;
 mod error;
 mod eviction;
 mod failure;
@@ -68,6 +69,7 @@ pub const MAX_CLIENT_BYTES: usize = 256;
 pub use async_store::{MemoryBackend, Store, StoreError, StoreFuture, SETTLE_WITHIN};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, SystemMonotonicClock};
 pub use decision::Decision;
+pub use duration::{format_duration, parse_duration};
 pub use error::Error;
 pub use failure::{FailurePolicy, UnknownFailurePolicy};
 pub use headers::RateLimitHeaders;
