@@ -177,6 +177,7 @@ pub mod masters;
 mod measure;
 pub mod policies;
 mod receipts;
+mod redact;
 pub mod refund;
 pub mod replicas;
 mod reply;
@@ -197,5 +198,6 @@ pub use config::{
 };
 pub use connection::RESPONSE_TIMEOUT;
 pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
+pub use redact::{redact_url, redact_urls_in};
 pub use store::{RedisStore, NO_EVICTION};
 pub use target::RedisTarget;
