@@ -17,8 +17,8 @@ pub struct RedisArgs {
     #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
     pub redis: Option<String>,
     /// Keep limit state in a Redis Cluster, reached through these seed
-    /// nodes (comma-separated `redis://` or `rediss://` URLs); replaces the
-    /// config's `[store] cluster`.
+    /// nodes (comma-separated `redis://` or `rediss://` URLs: write a comma
+    /// inside a password as `%2C`); replaces the config's `[store] cluster`.
     #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
     pub redis_cluster: Vec<String>,
     /// A PEM file of the CA that signed the Redis servers' certificates

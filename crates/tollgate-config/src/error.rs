@@ -59,10 +59,18 @@ pub enum Error {
     /// A Redis URL that is not one (given on the command line).
     #[error("invalid redis URL {url:?}: {reason}")]
     InvalidRedisUrl {
-        /// The URL as given.
+        /// The URL as given, its password masked
+        /// ([`tollgate_redis::redact_url`]): this error is printed and logged.
         url: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// A seed of `--redis-cluster` after a comma that has no scheme: not
+    /// quoted, since it may be the end of a password that held a comma.
+    #[error("invalid --redis-cluster: seed number {number} is not a redis:// or rediss:// URL; commas separate the seeds, so write a comma inside a password as %2C")]
+    InvalidClusterSeed {
+        /// Which seed, from 1.
+        number: usize,
     },
     /// A listen address that is not `IP:PORT` (given on the command line).
     #[error("invalid listen address {addr:?}: expected IP:PORT, e.g. 127.0.0.1:8080")]

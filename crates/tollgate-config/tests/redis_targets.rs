@@ -58,9 +58,10 @@ fn a_cluster_is_given_by_its_seeds() {
             ]
         }
     );
+    // The seeds as given, masked (without a password here: unchanged).
     assert!(config
         .summary()
-        .contains("cluster [redis://127.0.0.1:7000/0"));
+        .contains("cluster [redis://127.0.0.1:7000, redis://127.0.0.1:7001]"));
 }
 
 #[test]

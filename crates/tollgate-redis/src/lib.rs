@@ -178,6 +178,7 @@ mod measure;
 mod node;
 pub mod policies;
 mod receipts;
+mod redact;
 pub mod refund;
 pub mod replicas;
 mod reply;
@@ -198,5 +199,6 @@ pub use config::{
 };
 pub use connection::RESPONSE_TIMEOUT;
 pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
+pub use redact::{redact_url, redact_urls_in};
 pub use store::{RedisStore, NO_EVICTION};
 pub use target::RedisTarget;

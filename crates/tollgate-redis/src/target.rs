@@ -10,7 +10,7 @@
 //!
 //! TLS runs on rustls (with the `ring` provider), not OpenSSL. Where a
 //! target is shown (logs, errors), [`RedisTarget::redacted`] prints it
-//! without its password.
+//! without its password ([`crate::redact_url`]).
 
 use std::path::Path;
 use std::time::Duration;
@@ -18,7 +18,7 @@ use std::time::Duration;
 use redis::cluster::ClusterClient;
 use redis::{Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
 
-use crate::RedisStoreError;
+use crate::{redact_url, RedisStoreError};
 
 /// Where a Redis store connects: one node or a cluster, with an optional
 /// private certificate authority.
@@ -87,20 +87,12 @@ impl RedisTarget {
         &self.nodes
     }
 
-    /// The target for logs and errors, without passwords: e.g.
+    /// The target for logs and errors, without passwords: each URL as
+    /// given, masked by [`crate::redact_url`], e.g.
     /// `rediss://alice:***@10.0.0.5:6380/2`, or `cluster [redis://h1:7000,
-    /// redis://h2:7000]`, with `(private CA)` when one is given. A URL that
-    /// does not parse is shown only as `<unparsable URL>`, since it may
-    /// hold a password.
+    /// redis://h2:7000]`, with `(private CA)` when one is given.
     pub fn redacted(&self) -> String {
-        let nodes: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|url| match url.as_str().into_connection_info() {
-                Ok(info) => redact(&info),
-                Err(_) => "<unparsable URL>".to_owned(),
-            })
-            .collect();
+        let nodes: Vec<String> = self.nodes.iter().map(|url| redact_url(url)).collect();
         let ca = if self.ca_pem.is_some() {
             " (private CA)"
         } else {
@@ -145,14 +137,14 @@ impl RedisTarget {
             if info.redis_settings().db() < 0 {
                 return bad(format!(
                     "{}: database {} does not exist: Redis numbers its databases from 0",
-                    redact(&info),
+                    redact_url(url),
                     info.redis_settings().db()
                 ));
             }
             if self.cluster && info.redis_settings().db() != 0 {
                 return bad(format!(
                     "{}: a Redis Cluster has only database 0",
-                    redact(&info)
+                    redact_url(url)
                 ));
             }
             infos.push(info);
@@ -239,23 +231,6 @@ fn retry_wait_unit_ms(timeout: Duration) -> u64 {
 
 fn is_tls(info: &ConnectionInfo) -> bool {
     matches!(info.addr(), ConnectionAddr::TcpTls { .. })
-}
-
-/// `scheme://[user][:***]@host:port/db`.
-fn redact(info: &ConnectionInfo) -> String {
-    let scheme = match info.addr() {
-        ConnectionAddr::TcpTls { .. } => "rediss",
-        ConnectionAddr::Unix(_) => "unix",
-        _ => "redis",
-    };
-    let settings = info.redis_settings();
-    let user = settings.username().unwrap_or("");
-    let auth = match (user, settings.password()) {
-        ("", None) => String::new(),
-        (user, None) => format!("{user}@"),
-        (user, Some(_)) => format!("{user}:***@"),
-    };
-    format!("{scheme}://{auth}{}/{}", info.addr(), settings.db())
 }
 
 /// rustls needs one process-wide crypto provider; installing it twice (or

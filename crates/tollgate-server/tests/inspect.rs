@@ -394,14 +394,27 @@ async fn the_config_in_force_is_public_without_secrets() {
     assert_eq!(body["dashboard"], true);
     t.stop().await;
 
-    let text = "[store]\nurl = \"redis://user:hunter2@127.0.0.1:1/0\"\n[[plans.p]]\nname = \"a\"\npolicy = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n";
-    let config = Config::parse(text).unwrap();
-    let store = StoreHandle::for_config(&config).unwrap();
-    let t = TestServer::start_with(text, config, store).await;
-    let a = t.get("/v1/config").await;
-    assert!(!a.body.contains("hunter2"), "{}", a.body);
-    assert_eq!(a.json()["store"]["url"], "redis://***@127.0.0.1:1/0");
-    t.stop().await;
+    // The password of the user info, and of a unix socket's `pass=`, as
+    // the log shows them: masked, the user shown.
+    for (url, shown) in [
+        (
+            "unix:///tmp/r.sock?user=alice&pass=hunter2&db=3",
+            "unix:///tmp/r.sock?user=alice&pass=***&db=3",
+        ),
+        (
+            "redis://user:hunter2@127.0.0.1:1/0",
+            "redis://user:***@127.0.0.1:1/0",
+        ),
+    ] {
+        let text = format!("[store]\nurl = \"{url}\"\n[[plans.p]]\nname = \"a\"\npolicy = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n");
+        let config = Config::parse(&text).unwrap();
+        let store = StoreHandle::for_config(&config).unwrap();
+        let t = TestServer::start_with(&text, config, store).await;
+        let a = t.get("/v1/config").await;
+        assert!(!a.body.contains("hunter2"), "{}", a.body);
+        assert_eq!(a.json()["store"]["url"], shown);
+        t.stop().await;
+    }
 }
 
 #[tokio::test]

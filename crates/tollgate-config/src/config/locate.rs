@@ -1,5 +1,10 @@
 //! Turning a byte offset in the config text into a line, a column and a
-//! snippet with a caret, for error messages.
+//! snippet with a caret, for error messages. The message and the line
+//! quoted are shown with the passwords of their URLs masked
+//! ([`redact_urls_in`]): a `[store] url` may hold one, and the error is
+//! printed by `tollgate check` and logged by a refused reload.
+
+use tollgate_redis::redact_urls_in;
 
 use crate::Error;
 
@@ -13,20 +18,23 @@ pub fn error_at(text: &str, offset: usize, message: impl Into<String>) -> Error 
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
     let line = text[..offset].matches('\n').count() + 1;
     let column = text[line_start..offset].chars().count() + 1;
-    let source_line = text[line_start..line_end].trim_end_matches('\r');
+    let source_line = redact_urls_in(text[line_start..line_end].trim_end_matches('\r'));
     // Keep the snippet short and printable whatever the file holds.
     let shown: String = source_line
         .chars()
         .take(120)
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
+    // The caret's place in the masked line: the length of the masked text
+    // before it (exact unless the offset is inside a password).
+    let caret_column = redact_urls_in(&text[line_start..offset]).chars().count();
     let gutter = format!("{line} | ");
-    let caret_pad = " ".repeat(gutter.len() + column.saturating_sub(1).min(120));
+    let caret_pad = " ".repeat(gutter.len() + caret_column.min(120));
     Error::InvalidConfig {
         origin: None,
         line,
         column,
-        message: message.into(),
+        message: redact_urls_in(&message.into()),
         snippet: format!("{gutter}{shown}\n{caret_pad}^"),
     }
 }

@@ -30,8 +30,9 @@ impl Overrides {
     /// Replaces the keys of `config` that these flags name.
     ///
     /// # Errors
-    /// [`Error::InvalidListen`], [`Error::InvalidGrpcListen`] or
-    /// [`Error::InvalidRedisUrl`] for a flag's value that is not one,
+    /// [`Error::InvalidListen`], [`Error::InvalidGrpcListen`],
+    /// [`Error::InvalidRedisUrl`] or [`Error::InvalidClusterSeed`] for a
+    /// flag's value that is not one,
     /// [`Error::Redis`] for a Redis target that cannot work (a CA without
     /// `rediss://`, an unreadable CA file, ...), [`Error::FlagWithoutRedis`]
     /// for `--redis-ca` or `--redis-replicas-to-ack` on a memory store,
@@ -55,9 +56,7 @@ impl Overrides {
             ),
         };
         let redis = self.redis.as_deref().map(check_redis_url).transpose()?;
-        for seed in &self.redis_cluster {
-            check_redis_url(seed)?;
-        }
+        check_cluster_seeds(&self.redis_cluster)?;
         let mut store = config.store.clone();
         if let Some(url) = &redis {
             store.kind = StoreKind::Redis { url: url.clone() };
@@ -105,6 +104,19 @@ impl Overrides {
         let target = config.store.redis_target()?;
         Ok(target)
     }
+}
+
+/// Checks `--redis-cluster`'s seeds. Its value is split at commas, so a raw
+/// comma in a password cuts a URL in two, neither half to be shown: a seed
+/// after the first that has no scheme is refused by its number alone,
+/// before any seed's error could quote the other half.
+fn check_cluster_seeds(seeds: &[String]) -> Result<(), Error> {
+    if let Some(i) = seeds.iter().skip(1).position(|seed| !seed.contains("://")) {
+        return Err(Error::InvalidClusterSeed { number: i + 2 });
+    }
+    seeds
+        .iter()
+        .try_for_each(|seed| check_redis_url(seed).map(drop))
 }
 
 /// [`Error::FlagWithoutRedis`] for the flag `flag()` names when `store` is

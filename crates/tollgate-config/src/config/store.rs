@@ -403,10 +403,11 @@ fn build_breaker(section: &file::StoreSection, at: &At<'_>) -> Result<BreakerCon
 /// `rediss://...` or `unix:///path`), without connecting.
 ///
 /// # Errors
-/// [`Error::InvalidRedisUrl`] saying what is wrong.
+/// [`Error::InvalidRedisUrl`] saying what is wrong, showing the URL
+/// without its password.
 pub fn check_redis_url(url: &str) -> Result<String, Error> {
     let invalid = |reason: &str| Error::InvalidRedisUrl {
-        url: url.to_owned(),
+        url: tollgate_redis::redact_url(url),
         reason: reason.to_owned(),
     };
     let rest = ["redis://", "rediss://", "unix://", "redis+unix://"]

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 use tollgate::Policy;
+use tollgate_redis::redact_url;
 
 use crate::config::{ClientIdSource, Config, StoreKind};
 
@@ -41,7 +42,9 @@ pub struct PlanView {
 pub struct StoreView {
     /// `"memory"` or `"redis"`.
     pub kind: &'static str,
-    /// The Redis URL with any password replaced by `***`.
+    /// The Redis URL (a cluster's seeds, comma-separated) with its
+    /// passwords replaced by `***`, as the log shows it
+    /// ([`tollgate_redis::redact_url`]).
     pub url: Option<String>,
     /// What answers when the store fails.
     pub failure_policy: &'static str,
@@ -68,18 +71,6 @@ pub struct ConfigView {
     pub max_cost: u32,
     /// Whether the dashboard and its counters are on.
     pub dashboard: bool,
-}
-
-/// `url` with the password (or the whole user info) hidden.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
-        None => url.to_owned(),
-    }
 }
 
 impl ConfigView {
@@ -111,13 +102,13 @@ impl ConfigView {
             .collect();
         let (kind, url) = match &config.store.kind {
             StoreKind::Memory => ("memory", None),
-            StoreKind::Redis { url } => ("redis", Some(redact(url))),
+            StoreKind::Redis { url } => ("redis", Some(redact_url(url))),
             StoreKind::RedisCluster { seeds } => (
                 "redis-cluster",
                 Some(
                     seeds
                         .iter()
-                        .map(|s| redact(s))
+                        .map(|s| redact_url(s))
                         .collect::<Vec<_>>()
                         .join(","),
                 ),
@@ -141,18 +132,5 @@ impl ConfigView {
             max_cost: config.max_cost,
             dashboard: config.dashboard_enabled,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_are_hidden() {
-        assert_eq!(redact("redis://:pw@host:6379/0"), "redis://***@host:6379/0");
-        assert_eq!(redact("redis://u:p@h"), "redis://***@h");
-        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
-        assert_eq!(redact("unix:///tmp/r.sock"), "unix:///tmp/r.sock");
     }
 }
