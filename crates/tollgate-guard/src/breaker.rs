@@ -117,11 +117,27 @@ impl Breaker {
 
     /// What a call at `now_ms` may do.
     pub(crate) fn admit(&self, now_ms: u64) -> Admission {
+        let admission = self.admit_uncounted(now_ms);
+        if admission == Admission::ShortCircuit {
+            self.short_circuited.fetch_add(1, Ordering::Relaxed);
+        }
+        admission
+    }
+
+    /// [`Breaker::admit`] for a look at a client's state (an inspection),
+    /// which the failure policy does not answer: a refusal is not counted
+    /// as a short-circuited answer, but a look due to probe does probe, so
+    /// that a circuit no decision comes to try closes all the same.
+    pub(crate) fn admit_look(&self, now_ms: u64) -> Admission {
+        self.admit_uncounted(now_ms)
+    }
+
+    fn admit_uncounted(&self, now_ms: u64) -> Admission {
         if !self.is_open() {
             return Admission::Call;
         }
         let mut state = self.state();
-        let admission = match *state {
+        match *state {
             State::Closed => Admission::Call,
             State::Probing => Admission::ShortCircuit,
             State::Open { since_ms } => {
@@ -133,11 +149,7 @@ impl Breaker {
                     Admission::ShortCircuit
                 }
             }
-        };
-        if admission == Admission::ShortCircuit {
-            self.short_circuited.fetch_add(1, Ordering::Relaxed);
         }
-        admission
     }
 
     /// Records how a call admitted as `admission` ended at `now_ms`.

@@ -282,30 +282,45 @@ impl<S: Store> GuardedStore<S> {
     /// The inner store's inspection within the timeout. Never answered by
     /// the failure policy (an invented state would be a lie about the
     /// client): a failure, a timeout or an open circuit is an error. Not
-    /// counted and not seen by the circuit breaker, which judge decisions;
-    /// an open circuit fails at once rather than wait for a store known
-    /// to be down.
+    /// counted and not seen by a closed circuit breaker, which judge
+    /// decisions; an open circuit fails it at once rather than wait for a
+    /// store known to be down, until its probe is due: then the inspection
+    /// is the probe, so that a circuit closes once the store is back even
+    /// when no decision comes (an operator looking at `/v1/clients` after
+    /// an outage).
     async fn guarded_inspect(
         &self,
         plan: &Plan,
         client: &str,
         now_ms: u64,
     ) -> Result<Inspection, StoreError> {
-        let domain = self.inner.failure_domain(client);
-        if self.breakers.of(domain, self.clock.now_ms()).is_open() {
+        let called_ms = self.clock.now_ms();
+        let breaker = (self.breakers).of(self.inner.failure_domain(client), called_ms);
+        let admission = breaker.admit_look(called_ms);
+        if admission == Admission::ShortCircuit {
             return Err(StoreError::transient(
                 "the store failed repeatedly and was not called (circuit open)",
             ));
         }
+        let probe = ProbeGuard::new(&breaker, &*self.clock, admission);
         let call = self.inner.inspect(plan, client, now_ms);
-        tokio::time::timeout(self.timeout, call)
+        let answer = tokio::time::timeout(self.timeout, call)
             .await
             .unwrap_or_else(|_| {
                 Err(StoreError::transient(format!(
                     "the store did not answer within {:?}",
                     self.timeout
                 )))
-            })
+            });
+        if admission == Admission::Probe {
+            let outcome = match &answer {
+                Err(error) if error.transient => Outcome::Unreached,
+                _ => Outcome::Reached,
+            };
+            breaker.record(admission, outcome, self.clock.now_ms());
+        }
+        probe.done();
+        answer
     }
 
     /// The failure policy's answer (or the error, for

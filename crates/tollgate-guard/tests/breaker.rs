@@ -10,8 +10,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tollgate::{
-    AnyPolicy, DecidedBy, FailurePolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision,
-    Store, StoreError, StoreFuture,
+    AnyPolicy, DecidedBy, FailurePolicy, Inspection, Limit, ManualClock, MemoryBackend, Plan,
+    PlanDecision, Store, StoreError, StoreFuture,
 };
 use tollgate_guard::{BreakerConfig, GuardedStore};
 
@@ -61,6 +61,22 @@ impl Store for Switch {
         let mode = *self.mode.lock().unwrap();
         match mode {
             Mode::Up => self.memory.check(plan, client, now_ms, cost),
+            Mode::Down => StoreFuture::ready(Err(StoreError::transient("refused"))),
+            Mode::Broken => StoreFuture::ready(Err(StoreError::permanent("OOM"))),
+            Mode::Hang => StoreFuture::new(std::future::pending()),
+        }
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mode = *self.mode.lock().unwrap();
+        match mode {
+            Mode::Up => self.memory.inspect(plan, client, now_ms),
             Mode::Down => StoreFuture::ready(Err(StoreError::transient("refused"))),
             Mode::Broken => StoreFuture::ready(Err(StoreError::permanent("OOM"))),
             Mode::Hang => StoreFuture::new(std::future::pending()),
@@ -242,4 +258,56 @@ async fn siblings_share_one_breaker() {
 fn the_default_breaker_opens_after_5_and_probes_every_500_ms() {
     let config = BreakerConfig::default();
     assert_eq!((config.failures, config.probe_interval_ms), (5, 500));
+}
+
+/// With no decision coming (an operator looking at `/v1/clients` after an
+/// outage), an inspection is the probe an open circuit waits for: before
+/// the probe interval it fails at once, without calling the store or
+/// counting as a short-circuited answer; after it, it reaches the store
+/// and, the store back, closes the circuit.
+#[tokio::test]
+async fn an_inspection_probes_an_open_circuit_and_closes_it() {
+    let s = setup(FailurePolicy::FailClosed);
+    s.store.set(Mode::Down);
+    for _ in 0..3 {
+        ask(&s.guard).await;
+    }
+    assert!(s.guard.counts().circuit_open);
+    s.store.set(Mode::Up);
+    let (calls, short_circuited) = (s.store.calls(), s.guard.counts().short_circuited);
+    let early = s.guard.inspect(&plan(), "c", 0).await.unwrap_err();
+    assert!(early.message.contains("circuit open"), "{}", early.message);
+    assert_eq!(s.store.calls(), calls);
+    assert_eq!(s.guard.counts().short_circuited, short_circuited);
+    s.clock.advance(500);
+    s.guard
+        .inspect(&plan(), "c", 0)
+        .await
+        .expect("the probe reaches the store");
+    assert!(!s.guard.counts().circuit_open);
+    assert_eq!(ask(&s.guard).await, DecidedBy::Store);
+}
+
+/// A failed inspection probe opens the circuit again for another interval.
+#[tokio::test]
+async fn an_inspection_probe_that_fails_keeps_the_circuit_open() {
+    let s = setup(FailurePolicy::FailClosed);
+    s.store.set(Mode::Down);
+    for _ in 0..3 {
+        ask(&s.guard).await;
+    }
+    s.clock.advance(500);
+    assert!(s.guard.inspect(&plan(), "c", 0).await.is_err());
+    assert!(s.guard.counts().circuit_open);
+    s.store.set(Mode::Up);
+    let calls = s.store.calls();
+    assert_eq!(
+        ask(&s.guard).await,
+        DecidedBy::Failure(FailurePolicy::FailClosed)
+    );
+    assert_eq!(
+        s.store.calls(),
+        calls,
+        "not probed again before the interval"
+    );
 }
