@@ -15,6 +15,9 @@ use std::io::{self, BufRead};
 /// what one line can cost.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
+/// The UTF-8 byte-order mark.
+const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
+
 /// What [`LineReader::next_line`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Line {
@@ -99,6 +102,11 @@ impl<R: BufRead> LineReader<R> {
         if !any {
             return Ok(None);
         }
+        // A byte-order mark some editors put first is no part of a line:
+        // every format reads the first line as any other.
+        if self.lines_read == 0 && line.starts_with(UTF8_BOM) {
+            line.drain(..UTF8_BOM.len());
+        }
         self.lines_read += 1;
         Ok(Some(if too_long { Line::TooLong } else { Line::Read }))
     }
@@ -126,6 +134,15 @@ mod tests {
         assert_eq!(reader.bytes_read(), input.len() as u64);
         assert_eq!(reader.lines_read(), out.len() as u64);
         out
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_the_first_line_is_dropped() {
+        let input = b"\xef\xbb\xbfnew x\n\xef\xbb\xbfabc";
+        let lines = all_lines(input, 10);
+        assert_eq!(lines[0], Ok("new x".into()));
+        // Only the input's first bytes are a mark; elsewhere they are data.
+        assert_eq!(lines[1], Ok("\u{feff}abc".into()));
     }
 
     #[test]
