@@ -304,14 +304,27 @@ pub fn read_config_text(path: &Path) -> Result<String, Error> {
     if metadata.len() > MAX_CONFIG_BYTES {
         return Err(too_big(format!("{} bytes", metadata.len())));
     }
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text))
+        .and_then(|file| file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
         .map_err(read_error)?;
-    if text.len() as u64 > MAX_CONFIG_BYTES {
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
         return Err(too_big("longer (it goes on)".to_owned()));
     }
-    Ok(text)
+    String::from_utf8(bytes).map_err(|e| read_error(std::io::Error::other(not_utf8(&e))))
+}
+
+/// Where a file stops being UTF-8, as a config error says where a mistake
+/// is (the column in bytes).
+fn not_utf8(error: &std::string::FromUtf8Error) -> String {
+    let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
+    let line_start = valid
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |at| at + 1);
+    let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+    let column = valid.len() - line_start + 1;
+    format!("line {line}, column {column}: not valid UTF-8 (a config is UTF-8 text)")
 }
 
 impl Error {

@@ -566,3 +566,18 @@ fn a_duration_reads_the_same_in_the_file_as_on_the_command_line() {
     let window = tollgate::Policy::window_ms(config.plans()[0].limits()[0].policy());
     assert_eq!(window, 250);
 }
+
+/// A file that is not UTF-8 is refused with where it stops being UTF-8.
+#[test]
+fn a_file_that_is_not_utf8_is_refused_at_its_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("tollgate-not-utf8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("latin1.toml");
+    std::fs::write(&path, b"default_plan = \"free\"\n# caf\xe9\n").unwrap();
+    let error = Config::load(&path).err().unwrap().to_string();
+    assert!(
+        error.contains("line 2, column 6: not valid UTF-8"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
