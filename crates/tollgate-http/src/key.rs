@@ -42,7 +42,8 @@ pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyE
 /// says of a bad `X-Api-Key`.
 pub fn api_key(headers: &HeaderMap) -> Result<String, KeyError> {
     let authorization = only_value(headers, &AUTHORIZATION)?;
-    if let Some(token) = authorization.and_then(|v| bearer_token(v.as_bytes())) {
+    let bearer = authorization.map(|v| bearer_token(v.as_bytes())).transpose()?;
+    if let Some(token) = bearer.flatten() {
         let other = only_value(headers, &X_API_KEY)?
             .map(|v| v.as_bytes().trim_ascii())
             .filter(|v| !v.is_empty());
@@ -84,11 +85,23 @@ fn client_id(name: &HeaderName, text: &str) -> Result<String, KeyError> {
     Ok(text.to_owned())
 }
 
-/// The token of a `Bearer TOKEN` credential, if that is what `value` is.
-fn bearer_token(value: &[u8]) -> Option<&str> {
-    let (scheme, token) = std::str::from_utf8(value).ok()?.trim().split_once(' ')?;
+/// The token of a `Bearer TOKEN` credential, if that is what `value` is;
+/// [`KeyError::NotUtf8`] for a bearer token that is not UTF-8 (a key no
+/// client id can be).
+fn bearer_token(value: &[u8]) -> Result<Option<&str>, KeyError> {
+    let value = value.trim_ascii();
+    let is_bearer = value.len() > 7 && value[..7].eq_ignore_ascii_case(b"bearer ");
+    let Ok(text) = std::str::from_utf8(value) else {
+        return match is_bearer {
+            true => Err(KeyError::NotUtf8(AUTHORIZATION)),
+            false => Ok(None),
+        };
+    };
+    let Some((scheme, token)) = text.split_once(' ') else {
+        return Ok(None);
+    };
     let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+    Ok((scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token))
 }
 
 #[cfg(test)]
@@ -178,6 +191,9 @@ mod tests {
         // and charging the other would let a client pick its own limit.
         let two = key(&[("authorization", b"bearer tok"), ("x-api-key", b"k")]);
         assert_eq!(two, Err(KeyError::TwoApiKeys));
+        // A bearer token that is not UTF-8 says so, not "must be Bearer".
+        let latin1 = key(&[("authorization", b"Bearer k\xff")]);
+        assert_eq!(latin1, Err(KeyError::NotUtf8(AUTHORIZATION)));
         assert!(!KeyError::TwoApiKeys.is_absent());
         // An X-Api-Key given twice beside a bearer token names no one key
         // either; a blank one is no key at all.
