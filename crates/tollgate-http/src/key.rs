@@ -42,7 +42,9 @@ pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyE
 /// says of a bad `X-Api-Key`.
 pub fn api_key(headers: &HeaderMap) -> Result<String, KeyError> {
     let authorization = only_value(headers, &AUTHORIZATION)?;
-    let bearer = authorization.map(|v| bearer_token(v.as_bytes())).transpose()?;
+    let bearer = authorization
+        .map(|v| bearer_token(v.as_bytes()))
+        .transpose()?;
     if let Some(token) = bearer.flatten() {
         let other = only_value(headers, &X_API_KEY)?
             .map(|v| v.as_bytes().trim_ascii())
