@@ -114,3 +114,43 @@ async fn assert_decides(store: &RedisStore) {
     }
     panic!("the store never decided once Redis was ready");
 }
+
+/// An ACL user that logs in but cannot run what every decision needs stops
+/// start-up with an error naming what is missing, as a user without `TIME`
+/// does: without `EVALSHA`, without `SCRIPT LOAD`, without access to the
+/// keys under the prefix (`~other:*`), or with read-only access to them.
+/// A user granted all of it starts.
+#[test]
+fn a_redis_user_without_what_decisions_need_stops_start_up() {
+    let users = [
+        ("complete", "~tollgate:*", "+@all"),
+        ("noevalsha", "~tollgate:*", "-evalsha"),
+        ("noscript", "~tollgate:*", "-script"),
+        ("otherkeys", "~other:*", "+@all"),
+        ("readonly", "%R~tollgate:*", "+@all"),
+    ];
+    let mut args = Vec::new();
+    for (user, keys, commands) in users {
+        args.extend(["--user", user, "on", ">pw", keys, "+@all", commands]);
+    }
+    let Some(server) = RedisServer::spawn_with("start_up_acl", &args) else {
+        return;
+    };
+    let port = server.port();
+    let url = |user: &str| format!("url = \"redis://{user}:pw@127.0.0.1:{port}\"");
+    current_thread_runtime().block_on(async {
+        let complete = started(&config_with_store(&url("complete"))).await;
+        assert_decides(&complete).await;
+        for (user, missing) in [
+            ("noevalsha", "cannot run EVALSHA: grant it +evalsha"),
+            ("noscript", "cannot load tollgate's scripts (SCRIPT LOAD): grant it +script|load"),
+            ("otherkeys", "cannot read and write the keys under the prefix \"tollgate\": grant it ~tollgate:*"),
+            ("readonly", "cannot read and write the keys under the prefix \"tollgate\": grant it ~tollgate:*"),
+        ] {
+            let refused = StoreHandle::connect(&config_with_store(&url(user))).await;
+            let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(error.contains(missing), "{user}: {error:?}");
+            assert!(!error.contains(":pw@"), "{user}: the password shown: {error}");
+        }
+    });
+}
