@@ -12,7 +12,7 @@ use std::time::Duration;
 use tollgate::{AnyPolicy, Limit, Plan};
 use tollgate_config::{Config, StoreHandle};
 use tollgate_redis::testing::{
-    current_thread_runtime, raw_command, redis_cli, wait_for, RedisServer,
+    current_thread_runtime, raw_command, redis_cli, wait_for, RedisServer, Relay,
 };
 use tollgate_redis::RedisStore;
 
@@ -152,5 +152,25 @@ fn a_redis_user_without_what_decisions_need_stops_start_up() {
             assert!(error.contains(missing), "{user}: {error:?}");
             assert!(!error.contains(":pw@"), "{user}: the password shown: {error}");
         }
+    });
+}
+
+/// Behind a slow link (each connection's first reply 0.8 s late), the
+/// start-up check waits for Redis up to its 5 s, and the service starts
+/// connected: it decides at once.
+#[test]
+fn a_redis_slow_to_answer_a_new_connection_is_waited_for_at_start_up() {
+    let Some(server) = RedisServer::spawn("start_up_slow_link") else {
+        return;
+    };
+    let relay = Relay::start(server.port());
+    relay.delay_first_reply(Duration::from_millis(800));
+    let config = config_with_store(&format!("url = \"{}\"", relay.url()));
+    current_thread_runtime().block_on(async {
+        let store = started(&config).await;
+        let policy = AnyPolicy::from_name("sliding-window", 5, 3_600_000).expect("policy");
+        let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
+        let decision = store.decide(&plan, "c", 0, 1).await;
+        assert!(decision.is_ok(), "not connected: {decision:?}");
     });
 }
