@@ -183,3 +183,23 @@ fn the_replicas_to_ack_flag_replaces_the_files_on_a_redis_store_only() {
         (StoreKind::Memory, 0)
     );
 }
+
+/// A cluster's seeds must be reachable by TCP: the cluster names its nodes
+/// by IP and port, so a unix socket seed is refused by the check, at the
+/// `cluster` value (line 7, column 11), as serve and the flags refuse it.
+#[test]
+fn a_unix_socket_seed_of_a_cluster_is_refused_at_its_line() {
+    let unix = error(&format!(
+        "{LIMIT}[store]\ncluster = [\"unix:///tmp/x.sock\"]\n"
+    ));
+    assert!(unix.contains("line 7, column 11"), "{unix}");
+    assert!(unix.contains("unix socket"), "{unix}");
+    let flag = Overrides {
+        redis_cluster: vec!["unix:///tmp/x.sock?pass=s3cret".into()],
+        ..Overrides::default()
+    };
+    let mut config = Config::parse(LIMIT).unwrap();
+    let refused = flag.apply(&mut config).expect_err("refused").to_string();
+    assert!(refused.contains("unix socket"), "{refused}");
+    assert!(!refused.contains("s3cret"), "{refused}");
+}
