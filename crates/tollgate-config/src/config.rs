@@ -12,6 +12,7 @@ mod locate;
 mod overrides;
 mod plans;
 mod redis_bounds;
+mod redis_url;
 mod store;
 mod summary;
 mod window;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use tollgate_guard::BreakerConfig;
 use tollgate_redis::RedisTarget;
 
+pub use super::redis_url::check_redis_url;
 use super::{file, At, DEFAULT_MAX_CLIENTS};
 use crate::Error;
 
@@ -397,43 +398,6 @@ fn build_breaker(section: &file::StoreSection, at: &At<'_>) -> Result<BreakerCon
         breaker.probe_interval_ms = t.get_ref().0;
     }
     Ok(breaker)
-}
-
-/// Checks the form of a Redis URL (`redis://[user:pass@]host[:port][/db]`,
-/// `rediss://...` or `unix:///path`), without connecting.
-///
-/// # Errors
-/// [`Error::InvalidRedisUrl`] saying what is wrong, showing the URL
-/// without its password.
-pub fn check_redis_url(url: &str) -> Result<String, Error> {
-    let invalid = |reason: &str| Error::InvalidRedisUrl {
-        url: tollgate_redis::redact_url(url),
-        reason: reason.to_owned(),
-    };
-    let rest = ["redis://", "rediss://", "unix://", "redis+unix://"]
-        .iter()
-        .find_map(|scheme| url.strip_prefix(scheme))
-        .ok_or_else(|| {
-            invalid("expected redis://host[:port][/db], rediss://... or unix:///path")
-        })?;
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(invalid("it contains spaces or control characters"));
-    }
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host_port = authority.rsplit('@').next().unwrap_or_default();
-    if url.starts_with("redis") && !url.starts_with("redis+unix") {
-        if host_port.is_empty() {
-            return Err(invalid("the host is missing"));
-        }
-        if let Some((host, port)) = host_port.rsplit_once(':') {
-            if !host.ends_with(']') && (host.is_empty() || port.parse::<u16>().is_err()) {
-                return Err(invalid("the port must be a number from 0 to 65535"));
-            }
-        }
-    } else if rest.is_empty() {
-        return Err(invalid("the socket path is missing"));
-    }
-    Ok(url.to_owned())
 }
 
 #[cfg(test)]
