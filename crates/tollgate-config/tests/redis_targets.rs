@@ -203,3 +203,18 @@ fn a_unix_socket_seed_of_a_cluster_is_refused_at_its_line() {
     assert!(refused.contains("unix socket"), "{refused}");
     assert!(!refused.contains("s3cret"), "{refused}");
 }
+
+/// `replicas_to_ack` is for a Redis store: with the memory store it would
+/// be ignored, so it is refused at its line, as `tls_ca` is (0, the
+/// default, asks nothing and is accepted).
+#[test]
+fn replicas_to_ack_on_the_memory_store_is_refused_at_its_line() {
+    for store in ["", "url = \"memory\"\n"] {
+        let refused = error(&format!("{LIMIT}[store]\n{store}replicas_to_ack = 1\n"));
+        let line = if store.is_empty() { "line 7" } else { "line 8" };
+        assert!(refused.contains(line), "{refused}");
+        assert!(refused.contains("the store is memory"), "{refused}");
+        let none = format!("{LIMIT}[store]\n{store}replicas_to_ack = 0\n");
+        assert!(Config::parse(&none).is_ok(), "{none}");
+    }
+}

@@ -278,25 +278,39 @@ fn build_timeout(section: &file::StoreSection, at: &At<'_>) -> Result<u64, Error
     }
 }
 
-/// A CA file (`tls_ca`, or `--redis-ca`) is for a `rediss://` Redis store:
-/// with the memory store it would be ignored, so it is refused (checked
-/// after the flags, which may name the Redis store it is for).
-pub(super) fn check_ca_has_redis(
+/// A CA file (`tls_ca`, or `--redis-ca`) is for a `rediss://` Redis store,
+/// and `replicas_to_ack` above 0 for a Redis store's replicas: with the
+/// memory store they would be ignored, so they are refused, at their line
+/// (checked after the flags, which may name the Redis store they are for).
+pub(super) fn check_redis_only_settings(
     config: &super::Config,
     section: &file::StoreSection,
     at: &At<'_>,
 ) -> Result<(), Error> {
-    match (&config.store.kind, &config.store.tls_ca) {
-        (StoreKind::Memory, Some(path)) => Err(at(
+    if config.store.kind != StoreKind::Memory {
+        return Ok(());
+    }
+    if let Some(path) = &config.store.tls_ca {
+        return Err(at(
             section.tls_ca.as_ref().map_or(0..0, |ca| ca.span()),
             format!(
                 "tls_ca {:?} is the CA of a rediss:// Redis store, but the store is memory: \
                  give url = \"rediss://...\" (or --redis) or leave tls_ca out",
                 path.display()
             ),
-        )),
-        _ => Ok(()),
+        ));
     }
+    if config.store.replicas_to_ack > 0 {
+        return Err(at(
+            section.replicas_to_ack.as_ref().map_or(0..0, |n| n.span()),
+            format!(
+                "replicas_to_ack = {} waits for a Redis store's replicas, but the store is \
+                 memory: give url = \"redis://...\" (or --redis) or leave replicas_to_ack out",
+                config.store.replicas_to_ack
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Everything the Redis client can check without connecting (schemes, the
