@@ -391,6 +391,28 @@ async fn a_redis_refusing_the_login_is_a_failed_connection_not_an_invalid_flag()
     );
 }
 
+/// An ACL user that logs in but may not run `EVALSHA` stops `serve` at
+/// start-up (exit 1) with what to grant, as a user without `TIME` does:
+/// else every decision would be refused and answered by the failure policy.
+#[test]
+fn serve_refuses_to_start_with_a_redis_user_that_cannot_run_scripts() {
+    let acl = [
+        "--user", "alice", "on", ">pw", "~*", "&*", "+@all", "-evalsha",
+    ];
+    let Some(redis) = RedisServer::spawn_with("no_evalsha", &acl) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("redis://alice:pw@127.0.0.1:{}", redis.port());
+    let serve = serve_process(&four_per_day(dir.path()), &url, &[]);
+    let (code, stderr) = exit_within(serve, Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the Redis user cannot run EVALSHA: grant it +evalsha"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_redis_is_reported_and_answered_by_the_failure_policy() {
     // Nothing listens on a port that was just free.

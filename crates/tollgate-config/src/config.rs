@@ -12,6 +12,7 @@ mod locate;
 mod overrides;
 mod plans;
 mod redis_bounds;
+mod redis_url;
 mod store;
 mod summary;
 mod window;
@@ -237,7 +238,7 @@ impl Config {
         };
         overrides.apply(&mut config)?;
         general::check_distinct_addresses(&config, &file, &at)?;
-        store::check_ca_has_redis(&config, &file.store, &at)?;
+        store::check_redis_only_settings(&config, &file.store, &at)?;
         redis_bounds::check_store_bounds(&config, &file, &at)?;
         if let Some(running) = running {
             redis_bounds::check_running_store_bounds(running, &file, &at)?;

@@ -162,8 +162,11 @@ async fn warn_of_risks(store: &RedisStore, target: &RedisTarget) {
     }
 }
 
-/// How long [`StoreHandle::connect`] waits for Redis's first answer.
-pub const STARTUP_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long [`StoreHandle::connect`] waits for Redis's first answer: as
+/// long as the Redis client waits for the first connection to one node
+/// ([`tollgate_redis::FIRST_CONNECTION_TIMEOUT`]), whose own bound was
+/// 0.5 s before, so that a slow link gave up long before this.
+pub const STARTUP_CHECK_TIMEOUT: Duration = tollgate_redis::FIRST_CONNECTION_TIMEOUT;
 
 /// The Redis target and store settings of `config`, or `None` for memory.
 fn redis_parts(config: &Config) -> Result<Option<(RedisTarget, RedisStoreConfig)>, Error> {

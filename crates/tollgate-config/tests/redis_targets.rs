@@ -183,3 +183,38 @@ fn the_replicas_to_ack_flag_replaces_the_files_on_a_redis_store_only() {
         (StoreKind::Memory, 0)
     );
 }
+
+/// A cluster's seeds must be reachable by TCP: the cluster names its nodes
+/// by IP and port, so a unix socket seed is refused by the check, at the
+/// `cluster` value (line 7, column 11), as serve and the flags refuse it.
+#[test]
+fn a_unix_socket_seed_of_a_cluster_is_refused_at_its_line() {
+    let unix = error(&format!(
+        "{LIMIT}[store]\ncluster = [\"unix:///tmp/x.sock\"]\n"
+    ));
+    assert!(unix.contains("line 7, column 11"), "{unix}");
+    assert!(unix.contains("unix socket"), "{unix}");
+    let flag = Overrides {
+        redis_cluster: vec!["unix:///tmp/x.sock?pass=s3cret".into()],
+        ..Overrides::default()
+    };
+    let mut config = Config::parse(LIMIT).unwrap();
+    let refused = flag.apply(&mut config).expect_err("refused").to_string();
+    assert!(refused.contains("unix socket"), "{refused}");
+    assert!(!refused.contains("s3cret"), "{refused}");
+}
+
+/// `replicas_to_ack` is for a Redis store: with the memory store it would
+/// be ignored, so it is refused at its line, as `tls_ca` is (0, the
+/// default, asks nothing and is accepted).
+#[test]
+fn replicas_to_ack_on_the_memory_store_is_refused_at_its_line() {
+    for store in ["", "url = \"memory\"\n"] {
+        let refused = error(&format!("{LIMIT}[store]\n{store}replicas_to_ack = 1\n"));
+        let line = if store.is_empty() { "line 7" } else { "line 8" };
+        assert!(refused.contains(line), "{refused}");
+        assert!(refused.contains("the store is memory"), "{refused}");
+        let none = format!("{LIMIT}[store]\n{store}replicas_to_ack = 0\n");
+        assert!(Config::parse(&none).is_ok(), "{none}");
+    }
+}

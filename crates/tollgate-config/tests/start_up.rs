@@ -12,7 +12,7 @@ use std::time::Duration;
 use tollgate::{AnyPolicy, Limit, Plan};
 use tollgate_config::{Config, StoreHandle};
 use tollgate_redis::testing::{
-    current_thread_runtime, raw_command, redis_cli, wait_for, RedisServer,
+    current_thread_runtime, raw_command, redis_cli, wait_for, RedisServer, Relay,
 };
 use tollgate_redis::RedisStore;
 
@@ -113,4 +113,64 @@ async fn assert_decides(store: &RedisStore) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("the store never decided once Redis was ready");
+}
+
+/// An ACL user that logs in but cannot run what every decision needs stops
+/// start-up with an error naming what is missing, as a user without `TIME`
+/// does: without `EVALSHA`, without `SCRIPT LOAD`, without access to the
+/// keys under the prefix (`~other:*`), or with read-only access to them.
+/// A user granted all of it starts.
+#[test]
+fn a_redis_user_without_what_decisions_need_stops_start_up() {
+    let users = [
+        ("complete", "~tollgate:*", "+@all"),
+        ("noevalsha", "~tollgate:*", "-evalsha"),
+        ("noscript", "~tollgate:*", "-script"),
+        ("otherkeys", "~other:*", "+@all"),
+        ("readonly", "%R~tollgate:*", "+@all"),
+    ];
+    let mut args = Vec::new();
+    for (user, keys, commands) in users {
+        args.extend(["--user", user, "on", ">pw", keys, "+@all", commands]);
+    }
+    let Some(server) = RedisServer::spawn_with("start_up_acl", &args) else {
+        return;
+    };
+    let port = server.port();
+    let url = |user: &str| format!("url = \"redis://{user}:pw@127.0.0.1:{port}\"");
+    current_thread_runtime().block_on(async {
+        let complete = started(&config_with_store(&url("complete"))).await;
+        assert_decides(&complete).await;
+        for (user, missing) in [
+            ("noevalsha", "cannot run EVALSHA: grant it +evalsha"),
+            ("noscript", "cannot load tollgate's scripts (SCRIPT LOAD): grant it +script|load"),
+            ("otherkeys", "cannot read and write the keys under the prefix \"tollgate\": grant it ~tollgate:*"),
+            ("readonly", "cannot read and write the keys under the prefix \"tollgate\": grant it ~tollgate:*"),
+        ] {
+            let refused = StoreHandle::connect(&config_with_store(&url(user))).await;
+            let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(error.contains(missing), "{user}: {error:?}");
+            assert!(!error.contains(":pw@"), "{user}: the password shown: {error}");
+        }
+    });
+}
+
+/// Behind a slow link (each connection's first reply 0.8 s late), the
+/// start-up check waits for Redis up to its 5 s, and the service starts
+/// connected: it decides at once.
+#[test]
+fn a_redis_slow_to_answer_a_new_connection_is_waited_for_at_start_up() {
+    let Some(server) = RedisServer::spawn("start_up_slow_link") else {
+        return;
+    };
+    let relay = Relay::start(server.port());
+    relay.delay_first_reply(Duration::from_millis(800));
+    let config = config_with_store(&format!("url = \"{}\"", relay.url()));
+    current_thread_runtime().block_on(async {
+        let store = started(&config).await;
+        let policy = AnyPolicy::from_name("sliding-window", 5, 3_600_000).expect("policy");
+        let plan = Plan::new("s", vec![Limit::new("1h", policy, false)]).expect("plan");
+        let decision = store.decide(&plan, "c", 0, 1).await;
+        assert!(decision.is_ok(), "not connected: {decision:?}");
+    });
 }

@@ -78,3 +78,46 @@ fn a_comma_in_a_cluster_flags_password_shows_no_part_of_it() {
     assert!(!error.contains("plugh"), "{error}");
     assert!(error.contains("%2C"), "{error}");
 }
+
+/// A refused URL's message names what is wrong with it, never the port
+/// when the port is fine, and never shows the password.
+#[test]
+fn the_error_of_an_invalid_url_names_its_problem() {
+    for (url, problem) in [
+        (
+            "redis://u:s3cret@127.0.0.1:27004?db=2",
+            "the database goes in the path (redis://host:port/2)",
+        ),
+        ("redis://u:s3cret@:27004", "the host is missing"),
+        (
+            "redis://u:s3?cret@127.0.0.1:27004",
+            "contains '?': percent-encode it as %3F",
+        ),
+        (
+            "redis://u:s3#cret@127.0.0.1:27004",
+            "contains '#': percent-encode it as %23",
+        ),
+        (
+            "redis://u:s3/cret@127.0.0.1:27004",
+            "contains '/': percent-encode it as %2F",
+        ),
+        (
+            "redis://u:s3%ZZcret@127.0.0.1:27004",
+            "an invalid percent escape",
+        ),
+        (
+            "redis://u:s3cret%2@127.0.0.1:27004",
+            "an invalid percent escape",
+        ),
+    ] {
+        let error = check_redis_url(url).expect_err(url).to_string();
+        assert!(error.contains(problem), "{url}: {error}");
+        assert!(!error.contains("cret"), "{url}: {error}");
+    }
+    for url in [
+        "redis://u:s3%3Fcret@127.0.0.1:27004/2",
+        "redis://h:1/0?protocol=resp3",
+    ] {
+        assert!(check_redis_url(url).is_ok(), "{url}");
+    }
+}

@@ -32,6 +32,21 @@ use crate::{RedisStoreError, RedisTarget};
 /// long. The same bound holds on a cluster, retries included.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a new connection to one node may take (TCP, TLS handshake,
+/// login, database) when it is made by [`Connection::connect`]: the
+/// start-up check, documented as waiting up to 5 s. A link slow to set up
+/// a connection (a distant TLS Redis, a loaded proxy in front of it) then
+/// connects at start-up, and so do that node's reconnections, which use
+/// the same bound: at [`RECONNECT_TIMEOUT`] they would fail on it for good
+/// once the first connection dropped.
+pub const FIRST_CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a new connection may take for a store made without
+/// connecting ([`Connection::lazy`]), and on a cluster: short, so that a
+/// node that accepts no connection (a partition) is tried again soon by the
+/// next call, within the callers' timeouts.
+const RECONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// One connection attempt per reconnect, no retries: the next call after a
 /// failed attempt starts a new one (after an I/O error, by the manager
 /// itself; after a refusal at login, by a new manager: `node.rs`). With retries, every call made while the
@@ -39,11 +54,12 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// timeout: when Redis dies, all the calls in flight would each wait out
 /// the timeout before the circuit breaker could open, where a refused
 /// connection fails them in well under a millisecond. Replies are waited
-/// for up to [`RESPONSE_TIMEOUT`].
-fn manager_config() -> ConnectionManagerConfig {
+/// for up to [`RESPONSE_TIMEOUT`]; a connection is waited for up to
+/// `connection_timeout`.
+fn manager_config(connection_timeout: Duration) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_number_of_retries(0)
-        .set_connection_timeout(Some(Duration::from_millis(500)))
+        .set_connection_timeout(Some(connection_timeout))
         .set_response_timeout(Some(RESPONSE_TIMEOUT))
 }
 
@@ -83,7 +99,8 @@ impl Connection {
     /// Connects to one node or a cluster, eagerly: the first connection
     /// (TLS handshake, ACL login, database selection, a `PING`) must
     /// succeed, so that a wrong password, an untrusted certificate or an
-    /// unreachable node is reported at start-up, saying which. A cluster's
+    /// unreachable node is reported at start-up, saying which; one node's
+    /// connections are waited for up to [`FIRST_CONNECTION_TIMEOUT`]. A cluster's
     /// command sent again after a wait is sent within `timeout`, the
     /// callers' (`RedisTarget::cluster_client`). A cluster's connections,
     /// and a node's that replace one refused at login, are made on `home`,
@@ -104,14 +121,15 @@ impl Connection {
             Ok(Connection::Cluster(Arc::new(cluster)))
         } else {
             let client = target.client()?;
-            let mut manager = ConnectionManager::new_with_config(client.clone(), manager_config())
+            let config = manager_config(FIRST_CONNECTION_TIMEOUT);
+            let mut manager = ConnectionManager::new_with_config(client.clone(), config.clone())
                 .await
                 .map_err(failed)?;
             redis::cmd("PING")
                 .query_async::<()>(&mut manager)
                 .await
                 .map_err(failed)?;
-            let node = Node::new(client, manager_config(), manager, home);
+            let node = Node::new(client, config, manager, home);
             Ok(Connection::Single(Arc::new(node)))
         }
     }
@@ -130,8 +148,9 @@ impl Connection {
             return Ok(Connection::Cluster(Arc::new(cluster)));
         }
         let client = target.client()?;
-        let manager = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
-        let node = Node::new(client, manager_config(), manager, home);
+        let config = manager_config(RECONNECT_TIMEOUT);
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+        let node = Node::new(client, config, manager, home);
         Ok(Connection::Single(Arc::new(node)))
     }
 

@@ -39,6 +39,18 @@ pub enum RedisStoreError {
         /// What the Redis client said.
         source: redis::RedisError,
     },
+    /// The Redis user logged in but may not do what every decision needs
+    /// (found at start-up, [`crate::RedisStore::connect_to`]): `what` it
+    /// cannot do, and the ACL rule to `grant` it.
+    #[error("the Redis user {what}: grant it {grant} (Redis said: {said})")]
+    NotPermitted {
+        /// What the user cannot do, e.g. "cannot run EVALSHA".
+        what: String,
+        /// The ACL rule that allows it, e.g. "+evalsha".
+        grant: String,
+        /// Redis's refusal.
+        said: String,
+    },
     /// Redis could not be reached or the command failed. Shown without
     /// Redis's script hash and Lua line, so the message is fit to log.
     #[error("Redis error: {}", loggable(.0))]
@@ -116,6 +128,7 @@ impl RedisStoreError {
             | RedisStoreError::OutOfRange(_)
             | RedisStoreError::UnsupportedPolicy(_)
             | RedisStoreError::Script(_)
+            | RedisStoreError::NotPermitted { .. }
             | RedisStoreError::Reply(_) => false,
         }
     }
@@ -217,7 +230,7 @@ fn is_transient_redis(e: &redis::RedisError) -> bool {
 /// `OOM command not allowed when used memory > 'maxmemory'.`), without the
 /// script hash and Lua line that Redis appends to errors raised inside a
 /// script (" script: <sha>, on @user_script:<line>.").
-fn loggable(e: &redis::RedisError) -> String {
+pub(crate) fn loggable(e: &redis::RedisError) -> String {
     let text = match (e.code(), e.detail()) {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
         (Some(code), None) => code.to_owned(),

@@ -197,7 +197,7 @@ pub use config::{
     RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX, DEFAULT_TIMEOUT,
     MAX_BATCH, MAX_BATCHES_IN_FLIGHT, MAX_REPLICAS_TO_ACK,
 };
-pub use connection::RESPONSE_TIMEOUT;
+pub use connection::{FIRST_CONNECTION_TIMEOUT, RESPONSE_TIMEOUT};
 pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
 pub use redact::{redact_url, redact_urls_in};
 pub use store::{RedisStore, NO_EVICTION};

@@ -20,6 +20,7 @@ use crate::slots;
 use crate::{policies, scripts, RedisStoreConfig, RedisStoreError, RedisTarget, TimeSource};
 
 mod as_store;
+mod permissions;
 mod start_up_checks;
 pub use start_up_checks::NO_EVICTION;
 
@@ -69,7 +70,11 @@ impl RedisStore {
     /// # Errors
     /// [`RedisStoreError::Config`] for a bad prefix or target (see
     /// [`RedisTarget::validate`]), [`RedisStoreError::Connect`] when the
-    /// first connection fails, saying why.
+    /// first connection fails, saying why;
+    /// [`RedisStoreError::NotPermitted`] when the ACL user may not run
+    /// `TIME`, load or run the store's scripts, or read and write the keys
+    /// under its prefix (checked by loading the scripts and running the
+    /// read-only inspection script, which writes nothing).
     pub async fn connect_to(
         target: &RedisTarget,
         config: RedisStoreConfig,
@@ -82,7 +87,10 @@ impl RedisStore {
             config,
             home,
         );
-        measure::measure_offset(&store.scripts).await?;
+        measure::measure_offset(&store.scripts)
+            .await
+            .map_err(|e| store.refusal(e))?;
+        store.check_permissions().await?;
         if let Some(queues) = &store.queues {
             // On a cluster, batching starts with the first decision.
             queues.read_map().await;

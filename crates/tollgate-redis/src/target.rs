@@ -141,6 +141,13 @@ impl RedisTarget {
                     info.redis_settings().db()
                 ));
             }
+            if self.cluster && matches!(info.addr(), ConnectionAddr::Unix(_)) {
+                return bad(format!(
+                    "{}: a Redis Cluster cannot be reached through a unix socket (its nodes \
+                     name each other by IP and port): give its seeds as redis://host:port",
+                    redact_url(url)
+                ));
+            }
             if self.cluster && info.redis_settings().db() != 0 {
                 return bad(format!(
                     "{}: a Redis Cluster has only database 0",

@@ -118,7 +118,9 @@ impl ProxyArgs {
                     Arc::new(MemoryBackend::new())
                 } else {
                     let mut config = Config::embedded_default();
-                    overrides.apply(&mut config).map_err(invalid_redis)?;
+                    overrides
+                        .apply(&mut config)
+                        .map_err(|e| invalid_redis(&overrides, e))?;
                     check_redis_range(&plan, self.window.trim())?;
                     connect_store(&config, redis_option(&overrides, "--redis"))
                         .await?
@@ -276,7 +278,7 @@ pub(super) mod tests {
 
     #[test]
     fn each_bad_option_is_named() {
-        let cases: [(&[&str], &str); 10] = [
+        let cases: [(&[&str], &str); 11] = [
             (
                 &["--upstream", "http://h", "--redis-ca", "/tmp/ca.pem"],
                 "--redis-ca /tmp/ca.pem needs a Redis store",
@@ -295,6 +297,17 @@ pub(super) mod tests {
                     "17",
                 ],
                 "invalid --redis-replicas-to-ack 17: must be from 0 to 16",
+            ),
+            (
+                &[
+                    "--upstream",
+                    "http://h",
+                    "--redis",
+                    "rediss://127.0.0.1:1",
+                    "--redis-ca",
+                    "/nonexistent.pem",
+                ],
+                "invalid --redis-ca: ",
             ),
             (&["--upstream", "ftp://x"], "invalid upstream"),
             (

@@ -62,11 +62,17 @@ pub(super) fn redis_option(overrides: &Overrides, otherwise: &'static str) -> &'
     }
 }
 
-pub(super) fn invalid_redis(reason: impl ToString) -> Error {
-    Error::InvalidOption {
-        option: "--redis",
-        reason: reason.to_string(),
-    }
+/// The Redis flags of `overrides` refused with `error`, named by the flag
+/// at fault: `--redis-ca` for its CA file (unreadable, or not a CA), else
+/// the flag that names the Redis store.
+pub(super) fn invalid_redis(overrides: &Overrides, error: impl ToString) -> Error {
+    let reason = error.to_string();
+    let option = if overrides.redis_ca.is_some() && reason.contains(" CA ") {
+        "--redis-ca"
+    } else {
+        redis_option(overrides, "--redis")
+    };
+    Error::InvalidOption { option, reason }
 }
 
 fn invalid_config(reason: String) -> Error {

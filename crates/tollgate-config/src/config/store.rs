@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use tollgate_guard::BreakerConfig;
 use tollgate_redis::RedisTarget;
 
+pub use super::redis_url::check_redis_url;
 use super::{file, At, DEFAULT_MAX_CLIENTS};
 use crate::Error;
 
@@ -277,25 +278,39 @@ fn build_timeout(section: &file::StoreSection, at: &At<'_>) -> Result<u64, Error
     }
 }
 
-/// A CA file (`tls_ca`, or `--redis-ca`) is for a `rediss://` Redis store:
-/// with the memory store it would be ignored, so it is refused (checked
-/// after the flags, which may name the Redis store it is for).
-pub(super) fn check_ca_has_redis(
+/// A CA file (`tls_ca`, or `--redis-ca`) is for a `rediss://` Redis store,
+/// and `replicas_to_ack` above 0 for a Redis store's replicas: with the
+/// memory store they would be ignored, so they are refused, at their line
+/// (checked after the flags, which may name the Redis store they are for).
+pub(super) fn check_redis_only_settings(
     config: &super::Config,
     section: &file::StoreSection,
     at: &At<'_>,
 ) -> Result<(), Error> {
-    match (&config.store.kind, &config.store.tls_ca) {
-        (StoreKind::Memory, Some(path)) => Err(at(
+    if config.store.kind != StoreKind::Memory {
+        return Ok(());
+    }
+    if let Some(path) = &config.store.tls_ca {
+        return Err(at(
             section.tls_ca.as_ref().map_or(0..0, |ca| ca.span()),
             format!(
                 "tls_ca {:?} is the CA of a rediss:// Redis store, but the store is memory: \
                  give url = \"rediss://...\" (or --redis) or leave tls_ca out",
                 path.display()
             ),
-        )),
-        _ => Ok(()),
+        ));
     }
+    if config.store.replicas_to_ack > 0 {
+        return Err(at(
+            section.replicas_to_ack.as_ref().map_or(0..0, |n| n.span()),
+            format!(
+                "replicas_to_ack = {} waits for a Redis store's replicas, but the store is \
+                 memory: give url = \"redis://...\" (or --redis) or leave replicas_to_ack out",
+                config.store.replicas_to_ack
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Everything the Redis client can check without connecting (schemes, the
@@ -397,43 +412,6 @@ fn build_breaker(section: &file::StoreSection, at: &At<'_>) -> Result<BreakerCon
         breaker.probe_interval_ms = t.get_ref().0;
     }
     Ok(breaker)
-}
-
-/// Checks the form of a Redis URL (`redis://[user:pass@]host[:port][/db]`,
-/// `rediss://...` or `unix:///path`), without connecting.
-///
-/// # Errors
-/// [`Error::InvalidRedisUrl`] saying what is wrong, showing the URL
-/// without its password.
-pub fn check_redis_url(url: &str) -> Result<String, Error> {
-    let invalid = |reason: &str| Error::InvalidRedisUrl {
-        url: tollgate_redis::redact_url(url),
-        reason: reason.to_owned(),
-    };
-    let rest = ["redis://", "rediss://", "unix://", "redis+unix://"]
-        .iter()
-        .find_map(|scheme| url.strip_prefix(scheme))
-        .ok_or_else(|| {
-            invalid("expected redis://host[:port][/db], rediss://... or unix:///path")
-        })?;
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(invalid("it contains spaces or control characters"));
-    }
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host_port = authority.rsplit('@').next().unwrap_or_default();
-    if url.starts_with("redis") && !url.starts_with("redis+unix") {
-        if host_port.is_empty() {
-            return Err(invalid("the host is missing"));
-        }
-        if let Some((host, port)) = host_port.rsplit_once(':') {
-            if !host.ends_with(']') && (host.is_empty() || port.parse::<u16>().is_err()) {
-                return Err(invalid("the port must be a number from 0 to 65535"));
-            }
-        }
-    } else if rest.is_empty() {
-        return Err(invalid("the socket path is missing"));
-    }
-    Ok(url.to_owned())
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! gave up; or drop the connections with the replies they hold: the fault
 //! in which Redis runs a call but its answer never comes. It can hold the
 //! requests on their way in as well, so that a cut drops a call Redis never
-//! saw.
+//! saw; or delay each connection's first reply, as a slow link does.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -52,6 +52,9 @@ struct Shared {
     held_log: Mutex<Vec<u8>>,
     released: Condvar,
     stopping: AtomicBool,
+    /// How long the first reply of each connection waits before it is
+    /// passed on, in ms ([`Relay::delay_first_reply`]).
+    first_reply_delay_ms: AtomicU64,
     /// Raised by [`Relay::cut`]: connections of an older generation close.
     generation: AtomicU64,
     /// Both ends of every connection relayed, for [`Relay::cut`].
@@ -178,6 +181,14 @@ impl Relay {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// From now on, the first reply of every new connection waits `delay`
+    /// before it is passed on (the later ones pass at once): a slow link
+    /// or a slow handshake, which a connection's set-up must wait out.
+    pub fn delay_first_reply(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.shared.first_reply_delay_ms.store(ms, Ordering::SeqCst);
+    }
+
     /// From now on, replies read from Redis wait before they are passed on.
     pub fn hold_replies(&self) {
         self.shared.set_held(|held| held.replies = true);
@@ -266,6 +277,7 @@ fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, way: Way, generat
         // Requests read while requests are held, to be passed on once they
         // are released (and dropped if the connection is cut first).
         let mut held = Vec::new();
+        let mut first_reply = way == Way::Replies;
         let cut = || shared.generation() != generation;
         while !shared.stopping() && !cut() {
             let n = match from.read(&mut buffer) {
@@ -290,6 +302,10 @@ fn pipe(from: &TcpStream, to: &TcpStream, shared: Arc<Shared>, way: Way, generat
                     }
                 }
             } else if n > 0 {
+                if std::mem::take(&mut first_reply) {
+                    let delay = shared.first_reply_delay_ms.load(Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(delay));
+                }
                 shared.wait_released(way);
             }
             if cut() {

@@ -1,0 +1,109 @@
+//! Whether the Redis user may do what every decision needs, checked once
+//! the store has connected ([`RedisStore::connect_to`]): an ACL user that
+//! logs in but lacks `EVALSHA`, `SCRIPT LOAD` or access to the keys under
+//! the prefix would otherwise pass start-up and then have every decision
+//! refused with `NOPERM`, answered by the failure policy (under fail-open,
+//! nothing limited, and no warning).
+//!
+//! Checked by doing it, harmlessly, rather than by `ACL DRYRUN`, which
+//! needs the user's own name and a permission (`+acl|dryrun`) that an
+//! application's user rarely has, and which managed services often
+//! rename: every script the store runs is loaded (`SCRIPT LOAD`, on every
+//! primary: the store loads them itself after `NOSCRIPT`), and the
+//! read-only inspection script is run by `EVALSHA` on a client's keys under
+//! the prefix. Redis checks a script's declared keys for read and write
+//! access before it runs it, so a user limited to other keys, or to
+//! reading them, is refused there; nothing is written.
+
+use tollgate::{AnyPolicy, Clock, Limit, Plan, SystemClock};
+
+use crate::error::loggable;
+use crate::{scripts, RedisStore, RedisStoreError};
+
+/// The client id of the check's inspection: its keys are read, never
+/// written.
+const PROBE_CLIENT: &str = "tollgate-start-up-check";
+
+impl RedisStore {
+    /// Loads every script the store runs, and runs the inspection script on
+    /// a client's keys under the prefix.
+    ///
+    /// # Errors
+    /// [`RedisStoreError::NotPermitted`] naming what the user lacks. Any
+    /// other error is not this check's to report (a node that serves no
+    /// slot yet, a busy script, a replica): the store's calls meet it, and
+    /// the failure policy answers them, as without the check.
+    pub(crate) async fn check_permissions(&self) -> Result<(), RedisStoreError> {
+        match self.try_what_decisions_need().await {
+            Err(e @ RedisStoreError::NotPermitted { .. }) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// What [`RedisStore::check_permissions`] does, every error as met.
+    async fn try_what_decisions_need(&self) -> Result<(), RedisStoreError> {
+        for script in [
+            scripts::PLAN,
+            scripts::BATCH,
+            scripts::REFUND,
+            scripts::CLAIM,
+            scripts::INSPECT,
+        ] {
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(script);
+            let replies = self.scripts.connection.ask_every_primary(load).await;
+            for reply in replies.map_err(|e| self.refusal(e))? {
+                if let redis::Value::ServerError(refused) = reply {
+                    return Err(self.refusal(redis::RedisError::from(refused).into()));
+                }
+            }
+        }
+        let policy = AnyPolicy::from_name("sliding-window", 1, 1_000)
+            .map_err(|e| RedisStoreError::Config(e.to_string()))?;
+        let plan = Plan::new("start-up-check", vec![Limit::new("check", policy, false)])
+            .map_err(|e| RedisStoreError::Config(e.to_string()))?;
+        self.inspect(&plan, PROBE_CLIENT, SystemClock.now_ms())
+            .await
+            .map(drop)
+            .map_err(|e| self.refusal(e))
+    }
+
+    /// `error` as [`RedisStoreError::NotPermitted`] when it is an ACL
+    /// refusal, naming what the user lacks; else as it is.
+    pub(crate) fn refusal(&self, error: RedisStoreError) -> RedisStoreError {
+        let RedisStoreError::Redis(e) = &error else {
+            return error;
+        };
+        let detail = e.detail().unwrap_or_default();
+        let prefix = self.keys.prefix();
+        let (what, grant) = if e.code() == Some("NOPERM") {
+            match detail {
+                d if d.contains("'evalsha'") => {
+                    ("cannot run EVALSHA".to_owned(), "+evalsha".to_owned())
+                }
+                d if d.contains("'script") => (
+                    "cannot load tollgate's scripts (SCRIPT LOAD)".to_owned(),
+                    "+script|load".to_owned(),
+                ),
+                d if d.contains("'time'") => ("cannot run TIME".to_owned(), "+time".to_owned()),
+                d if d.contains("keys") => (
+                    format!("cannot read and write the keys under the prefix {prefix:?}"),
+                    format!("~{prefix}:* (read and write)"),
+                ),
+                _ => return error,
+            }
+        } else if detail.contains("can't run this command") {
+            (
+                "cannot run a command tollgate's scripts run".to_owned(),
+                "the commands of +@read +@write +@scripting +time".to_owned(),
+            )
+        } else {
+            return error;
+        };
+        RedisStoreError::NotPermitted {
+            what,
+            grant,
+            said: loggable(e),
+        }
+    }
+}
