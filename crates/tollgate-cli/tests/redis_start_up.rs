@@ -1,0 +1,161 @@
+//! Starting `serve` and `proxy` on a Redis that cannot serve them as they
+//! are: a user without the scripts' permissions stops start-up, an
+//! unreachable Redis is reported and answered by the failure policy, a
+//! Redis that evicts keys or is a replica is warned of, and
+//! `--redis-replicas-to-ack` replaces the file's value; against
+//! `redis-server` processes the tests spawn.
+
+mod redis_common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tollgate_redis::testing::{free_port, RedisServer};
+use tollgate_testkit::process::ChildGuard;
+
+use redis_common::*;
+
+/// An ACL user that logs in but may not run `EVALSHA` stops `serve` at
+/// start-up (exit 1) with what to grant, as a user without `TIME` does:
+/// else every decision would be refused and answered by the failure policy.
+#[test]
+fn serve_refuses_to_start_with_a_redis_user_that_cannot_run_scripts() {
+    let acl = [
+        "--user", "alice", "on", ">pw", "~*", "&*", "+@all", "-evalsha",
+    ];
+    let Some(redis) = RedisServer::spawn_with("no_evalsha", &acl) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("redis://alice:pw@127.0.0.1:{}", redis.port());
+    let serve = serve_process(&four_per_day(dir.path()), &url, &[]);
+    let (code, stderr) = exit_within(serve, Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the Redis user cannot run EVALSHA: grant it +evalsha"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_redis_is_reported_and_answered_by_the_failure_policy() {
+    // Nothing listens on a port that was just free.
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = four_per_day(dir.path());
+    let started = Instant::now();
+    let serve = start_serve(&config, &[("--redis", &url)]).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let http = reqwest::Client::new();
+    let (allowed, decided_by) = serve_allows(&http, &serve, "acme").await;
+    assert_eq!((allowed, decided_by.as_str()), (false, "fail-closed"));
+    // The binary says so at start-up, naming the node and the cause.
+    let mut child = serve_process(&config, &url, &[]);
+    let stderr = read_until(child.stderr.take().expect("stderr"), "unreachable");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        stderr.contains("nothing accepts connections there"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&url), "{stderr}");
+}
+
+/// A Redis that may evict tollgate's keys when full (`maxmemory-policy
+/// volatile-lru`, a managed service's usual default) is named at start-up,
+/// with what to set instead; one that refuses writes when full is not; a
+/// replica (which refuses every write) is named too.
+#[test]
+fn serve_warns_at_start_up_of_a_redis_that_evicts_keys_or_is_a_replica() {
+    let Some(server) =
+        RedisServer::spawn_with("evicting_redis", &["--maxmemory-policy", "volatile-lru"])
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = four_per_day(dir.path());
+    let start_up_log_of = |config: &Path, url: &str| start_up_log(serve_process(config, url, &[]));
+    let start_up_log = |url: &str| start_up_log_of(&config, url);
+    let stderr = start_up_log(&server.url());
+    assert!(stderr.contains("volatile-lru"), "{stderr}");
+    assert!(stderr.contains("maxmemory-policy noeviction"), "{stderr}");
+
+    let set = server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    assert_eq!(set.trim(), "OK");
+    let stderr = start_up_log(&server.url());
+    assert!(stderr.contains("connected"), "{stderr}");
+    assert!(!stderr.contains("maxmemory-policy"), "{stderr}");
+    assert!(!stderr.contains("replica"), "{stderr}");
+
+    // A replica of it, given by mistake (a reader endpoint).
+    let port = server.port().to_string();
+    let replica = RedisServer::spawn_with("evicting_redis", &["--replicaof", "127.0.0.1", &port])
+        .expect("replica");
+    let stderr = start_up_log(&replica.url());
+    assert!(stderr.contains("Redis is a replica"), "{stderr}");
+    assert!(stderr.contains("give the primary's address"), "{stderr}");
+    drop(replica);
+
+    // Waiting for more replicas than the primary has.
+    let stderr = start_up_log_of(&replicas_to_ack(dir.path(), 2), &server.url());
+    assert!(
+        stderr.contains("fewer replicas connected than replicas_to_ack"),
+        "{stderr}"
+    );
+}
+
+/// `--redis-replicas-to-ack N` replaces the file's `[store]
+/// replicas_to_ack`: `serve` warns of a Redis with fewer replicas than the
+/// flag asks for over a file that asks for none, and not when the flag asks
+/// for none over a file that asks for two. A flag out of bounds, or on the
+/// memory store, stops start-up with an error that names it.
+#[test]
+fn the_replicas_to_ack_flag_replaces_the_files() {
+    let Some(server) = RedisServer::spawn("replicas_to_ack_flag") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let warning = "fewer replicas connected than replicas_to_ack";
+    let flag = |replicas: &'static str| ["--redis-replicas-to-ack", replicas];
+    let stderr = start_up_log(serve_process(
+        &four_per_day(dir.path()),
+        &server.url(),
+        &flag("1"),
+    ));
+    assert!(stderr.contains(warning), "{stderr}");
+    let stderr = start_up_log(serve_process(
+        &replicas_to_ack(dir.path(), 2),
+        &server.url(),
+        &flag("0"),
+    ));
+    assert!(
+        stderr.contains("connected") && !stderr.contains(warning),
+        "{stderr}"
+    );
+
+    let refused = serve_process(&four_per_day(dir.path()), &server.url(), &flag("17"));
+    let (code, stderr) = exit_within(refused, Duration::from_secs(10));
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("invalid --redis-replicas-to-ack 17: must be from 0 to 16"),
+        "{stderr}"
+    );
+    let memory = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--grpc-listen", "off"])
+        .args(flag("1"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(ChildGuard::from)
+        .expect("spawn tollgate serve");
+    let (code, stderr) = exit_within(memory, Duration::from_secs(10));
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("--redis-replicas-to-ack 1 needs a Redis store"),
+        "{stderr}"
+    );
+}
