@@ -251,15 +251,16 @@ fn a_client_evicted_and_stored_anew_keeps_the_new_requests_use() {
     for policy in POLICY_NAMES {
         for cost in [1, 2] {
             let plan = plan(policy);
-            // One client per shard: a newcomer in a shard evicts its client.
-            let limiter = PlanLimiter::with_max_clients(64);
+            // Two clients per shard, the newcomers using more than a: a
+            // newcomer in a's shard evicts a, which gives back the least.
+            let limiter = PlanLimiter::with_max_clients(128);
             let answer = limiter.check_returnable(&plan, "a", 1_000, 1);
             let receipt = answer.receipt.expect("a use");
             let mut newcomers = 0;
             while limiter.store().get("a").is_some() {
                 newcomers += 1;
                 assert!(newcomers < 10_000, "a was never evicted");
-                limiter.check(&plan, &format!("n{newcomers}"), 1_000, 1);
+                limiter.check(&plan, &format!("n{newcomers}"), 1_000, 3);
             }
             assert!(limiter.check(&plan, "a", 1_000, cost).allowed);
             let expected = limiter.peek(&plan, "a", 1_000);
