@@ -33,11 +33,13 @@ use crate::{RedisStoreError, RedisTarget};
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a new connection to one node may take (TCP, TLS handshake,
-/// login, database) when it is made by [`Connection::connect`]: the
+/// login, database) when the store is made by connecting
+/// ([`crate::RedisStore::connect`] and its kind): the
 /// start-up check, documented as waiting up to 5 s. A link slow to set up
 /// a connection (a distant TLS Redis, a loaded proxy in front of it) then
 /// connects at start-up, and so do that node's reconnections, which use
-/// the same bound: at [`RECONNECT_TIMEOUT`] they would fail on it for good
+/// the same bound: at the half second of a store made without connecting
+/// they would fail on it for good
 /// once the first connection dropped.
 pub const FIRST_CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 

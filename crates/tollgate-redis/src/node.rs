@@ -15,8 +15,9 @@
 //! fails, as it would have.
 
 use std::future::Future;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use arc_swap::ArcSwap;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Cmd, FromRedisValue, RedisError, RedisResult};
 use tokio::runtime::Handle;
@@ -28,13 +29,14 @@ pub(crate) struct Node {
     /// Where a replacing manager is made (its tasks run there):
     /// `connection::home`.
     home: Handle,
-    current: Mutex<Current>,
+    /// Read on every call without a lock; replaced under `replacing`.
+    current: ArcSwap<Current>,
+    replacing: Mutex<()>,
 }
 
 /// The manager in use, and how many were replaced before it: a call
 /// replaces only the manager it used, so that calls refused together
 /// replace it once.
-#[derive(Clone)]
 struct Current {
     manager: ConnectionManager,
     generation: u64,
@@ -52,27 +54,23 @@ impl Node {
             client,
             config,
             home,
-            current: Mutex::new(Current {
+            current: ArcSwap::from_pointee(Current {
                 manager,
                 generation: 0,
             }),
+            replacing: Mutex::new(()),
         }
-    }
-
-    fn current(&self) -> Current {
-        self.lock().clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
-        // A panic while holding the lock cannot leave `Current` half written.
-        self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Puts a new manager, not connected yet, in the place of the one of
     /// `generation`, unless another call already did.
     fn replace(&self, generation: u64) {
-        let mut current = self.lock();
-        if current.generation != generation {
+        // Nothing is left half written by a panic under this lock.
+        let _replacing = self
+            .replacing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.current.load().generation != generation {
             return;
         }
         let _at_home = self.home.enter();
@@ -81,10 +79,10 @@ impl Node {
         if let Ok(manager) =
             ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
         {
-            *current = Current {
+            self.current.store(Arc::new(Current {
                 manager,
                 generation: generation + 1,
-            };
+            }));
         }
     }
 
@@ -102,10 +100,10 @@ impl Node {
         F: Fn(ConnectionManager) -> R,
         R: Future<Output = RedisResult<T>>,
     {
-        let Current {
-            manager,
-            generation,
-        } = self.current();
+        let (manager, generation) = {
+            let current = self.current.load();
+            (current.manager.clone(), current.generation)
+        };
         let answer = match run(manager.clone()).await {
             Err(e) if e.is_connection_refusal() => run(manager).await,
             answer => answer,
