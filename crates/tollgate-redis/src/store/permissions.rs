@@ -69,41 +69,105 @@ impl RedisStore {
     }
 
     /// `error` as [`RedisStoreError::NotPermitted`] when it is an ACL
-    /// refusal, naming what the user lacks; else as it is.
+    /// refusal, naming what the user lacks; else as it is. Every refusal
+    /// counts, whatever its words (they changed in Redis 7.2: "No
+    /// permissions to access a key", "ACL failure in script"); the words
+    /// only pick the hint.
     pub(crate) fn refusal(&self, error: RedisStoreError) -> RedisStoreError {
-        let RedisStoreError::Redis(e) = &error else {
-            return error;
-        };
-        let detail = e.detail().unwrap_or_default();
-        let prefix = self.keys.prefix();
-        let (what, grant) = if e.code() == Some("NOPERM") {
-            match detail {
-                d if d.contains("'evalsha'") => {
-                    ("cannot run EVALSHA".to_owned(), "+evalsha".to_owned())
-                }
-                d if d.contains("'script") => (
-                    "cannot load tollgate's scripts (SCRIPT LOAD)".to_owned(),
-                    "+script|load".to_owned(),
-                ),
-                d if d.contains("'time'") => ("cannot run TIME".to_owned(), "+time".to_owned()),
-                d if d.contains("keys") => (
-                    format!("cannot read and write the keys under the prefix {prefix:?}"),
-                    format!("~{prefix}:* (read and write)"),
-                ),
-                _ => return error,
-            }
-        } else if detail.contains("can't run this command") {
-            (
-                "cannot run a command tollgate's scripts run".to_owned(),
-                "the commands of +@read +@write +@scripting +time".to_owned(),
-            )
-        } else {
-            return error;
-        };
-        RedisStoreError::NotPermitted {
-            what,
-            grant,
-            said: loggable(e),
+        as_refusal(self.keys.prefix(), error)
+    }
+}
+
+/// [`RedisStore::refusal`] for the keys under `prefix`.
+fn as_refusal(prefix: &str, error: RedisStoreError) -> RedisStoreError {
+    let RedisStoreError::Redis(e) = &error else {
+        return error;
+    };
+    let detail = e.detail().unwrap_or_default();
+    let refused = e.code() == Some("NOPERM")
+        || detail.contains("can't run this command")
+        || detail.contains("ACL failure");
+    if !refused {
+        return error;
+    }
+    let (what, grant) = what_to_grant(prefix, detail);
+    RedisStoreError::NotPermitted {
+        what,
+        grant,
+        said: loggable(e),
+    }
+}
+
+/// What an ACL refusal saying `detail` lacks, and what to grant.
+fn what_to_grant(prefix: &str, detail: &str) -> (String, String) {
+    let detail = detail.to_ascii_lowercase();
+    let (what, grant) = match detail.as_str() {
+        d if d.contains("'evalsha'") => ("cannot run EVALSHA", "+evalsha".to_owned()),
+        d if d.contains("'script") => (
+            "cannot load tollgate's scripts (SCRIPT LOAD)",
+            "+script|load".to_owned(),
+        ),
+        d if d.contains("'time'") => ("cannot run TIME", "+time".to_owned()),
+        d if d.contains("script") || d.contains("can't run this command") => (
+            "cannot run a command tollgate's scripts run",
+            "the commands of +@read +@write +@scripting +time".to_owned(),
+        ),
+        d if d.contains("key") => {
+            return (
+                format!("cannot read and write the keys under the prefix {prefix:?}"),
+                format!("~{prefix}:* (read and write)"),
+            );
         }
+        _ => (
+            "was refused a command tollgate needs",
+            format!("+@read +@write +@scripting +time and ~{prefix}:*"),
+        ),
+    };
+    (what.to_owned(), grant)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Redis error reply, as the server sends it.
+    fn reply(text: &str) -> RedisStoreError {
+        let value = redis::parse_redis_value(format!("-{text}\r\n").as_bytes()).unwrap();
+        let redis::Value::ServerError(error) = value else {
+            panic!("not an error reply: {value:?}");
+        };
+        RedisStoreError::Redis(redis::RedisError::from(error))
+    }
+
+    fn refused_for(text: &str) -> Option<String> {
+        match as_refusal("tollgate", reply(text)) {
+            RedisStoreError::NotPermitted { what, .. } => Some(what),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn every_acl_refusal_counts_in_the_words_of_each_redis_version() {
+        // Redis 6 and 7.0.
+        let old_keys =
+            "NOPERM this user has no permissions to access one of the keys used as arguments";
+        // Redis 7.2 and later, and Valkey.
+        let new_keys = "NOPERM No permissions to access a key";
+        for keys in [old_keys, new_keys] {
+            let what = refused_for(keys).expect("a refusal");
+            assert!(what.contains("keys under the prefix"), "{what}");
+        }
+        let evalsha = "NOPERM User alice has no permissions to run the 'evalsha' command";
+        assert_eq!(refused_for(evalsha).as_deref(), Some("cannot run EVALSHA"));
+        let in_script =
+            "ERR ACL failure in script: User alice has no permissions to run the 'set' command";
+        assert!(refused_for(in_script)
+            .expect("a refusal")
+            .contains("scripts run"));
+        let unknown = "NOPERM something new";
+        assert!(refused_for(unknown).is_some());
+        // Not a refusal: left to the failure policy, as without the check.
+        assert_eq!(refused_for("CLUSTERDOWN The cluster is down"), None);
+        assert_eq!(refused_for("BUSY Redis is busy running a script"), None);
     }
 }
