@@ -10,9 +10,11 @@
 //! kept for good: every later call gets its error, even once the
 //! credentials work again. So a call that meets such a refusal puts a new
 //! manager in its place, which connects at the next call (the circuit
-//! breaker's probe, or any call: a permanent error does not open it). The
-//! refusal sent nothing, so no call is charged twice; the call that met it
-//! fails, as it would have.
+//! breaker's probe, or any call: a permanent error does not open it), at
+//! most once per [`LOGIN_RETRY_US`]: calls keep coming while the breaker
+//! stays closed, and each new manager is a new connection and login (a TLS
+//! handshake, an entry in Redis's ACL log). The refusal sent nothing, so no
+//! call is charged twice; the call that met it fails, as it would have.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,6 +23,13 @@ use arc_swap::ArcSwap;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Cmd, FromRedisValue, RedisError, RedisResult};
 use tokio::runtime::Handle;
+use tollgate::{MonotonicClock, SystemMonotonicClock};
+
+/// The shortest time between two logins after a refused one (µs): a
+/// password being rotated is let in within a quarter of a second, and a
+/// refusal that never heals costs four connections a second, not one per
+/// round trip.
+pub(crate) const LOGIN_RETRY_US: u64 = 250_000;
 
 /// One node's connection, replaced when refused at login.
 pub(crate) struct Node {
@@ -29,6 +38,7 @@ pub(crate) struct Node {
     /// Where a replacing manager is made (its tasks run there):
     /// `connection::home`.
     home: Handle,
+    monotonic: SystemMonotonicClock,
     /// Read on every call without a lock; replaced under `replacing`.
     current: ArcSwap<Current>,
     replacing: Mutex<()>,
@@ -40,6 +50,8 @@ pub(crate) struct Node {
 struct Current {
     manager: ConnectionManager,
     generation: u64,
+    /// When it was made (the node's monotonic µs).
+    made_us: u64,
 }
 
 impl Node {
@@ -54,23 +66,30 @@ impl Node {
             client,
             config,
             home,
+            monotonic: SystemMonotonicClock::new(),
             current: ArcSwap::from_pointee(Current {
                 manager,
                 generation: 0,
+                made_us: 0,
             }),
             replacing: Mutex::new(()),
         }
     }
 
     /// Puts a new manager, not connected yet, in the place of the one of
-    /// `generation`, unless another call already did.
+    /// `generation`, unless another call already did, or that one was made
+    /// less than [`LOGIN_RETRY_US`] ago.
     fn replace(&self, generation: u64) {
         // Nothing is left half written by a panic under this lock.
         let _replacing = self
             .replacing
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if self.current.load().generation != generation {
+        let now_us = self.monotonic.now_us();
+        let current = self.current.load();
+        if current.generation != generation
+            || (generation > 0 && now_us.saturating_sub(current.made_us) < LOGIN_RETRY_US)
+        {
             return;
         }
         let _at_home = self.home.enter();
@@ -82,6 +101,7 @@ impl Node {
             self.current.store(Arc::new(Current {
                 manager,
                 generation: generation + 1,
+                made_us: now_us,
             }));
         }
     }

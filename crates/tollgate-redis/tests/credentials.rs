@@ -45,10 +45,11 @@ async fn until_refused_at_login(store: &RedisStore) -> RedisStoreError {
     panic!("no call was refused at login");
 }
 
-/// Calls until the store decides again (bounded: 50 calls, 20 ms apart).
+/// Calls until the store decides again (bounded: 100 calls, 20 ms apart;
+/// a refused login is tried again at most every quarter of a second).
 async fn until_decided(store: &RedisStore) -> PlanDecision {
     let mut last = None;
-    for _ in 0..50 {
+    for _ in 0..100 {
         match call(store).await {
             Ok(decision) => return decision,
             Err(e) => last = Some(e.to_string()),
@@ -90,6 +91,51 @@ fn a_store_refused_at_login_connects_again_once_the_password_is_back() {
         let back = until_decided(&store).await;
         assert_eq!(back.limits[0].decision.remaining, 8, "charged once more");
         assert_ne!(server.cli(&["-n", "1", "DBSIZE"]).trim(), "0");
+    });
+}
+
+/// Connections Redis has accepted since it started.
+fn connections_received(server: &RedisServer) -> u64 {
+    let info = server.cli(&["INFO", "stats"]);
+    let line = info
+        .lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .expect("INFO stats has total_connections_received");
+    line.trim().parse().expect("a number")
+}
+
+/// While the password stays wrong, calls keep coming (a permanent error
+/// opens no circuit), but the store logs in again at most four times a
+/// second, not once per call: a refusal that never heals must not turn
+/// into a storm of connections, TLS handshakes and ACL log entries.
+#[test]
+fn a_refused_login_is_tried_again_at_most_four_times_a_second() {
+    let Some(server) = RedisServer::spawn("refused_login_tried_again_seldom") else {
+        return;
+    };
+    assert_eq!(server.cli(ALICE).trim(), "OK");
+    let url = format!("redis://alice:s3cret@127.0.0.1:{}", server.port());
+    current_thread_runtime().block_on(async {
+        let store = RedisStore::connect(&url, RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        call(&store).await.expect("decided");
+        server.cli(&["ACL", "SETUSER", "alice", "resetpass", ">new"]);
+        server.cli(&["CLIENT", "KILL", "USER", "alice"]);
+        until_refused_at_login(&store).await;
+        let before = connections_received(&server);
+        let started = std::time::Instant::now();
+        for _ in 0..40 {
+            assert!(call(&store).await.is_err());
+        }
+        let quarters = started.elapsed().as_millis() / 250 + 1;
+        // Less the one of the `INFO` that counts them.
+        let logins = connections_received(&server) - before - 1;
+        assert!(
+            u128::from(logins) <= quarters,
+            "{logins} logins for 40 calls in {:?}",
+            started.elapsed()
+        );
     });
 }
 
