@@ -54,8 +54,11 @@ pub fn redact_urls_in(text: &str) -> String {
             };
         }
         escaped = quote == Some('"') && c == '\\' && !escaped;
-        // A quote opens a string only where a value starts, not in `can't`.
-        after_separator = c.is_whitespace() || "=[,(".contains(c);
+        // A quote opens a string only where a value starts, not in `can't`,
+        // or right after a string closed: TOML's `'''` and `"""` open one.
+        after_separator = c.is_whitespace()
+            || "=[,(".contains(c)
+            || (ends_piece && quote.is_none() && is_quote(c));
     }
     shown.push_str(&redact_url(&text[piece_start..]));
     shown
@@ -253,6 +256,15 @@ mod tests {
             (
                 "url = 'redis://alice:s3 cret@h' # the server's, redis://b:x@h",
                 "url = 'redis://alice:***@h' # the server's, redis://b:***@h",
+            ),
+            // TOML's multi-line strings: three quotes open one.
+            (
+                "url = '''redis://alice:s3 cret@h:1'''",
+                "url = '''redis://alice:***@h:1'''",
+            ),
+            (
+                r#"url = """redis://alice:s3 cret@h:1""""#,
+                r#"url = """redis://alice:***@h:1""""#,
             ),
             ("line 2: plain text", "line 2: plain text"),
         ];
