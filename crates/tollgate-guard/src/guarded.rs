@@ -313,9 +313,11 @@ impl<S: Store> GuardedStore<S> {
                 )))
             });
         if admission == Admission::Probe {
+            // Only an answer shows the store is back: a store that cannot
+            // inspect fails every inspection at once, up or down.
             let outcome = match &answer {
-                Err(error) if error.transient => Outcome::Unreached,
-                _ => Outcome::Reached,
+                Ok(_) => Outcome::Reached,
+                Err(_) => Outcome::Unreached,
             };
             breaker.record(admission, outcome, self.clock.now_ms());
         }

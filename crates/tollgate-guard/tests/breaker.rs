@@ -288,7 +288,9 @@ async fn an_inspection_probes_an_open_circuit_and_closes_it() {
     assert_eq!(ask(&s.guard).await, DecidedBy::Store);
 }
 
-/// A failed inspection probe opens the circuit again for another interval.
+/// A failed inspection probe opens the circuit again for another interval,
+/// a permanent error too: only an answer shows the store is back (a store
+/// that cannot inspect fails every inspection at once, up or down).
 #[tokio::test]
 async fn an_inspection_probe_that_fails_keeps_the_circuit_open() {
     let s = setup(FailurePolicy::FailClosed);
@@ -299,6 +301,10 @@ async fn an_inspection_probe_that_fails_keeps_the_circuit_open() {
     s.clock.advance(500);
     assert!(s.guard.inspect(&plan(), "c", 0).await.is_err());
     assert!(s.guard.counts().circuit_open);
+    s.store.set(Mode::Broken);
+    s.clock.advance(500);
+    assert!(s.guard.inspect(&plan(), "c", 0).await.is_err());
+    assert!(s.guard.counts().circuit_open, "a permanent error closed it");
     s.store.set(Mode::Up);
     let calls = s.store.calls();
     assert_eq!(
