@@ -26,7 +26,9 @@ impl RlsService {
     /// as an error would let Envoy's default failure mode admit it (a
     /// caller adding a descriptor of a client on a failing Redis master
     /// would skip a spent limit). A client whose call failed is then
-    /// reported without numbers.
+    /// reported as its look left it, without numbers when the look failed.
+    /// (A client whose look showed no room but whose use then failed is
+    /// not counted as refusing: its store failed between the two steps.)
     pub(super) async fn decide_together(
         &self,
         groups: &[Group],
