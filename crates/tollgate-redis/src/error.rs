@@ -6,6 +6,8 @@ use tollgate::StoreError;
 
 mod connect;
 
+pub(crate) use connect::credentials_refused;
+
 /// Why the Redis store could not decide.
 ///
 /// Each error is either transient (Redis down, slow, restarting, failing

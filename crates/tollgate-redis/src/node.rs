@@ -142,11 +142,8 @@ impl Node {
 }
 
 /// Whether Redis refused the connection at login, which the manager never
-/// tries again: the password or user refused (`AUTH` on RESP2, `HELLO` on
-/// RESP3, or a command on a connection that never logged in), or the
-/// database refused (`SELECT`).
+/// tries again: the user name or password refused (the one definition:
+/// `error::connect::credentials_refused`), or the database (`SELECT`).
 pub(crate) fn refused_at_login(e: &RedisError) -> bool {
-    e.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
-        || e.to_string().contains("refused to switch database")
+    crate::error::credentials_refused(e) || e.to_string().contains("refused to switch database")
 }

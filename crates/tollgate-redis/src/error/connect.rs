@@ -35,7 +35,7 @@ impl ConnectCause {
         // A cluster's client gives its seeds' I/O error as the detail of
         // its own ("Failed to create initial connections - Io: timed out").
         let io_detail = e.detail().filter(|_| e.is_io_error());
-        if credentials_refused(e, &text) {
+        if credentials_refused(e) {
             Self::WrongCredentials
         } else if text.contains("certificate") || text.contains("UnknownIssuer") {
             Self::UntrustedCertificate
@@ -55,9 +55,12 @@ impl ConnectCause {
 /// RESP2 (redis-rs's `AuthenticationFailed`), `HELLO` refused on RESP3
 /// (`WRONGPASS`), or a command sent without logging in (`NOAUTH`). A
 /// cluster's client reports its seeds' refusal as an I/O error, "Failed to
-/// create initial connections", with the refusal only in its text (`text`,
-/// `e`'s): "... - Io: Password authentication failed - AuthenticationFailed".
-fn credentials_refused(e: &redis::RedisError, text: &str) -> bool {
+/// create initial connections", with the refusal only in its text: "... -
+/// Io: Password authentication failed - AuthenticationFailed". The one
+/// definition, for a first connection and a reconnection alike
+/// (`node::refused_at_login`).
+pub(crate) fn credentials_refused(e: &redis::RedisError) -> bool {
+    let text = e.to_string();
     e.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
         || ["AuthenticationFailed", "WRONGPASS", "NOAUTH"]
