@@ -110,7 +110,7 @@ fn what_to_grant(prefix: &str, detail: &str) -> (String, String) {
         d if d.contains("'time'") => ("cannot run TIME", "+time".to_owned()),
         d if d.contains("script") || d.contains("can't run this command") => (
             "cannot run a command tollgate's scripts run",
-            "the commands of +@read +@write +@scripting +time".to_owned(),
+            "the commands of +@read +@write +@scripting +time +ping (and +select for a database other than 0)".to_owned(),
         ),
         d if d.contains("key") => {
             return (
@@ -120,7 +120,7 @@ fn what_to_grant(prefix: &str, detail: &str) -> (String, String) {
         }
         _ => (
             "was refused a command tollgate needs",
-            format!("+@read +@write +@scripting +time and ~{prefix}:*"),
+            format!("+@read +@write +@scripting +time +ping and ~{prefix}:*"),
         ),
     };
     (what.to_owned(), grant)
