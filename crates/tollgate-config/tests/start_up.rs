@@ -147,6 +147,9 @@ fn a_redis_user_without_what_decisions_need_stops_start_up() {
             ("otherkeys", "cannot read and write the keys under the prefix \"tollgate\": grant it ~tollgate:*"),
             ("readonly", "cannot read and write the keys under the prefix \"tollgate\": grant it ~tollgate:*"),
         ] {
+            // A Redis that holds no script yet (the complete user's
+            // check loaded one): loading it is what a user may not do.
+            assert_eq!(server.cli(&["SCRIPT", "FLUSH"]).trim(), "OK");
             let refused = StoreHandle::connect(&config_with_store(&url(user))).await;
             let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
             assert!(error.contains(missing), "{user}: {error:?}");

@@ -8,25 +8,30 @@
 //! Checked by doing it, harmlessly, rather than by `ACL DRYRUN`, which
 //! needs the user's own name and a permission (`+acl|dryrun`) that an
 //! application's user rarely has, and which managed services often
-//! rename: every script the store runs is loaded (`SCRIPT LOAD`, on every
-//! primary: the store loads them itself after `NOSCRIPT`), and the
-//! read-only inspection script is run by `EVALSHA` on a client's keys under
-//! the prefix. Redis checks a script's declared keys for read and write
-//! access before it runs it, so a user limited to other keys, or to
-//! reading them, is refused there; nothing is written.
+//! rename: the read-only inspection script is run by `EVALSHA` on a
+//! client's keys under the prefix, as any call runs a script (loading it
+//! with `SCRIPT LOAD` after `NOSCRIPT`, so a user who may not load scripts
+//! is refused there on a Redis that does not hold it yet). Redis checks a
+//! script's declared keys for read and write access before it runs it, so
+//! a user limited to other keys, or to reading them, is refused there;
+//! nothing is written.
+//!
+//! The scripts are not all loaded on every primary beforehand: a cluster
+//! connection that had loaded them then failed to get the claim of a lost
+//! reply through in time after a cut connection (`cluster_replies.rs`).
 
 use tollgate::{AnyPolicy, Clock, Limit, Plan, SystemClock};
 
 use crate::error::loggable;
-use crate::{scripts, RedisStore, RedisStoreError};
+use crate::{RedisStore, RedisStoreError};
 
 /// The client id of the check's inspection: its keys are read, never
 /// written.
 const PROBE_CLIENT: &str = "tollgate-start-up-check";
 
 impl RedisStore {
-    /// Loads every script the store runs, and runs the inspection script on
-    /// a client's keys under the prefix.
+    /// Runs the inspection script (loading it if Redis lacks it) on a
+    /// client's keys under the prefix.
     ///
     /// # Errors
     /// [`RedisStoreError::NotPermitted`] naming what the user lacks. Any
@@ -42,22 +47,6 @@ impl RedisStore {
 
     /// What [`RedisStore::check_permissions`] does, every error as met.
     async fn try_what_decisions_need(&self) -> Result<(), RedisStoreError> {
-        for script in [
-            scripts::PLAN,
-            scripts::BATCH,
-            scripts::REFUND,
-            scripts::CLAIM,
-            scripts::INSPECT,
-        ] {
-            let mut load = redis::cmd("SCRIPT");
-            load.arg("LOAD").arg(script);
-            let replies = self.scripts.connection.ask_every_primary(load).await;
-            for reply in replies.map_err(|e| self.refusal(e))? {
-                if let redis::Value::ServerError(refused) = reply {
-                    return Err(self.refusal(redis::RedisError::from(refused).into()));
-                }
-            }
-        }
         let policy = AnyPolicy::from_name("sliding-window", 1, 1_000)
             .map_err(|e| RedisStoreError::Config(e.to_string()))?;
         let plan = Plan::new("start-up-check", vec![Limit::new("check", policy, false)])
