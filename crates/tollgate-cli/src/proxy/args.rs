@@ -281,7 +281,7 @@ pub(super) mod tests {
         let cases: [(&[&str], &str); 11] = [
             (
                 &["--upstream", "http://h", "--redis-ca", "/tmp/ca.pem"],
-                "--redis-ca /tmp/ca.pem needs a Redis store",
+                "invalid --redis-ca: --redis-ca /tmp/ca.pem needs a Redis store",
             ),
             (
                 &["--upstream", "http://h", "--redis-replicas-to-ack", "1"],

@@ -63,11 +63,13 @@ pub(super) fn redis_option(overrides: &Overrides, otherwise: &'static str) -> &'
 }
 
 /// The Redis flags of `overrides` refused with `error`, named by the flag
-/// at fault: `--redis-ca` for its CA file (unreadable, or not a CA), else
-/// the flag that names the Redis store.
+/// at fault: `--redis-ca` for its CA file (unreadable, or not a CA) or
+/// when it is given without a Redis store, else the flag that names the
+/// Redis store.
 pub(super) fn invalid_redis(overrides: &Overrides, error: impl ToString) -> Error {
     let reason = error.to_string();
-    let option = if overrides.redis_ca.is_some() && reason.contains(" CA ") {
+    let about_ca = reason.contains(" CA ") || reason.starts_with("--redis-ca ");
+    let option = if overrides.redis_ca.is_some() && about_ca {
         "--redis-ca"
     } else {
         redis_option(overrides, "--redis")
