@@ -34,13 +34,12 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a new connection to one node may take (TCP, TLS handshake,
 /// login, database) when the store is made by connecting
-/// ([`crate::RedisStore::connect`] and its kind): the
-/// start-up check, documented as waiting up to 5 s. A link slow to set up
-/// a connection (a distant TLS Redis, a loaded proxy in front of it) then
-/// connects at start-up, and so do that node's reconnections, which use
-/// the same bound: at the half second of a store made without connecting
-/// they would fail on it for good
-/// once the first connection dropped.
+/// ([`crate::RedisStore::connect`] and its kind): the start-up check,
+/// documented as waiting up to 5 s. A link slow to set up a connection (a
+/// distant TLS Redis, a loaded proxy in front of it) then connects at
+/// start-up, and so do that node's reconnections, which use the same
+/// bound: at the half second of a store made without connecting they would
+/// fail on it for good once the first connection dropped.
 pub const FIRST_CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a new connection may take for a store made without
@@ -51,8 +50,8 @@ const RECONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// One connection attempt per reconnect, no retries: the next call after a
 /// failed attempt starts a new one (after an I/O error, by the manager
-/// itself; after a refusal at login, by a new manager: `node.rs`). With retries, every call made while the
-/// manager waits between attempts would wait with it, up to the caller's
+/// itself; after a refusal at login, by a new manager: `node.rs`). With
+/// retries, every call made while the manager waits between attempts would wait with it, up to the caller's
 /// timeout: when Redis dies, all the calls in flight would each wait out
 /// the timeout before the circuit breaker could open, where a refused
 /// connection fails them in well under a millisecond. Replies are waited
