@@ -51,8 +51,9 @@ const RECONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// One connection attempt per reconnect, no retries: the next call after a
 /// failed attempt starts a new one (after an I/O error, by the manager
 /// itself; after a refusal at login, by a new manager: `node.rs`). With
-/// retries, every call made while the manager waits between attempts would wait with it, up to the caller's
-/// timeout: when Redis dies, all the calls in flight would each wait out
+/// retries, every call made while the manager waits between attempts would
+/// wait with it, up to the caller's timeout: when Redis dies, all the calls
+/// in flight would each wait out
 /// the timeout before the circuit breaker could open, where a refused
 /// connection fails them in well under a millisecond. Replies are waited
 /// for up to [`RESPONSE_TIMEOUT`]; a connection is waited for up to
