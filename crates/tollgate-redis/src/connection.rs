@@ -53,11 +53,10 @@ const RECONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// itself; after a refusal at login, by a new manager: `node.rs`). With
 /// retries, every call made while the manager waits between attempts would
 /// wait with it, up to the caller's timeout: when Redis dies, all the calls
-/// in flight would each wait out
-/// the timeout before the circuit breaker could open, where a refused
-/// connection fails them in well under a millisecond. Replies are waited
-/// for up to [`RESPONSE_TIMEOUT`]; a connection is waited for up to
-/// `connection_timeout`.
+/// in flight would each wait out the timeout before the circuit breaker
+/// could open, where a refused connection fails them in well under a
+/// millisecond. Replies are waited for up to [`RESPONSE_TIMEOUT`]; a
+/// connection is waited for up to `connection_timeout`.
 fn manager_config(connection_timeout: Duration) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_number_of_retries(0)
