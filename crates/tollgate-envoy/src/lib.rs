@@ -72,6 +72,7 @@ mod server;
 pub mod service;
 mod status;
 mod taken;
+mod undecodable;
 mod well_formed;
 
 pub use config::{RulesHandle, ServiceConfig};

@@ -36,6 +36,8 @@ use tonic::server::NamedService;
 use tonic::Status;
 use tower::{Layer, Service};
 
+use crate::undecodable;
+
 /// Wraps a gRPC service in [`WellFormed`] (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct WellFormedLayer;
@@ -78,10 +80,12 @@ where
         // tonic's services hold nothing for a call they are ready for.
         match refusal(&request) {
             Some(refusal) => Answer::Refused(std::future::ready(Ok(refusal))),
-            None => Answer::Called(
-                self.inner
-                    .call(request.map(|body| Body::new(OneMessage::new(body)))),
-            ),
+            None => {
+                let rate_limit = request.uri().path() == undecodable::SHOULD_RATE_LIMIT;
+                let future =
+                    (self.inner).call(request.map(|body| Body::new(OneMessage::new(body))));
+                Answer::Called { future, rate_limit }
+            }
         }
     }
 }
@@ -137,8 +141,9 @@ fn is_grpc_proto(content_type: Option<&HeaderValue>) -> bool {
 pub(crate) enum Answer<F> {
     /// Not a gRPC call: answered without the inner service.
     Refused(Ready<Result<Response<Body>, Infallible>>),
-    /// Handed to the inner service.
-    Called(F),
+    /// Handed to the inner service; `rate_limit`: a `ShouldRateLimit`
+    /// call, whose undecodable message is `OVER_LIMIT` (`undecodable.rs`).
+    Called { future: F, rate_limit: bool },
 }
 
 impl<F> Future for Answer<F>
@@ -150,7 +155,13 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             Answer::Refused(ready) => Pin::new(ready).poll(cx),
-            Answer::Called(future) => Pin::new(future).poll(cx),
+            Answer::Called { future, rate_limit } => {
+                let answer = ready!(Pin::new(future).poll(cx));
+                Poll::Ready(answer.map(|response| match *rate_limit {
+                    true if undecodable::is_undecodable(&response) => undecodable::over_limit(),
+                    _ => response,
+                }))
+            }
         }
     }
 }

@@ -294,3 +294,36 @@ async fn two_messages_in_one_unary_call_are_unimplemented_and_charge_nothing() {
     assert_eq!(server.remaining_after_one_call("10.0.3.3").await, 1);
     server.stop().await;
 }
+
+/// Envoy puts a request header's bytes into a descriptor value as they
+/// came, UTF-8 or not (`x-api-key: k\xff`), and protobuf's `string` must be
+/// UTF-8, so the message cannot be decoded. An error status would hand the
+/// request to Envoy's failure mode, by default letting it through: one
+/// byte would skip every limit of the route. It is `OVER_LIMIT`, and
+/// nothing is charged.
+#[tokio::test]
+async fn a_descriptor_value_that_is_not_utf8_is_over_limit_not_an_error() {
+    let mut server = Server::start().await;
+    let mut message = request("10.0.9.VALUE").encode_to_vec();
+    let at = message
+        .windows(5)
+        .position(|w| w == b"VALUE")
+        .expect("the value's bytes");
+    message[at + 3] = 0xff;
+    let mut body = vec![0];
+    body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    body.extend_from_slice(&message);
+    let answer = raw(
+        server.running.addr,
+        Method::POST,
+        "application/grpc",
+        body.into(),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    assert_eq!(answer.grpc_status.as_deref(), Some("0"), "{answer:?}");
+    assert_eq!(answer.response().overall_code, Code::OverLimit as i32);
+    // Nothing decided: a well-formed call still finds the whole budget.
+    assert_eq!(server.remaining_after_one_call("10.0.9.VALUE").await, 1);
+    server.stop().await;
+}

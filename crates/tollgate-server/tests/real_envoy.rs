@@ -322,6 +322,22 @@ async fn envoy_asks_tollgate_and_the_upstream_sees_exactly_the_allowed_requests(
     }
     assert_eq!(stack.seen(), 3, "the upstream saw only allowed requests");
 
+    // An X-API-Key that is not UTF-8: Envoy passes its bytes into the
+    // api_key descriptor as they came, a message prost cannot decode. It is
+    // refused (with the spent per-ip budget it rides along), not an error
+    // that Envoy's failure mode would let through.
+    let not_utf8 = reqwest::header::HeaderValue::from_bytes(b"k\xff").unwrap();
+    let skipped = client
+        .get(stack.url("/orders"))
+        .header("x-api-key", not_utf8);
+    let skipped = skipped.send().await.unwrap();
+    assert_eq!(skipped.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        stack.seen(),
+        3,
+        "a byte that is not UTF-8 skipped the limit"
+    );
+
     // tollgate counted Envoy's decisions (one per client of a request:
     // 2 + 2 + 1 for the logins, 3 for /orders).
     let metrics = get_text(&format!("http://{}/metrics", stack.http))
