@@ -59,6 +59,23 @@ async fn until_decided(store: &RedisStore) -> PlanDecision {
     panic!("the store never connected again; the last error: {last:?}");
 }
 
+/// A store of alice on `server`'s database `db`, which decided once and
+/// was then refused at login: her password changed under it and its
+/// connection killed.
+async fn refused_store(server: &RedisServer, db: u8) -> RedisStore {
+    assert_eq!(server.cli(ALICE).trim(), "OK");
+    let url = format!("redis://alice:s3cret@127.0.0.1:{}/{db}", server.port());
+    let store = RedisStore::connect(&url, RedisStoreConfig::default())
+        .await
+        .expect("connect");
+    let first = call(&store).await.expect("decided");
+    assert_eq!(first.limits[0].decision.remaining, 9);
+    server.cli(&["ACL", "SETUSER", "alice", "resetpass", ">new"]);
+    server.cli(&["CLIENT", "KILL", "USER", "alice"]);
+    until_refused_at_login(&store).await;
+    store
+}
+
 fn alice_answers_ping(server: &RedisServer) -> bool {
     let auth = ["--user", "alice", "--pass", "s3cret", "--no-auth-warning"];
     server.cli(&[&auth[..], &["PING"]].concat()).trim() == "PONG"
@@ -73,17 +90,8 @@ fn a_store_refused_at_login_connects_again_once_the_password_is_back() {
     let Some(server) = RedisServer::spawn("refused_at_login_connects_again") else {
         return;
     };
-    assert_eq!(server.cli(ALICE).trim(), "OK");
-    let url = format!("redis://alice:s3cret@127.0.0.1:{}/1", server.port());
     current_thread_runtime().block_on(async {
-        let store = RedisStore::connect(&url, RedisStoreConfig::default())
-            .await
-            .expect("connect");
-        let first = call(&store).await.expect("decided");
-        assert_eq!(first.limits[0].decision.remaining, 9);
-        server.cli(&["ACL", "SETUSER", "alice", "resetpass", ">new"]);
-        server.cli(&["CLIENT", "KILL", "USER", "alice"]);
-        until_refused_at_login(&store).await;
+        let store = refused_store(&server, 1).await;
         // Still refused while the password is wrong: each call fails.
         assert!(call(&store).await.is_err());
         server.cli(&["ACL", "SETUSER", "alice", "resetpass", ">s3cret"]);
@@ -113,16 +121,8 @@ fn a_refused_login_is_tried_again_at_most_four_times_a_second() {
     let Some(server) = RedisServer::spawn("refused_login_tried_again_seldom") else {
         return;
     };
-    assert_eq!(server.cli(ALICE).trim(), "OK");
-    let url = format!("redis://alice:s3cret@127.0.0.1:{}", server.port());
     current_thread_runtime().block_on(async {
-        let store = RedisStore::connect(&url, RedisStoreConfig::default())
-            .await
-            .expect("connect");
-        call(&store).await.expect("decided");
-        server.cli(&["ACL", "SETUSER", "alice", "resetpass", ">new"]);
-        server.cli(&["CLIENT", "KILL", "USER", "alice"]);
-        until_refused_at_login(&store).await;
+        let store = refused_store(&server, 0).await;
         let before = connections_received(&server);
         let started = std::time::Instant::now();
         for _ in 0..40 {
