@@ -16,24 +16,15 @@ use crate::clock::Stopwatch;
 use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics, StoreCalls};
 use crate::Error;
 
-/// How far behind the clock a sweep judges whether a client is idle (ms).
-///
-/// A sweep drops a state that changes no answer for calls at or after the
-/// time it is given. A request reads the clock before it reaches the store,
-/// so one read just before a sweep (its thread descheduled), or after the
-/// wall clock stepped back, arrives with an earlier time: swept at the
-/// clock's own reading, a log that had just left its window would be gone
-/// for a call one millisecond earlier, and the client's quota back whole.
-/// Ten seconds behind covers both; idle clients stay that much longer.
-pub const SWEEP_BEHIND_MS: u64 = 10_000;
-
 mod grpc_metrics;
 mod look;
 mod observe;
 mod reload;
+mod sweep;
 
 pub use observe::{Observed, PartCircuit, StoreHealth, StoreRefunds};
 pub use reload::ReloadReport;
+pub use sweep::SWEEP_BEHIND_MS;
 
 /// The config in force, with the counters of each of its plans.
 struct Active {
@@ -391,26 +382,13 @@ impl Server {
         }
     }
 
-    /// Drops the state of idle clients from the memory stores (and state of
-    /// limits no longer in the config), judged [`SWEEP_BEHIND_MS`] behind the
-    /// clock. Returns how many clients were dropped.
-    pub fn sweep(&self) -> usize {
-        let config = self.config();
-        let now = self.inner.clock.now_ms().saturating_sub(SWEEP_BEHIND_MS);
-        let mut dropped = 0;
-        if let Some(guarded) = &self.inner.guarded {
-            dropped += guarded
-                .fallback()
-                .limiter()
-                .sweep(config.plans(), now, false);
-        }
-        if let Some(memory) = &self.inner.memory {
-            dropped += memory.limiter().sweep(config.plans(), now, false);
-        }
-        self.inner
-            .swept
-            .fetch_add(dropped as u64, Ordering::Relaxed);
-        dropped
+    /// The guarded stores: the HTTP API's, and the gRPC service's own when
+    /// it has one (`on_store_error = "unavailable"`); each counts its calls.
+    fn guards(&self) -> impl Iterator<Item = &GuardedStore<Arc<dyn Store>>> {
+        [&self.inner.guarded, &self.inner.envoy_guarded]
+            .into_iter()
+            .flatten()
+            .map(|guard| &**guard)
     }
 
     /// The metrics in Prometheus text format.
@@ -419,10 +397,7 @@ impl Server {
             swept: self.inner.swept.load(Ordering::Relaxed),
             ..Gauges::default()
         };
-        for guard in [&self.inner.guarded, &self.inner.envoy_guarded]
-            .into_iter()
-            .flatten()
-        {
+        for guard in self.guards() {
             let counts = guard.counts();
             gauges.store_errors.transient += counts.transient_errors + counts.timeouts;
             gauges.store_errors.permanent += counts.permanent_errors;

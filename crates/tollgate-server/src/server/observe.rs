@@ -194,10 +194,9 @@ impl Server {
             .map(|o| o.stats.recent_store_errors(self.now_ms(), HEALTH_SECONDS));
         // Both guards' calls: the gRPC service has its own with
         // `on_store_error = "unavailable"`, as `/metrics` counts them.
-        let guards = [&self.inner.guarded, &self.inner.envoy_guarded];
         let calls = self.inner.guarded.as_ref().map(|_| {
             let mut calls = StoreCalls::default();
-            for c in guards.into_iter().flatten().map(|g| g.counts()) {
+            for c in self.guards().map(|g| g.counts()) {
                 calls.store += c.store;
                 calls.fail_open += c.fail_open;
                 calls.fail_closed += c.fail_closed;
