@@ -11,70 +11,20 @@ mod common;
 use std::sync::Arc;
 
 use common::{address, ip_and_key_plans, key, request, Running, IP_AND_KEY_RULES, LIMIT};
-use tollgate::{
-    GivenBack, Inspection, ManualClock, MemoryBackend, Plan, PlanDecision, Receipt, Returnable,
-    Store, StoreError, StoreFuture,
-};
+use tollgate::testing::{Switch, SwitchedStore};
+use tollgate::{ManualClock, Store};
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 
-/// The memory store, failing every call for the clients of `per-key` (as a
-/// cluster's master holding them would) and answering the rest.
-struct PartlyDown {
-    memory: MemoryBackend,
+/// The memory store, failing every call for the clients of `per-key`, as a
+/// cluster's master holding them would, and answering the rest.
+fn partly_down() -> Arc<SwitchedStore> {
+    let store = SwitchedStore::with_parts(|client| client.contains("|api_key=").then_some("keys"));
+    store.set_part("keys", Switch::Down);
+    Arc::new(store)
 }
 
-impl PartlyDown {
-    fn down_for(plan: &Plan) -> Option<StoreError> {
-        (plan.name() == "per-key").then(|| StoreError::transient("connection refused"))
-    }
-}
-
-impl Store for PartlyDown {
-    fn check<'a>(
-        &'a self,
-        plan: &'a Plan,
-        client: &'a str,
-        now_ms: u64,
-        cost: u32,
-    ) -> StoreFuture<'a, PlanDecision> {
-        match Self::down_for(plan) {
-            Some(error) => StoreFuture::ready(Err(error)),
-            None => self.memory.check(plan, client, now_ms, cost),
-        }
-    }
-
-    fn check_returnable<'a>(
-        &'a self,
-        plan: &'a Plan,
-        client: &'a str,
-        now_ms: u64,
-        cost: u32,
-    ) -> StoreFuture<'a, Returnable> {
-        match Self::down_for(plan) {
-            Some(error) => StoreFuture::ready(Err(error)),
-            None => self.memory.check_returnable(plan, client, now_ms, cost),
-        }
-    }
-
-    fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
-        self.memory.give_back(receipt)
-    }
-
-    fn inspect<'a>(
-        &'a self,
-        plan: &'a Plan,
-        client: &'a str,
-        now_ms: u64,
-    ) -> StoreFuture<'a, Inspection> {
-        match Self::down_for(plan) {
-            Some(error) => StoreFuture::ready(Err(error)),
-            None => self.memory.inspect(plan, client, now_ms),
-        }
-    }
-}
-
-async fn start(store: Arc<PartlyDown>) -> Running {
+async fn start(store: Arc<SwitchedStore>) -> Running {
     let rules = Rules::new(
         RulesConfig::from_toml(IP_AND_KEY_RULES).unwrap(),
         &ip_and_key_plans("sliding-window"),
@@ -90,9 +40,7 @@ async fn start(store: Arc<PartlyDown>) -> Running {
 
 #[tokio::test]
 async fn a_client_over_its_limit_refuses_the_request_whatever_the_store_says_of_another() {
-    let store = Arc::new(PartlyDown {
-        memory: MemoryBackend::new(),
-    });
+    let store = partly_down();
     let mut running = start(store.clone()).await;
     for _ in 0..LIMIT {
         let answer = running.client.should_rate_limit(request(vec![address()]));
@@ -117,7 +65,7 @@ async fn a_client_over_its_limit_refuses_the_request_whatever_the_store_says_of_
     // Nothing changed for the address (no use counted, nothing given).
     let plans = ip_and_key_plans("sliding-window");
     let seen = store
-        .memory
+        .memory()
         .inspect(&plans[0], "edge|remote_address=10.0.0.1", 0);
     let seen = seen.await.unwrap();
     assert_eq!(seen.limits[0].remaining, 0);

@@ -4,85 +4,13 @@
 //! interval, and closes on success. No sleeps: the clock is a ManualClock.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tollgate::{
-    AnyPolicy, DecidedBy, FailurePolicy, Inspection, Limit, ManualClock, MemoryBackend, Plan,
-    PlanDecision, Store, StoreError, StoreFuture,
-};
+use tollgate::testing::{Switch, SwitchedStore};
+use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, ManualClock, Plan, Store};
 use tollgate_guard::{BreakerConfig, GuardedStore};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Up,
-    Down,
-    Broken,
-    Hang,
-}
-
-/// A store switched by hand between up, down (transient errors), broken
-/// (permanent errors) and hanging, counting the calls that reach it.
-struct Switch {
-    mode: Mutex<Mode>,
-    calls: AtomicU64,
-    memory: MemoryBackend,
-}
-
-impl Switch {
-    fn new() -> Arc<Self> {
-        Arc::new(Self {
-            mode: Mutex::new(Mode::Up),
-            calls: AtomicU64::new(0),
-            memory: MemoryBackend::new(),
-        })
-    }
-
-    fn set(&self, mode: Mode) {
-        *self.mode.lock().unwrap() = mode;
-    }
-
-    fn calls(&self) -> u64 {
-        self.calls.load(Ordering::SeqCst)
-    }
-}
-
-impl Store for Switch {
-    fn check<'a>(
-        &'a self,
-        plan: &'a Plan,
-        client: &'a str,
-        now_ms: u64,
-        cost: u32,
-    ) -> StoreFuture<'a, PlanDecision> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let mode = *self.mode.lock().unwrap();
-        match mode {
-            Mode::Up => self.memory.check(plan, client, now_ms, cost),
-            Mode::Down => StoreFuture::ready(Err(StoreError::transient("refused"))),
-            Mode::Broken => StoreFuture::ready(Err(StoreError::permanent("OOM"))),
-            Mode::Hang => StoreFuture::new(std::future::pending()),
-        }
-    }
-
-    fn inspect<'a>(
-        &'a self,
-        plan: &'a Plan,
-        client: &'a str,
-        now_ms: u64,
-    ) -> StoreFuture<'a, Inspection> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let mode = *self.mode.lock().unwrap();
-        match mode {
-            Mode::Up => self.memory.inspect(plan, client, now_ms),
-            Mode::Down => StoreFuture::ready(Err(StoreError::transient("refused"))),
-            Mode::Broken => StoreFuture::ready(Err(StoreError::permanent("OOM"))),
-            Mode::Hang => StoreFuture::new(std::future::pending()),
-        }
-    }
-}
 
 fn plan() -> Plan {
     let policy = AnyPolicy::from_name("token-bucket", 100, 100_000).unwrap();
@@ -90,13 +18,13 @@ fn plan() -> Plan {
 }
 
 struct Setup {
-    store: Arc<Switch>,
+    store: Arc<SwitchedStore>,
     clock: Arc<ManualClock>,
-    guard: GuardedStore<Arc<Switch>>,
+    guard: GuardedStore<Arc<SwitchedStore>>,
 }
 
 fn setup(policy: FailurePolicy) -> Setup {
-    let store = Switch::new();
+    let store = Arc::new(SwitchedStore::new());
     let clock = Arc::new(ManualClock::new(10_000));
     let guard = GuardedStore::new(store.clone(), Duration::from_secs(60), policy)
         .with_clock(clock.clone())
@@ -111,7 +39,7 @@ fn setup(policy: FailurePolicy) -> Setup {
     }
 }
 
-async fn ask(guard: &GuardedStore<Arc<Switch>>) -> DecidedBy {
+async fn ask(guard: &GuardedStore<Arc<SwitchedStore>>) -> DecidedBy {
     guard.check(&plan(), "c", 0, 1).await.unwrap().decided_by
 }
 
@@ -121,7 +49,7 @@ const CLOSED: DecidedBy = DecidedBy::Failure(FailurePolicy::FailClosed);
 async fn opens_after_k_consecutive_transient_failures_and_stops_calling() {
     let s = setup(FailurePolicy::FailClosed);
     assert_eq!(ask(&s.guard).await, DecidedBy::Store);
-    s.store.set(Mode::Down);
+    s.store.set(Switch::Down);
     for _ in 0..3 {
         assert_eq!(ask(&s.guard).await, CLOSED);
     }
@@ -139,15 +67,21 @@ async fn opens_after_k_consecutive_transient_failures_and_stops_calling() {
 #[tokio::test]
 async fn successes_and_permanent_errors_break_the_run_of_failures() {
     let s = setup(FailurePolicy::FailOpen);
-    for mode in [Mode::Down, Mode::Down, Mode::Up, Mode::Down, Mode::Down] {
+    for mode in [
+        Switch::Down,
+        Switch::Down,
+        Switch::Up,
+        Switch::Down,
+        Switch::Down,
+    ] {
         s.store.set(mode);
         ask(&s.guard).await;
     }
-    s.store.set(Mode::Broken);
+    s.store.set(Switch::Broken);
     for _ in 0..5 {
         ask(&s.guard).await;
     }
-    s.store.set(Mode::Down);
+    s.store.set(Switch::Down);
     ask(&s.guard).await;
     ask(&s.guard).await;
     assert!(!s.guard.counts().circuit_open);
@@ -159,7 +93,7 @@ async fn successes_and_permanent_errors_break_the_run_of_failures() {
 #[tokio::test]
 async fn after_the_probe_interval_one_probe_closes_or_reopens() {
     let s = setup(FailurePolicy::FailClosed);
-    s.store.set(Mode::Down);
+    s.store.set(Switch::Down);
     for _ in 0..3 {
         ask(&s.guard).await;
     }
@@ -174,7 +108,7 @@ async fn after_the_probe_interval_one_probe_closes_or_reopens() {
     assert_eq!(ask(&s.guard).await, CLOSED);
     assert_eq!(s.store.calls(), 4);
     // The store is back: the next probe succeeds and closes the circuit.
-    s.store.set(Mode::Up);
+    s.store.set(Switch::Up);
     s.clock.advance(1);
     assert_eq!(ask(&s.guard).await, DecidedBy::Store);
     assert!(!s.guard.counts().circuit_open);
@@ -191,12 +125,12 @@ fn poll_once<F: Future + ?Sized + Unpin>(future: &mut F) -> Poll<F::Output> {
 #[tokio::test]
 async fn only_one_probe_at_a_time_and_an_abandoned_probe_frees_the_next() {
     let s = setup(FailurePolicy::FailClosed);
-    s.store.set(Mode::Down);
+    s.store.set(Switch::Down);
     for _ in 0..3 {
         ask(&s.guard).await;
     }
     s.clock.advance(500);
-    s.store.set(Mode::Hang);
+    s.store.set(Switch::Hang);
     let plan = plan();
     let mut probe = s.guard.check(&plan, "c", 0, 1);
     assert!(poll_once(&mut probe).is_pending(), "the probe is in flight");
@@ -207,7 +141,7 @@ async fn only_one_probe_at_a_time_and_an_abandoned_probe_frees_the_next() {
     assert_eq!(s.store.calls(), 4, "no second probe while one is in flight");
     // The caller gives up on the probe: the next call probes at once.
     drop(probe);
-    s.store.set(Mode::Up);
+    s.store.set(Switch::Up);
     assert_eq!(ask(&s.guard).await, DecidedBy::Store);
     assert_eq!(s.store.calls(), 5);
     assert!(!s.guard.counts().circuit_open);
@@ -216,11 +150,11 @@ async fn only_one_probe_at_a_time_and_an_abandoned_probe_frees_the_next() {
 #[tokio::test]
 async fn a_clock_stepped_back_lets_a_probe_through() {
     let s = setup(FailurePolicy::FailOpen);
-    s.store.set(Mode::Down);
+    s.store.set(Switch::Down);
     for _ in 0..3 {
         ask(&s.guard).await;
     }
-    s.store.set(Mode::Up);
+    s.store.set(Switch::Up);
     s.clock.set(1_000);
     assert_eq!(ask(&s.guard).await, DecidedBy::Store);
     assert!(!s.guard.counts().circuit_open);
@@ -229,7 +163,7 @@ async fn a_clock_stepped_back_lets_a_probe_through() {
 #[tokio::test]
 async fn an_open_circuit_under_unavailable_hands_back_an_error_at_once() {
     let s = setup(FailurePolicy::Unavailable);
-    s.store.set(Mode::Down);
+    s.store.set(Switch::Down);
     for _ in 0..3 {
         assert!(s.guard.check(&plan(), "c", 0, 1).await.is_err());
     }
@@ -245,7 +179,7 @@ async fn an_open_circuit_under_unavailable_hands_back_an_error_at_once() {
 async fn siblings_share_one_breaker() {
     let s = setup(FailurePolicy::FailOpen);
     let sibling = s.guard.sibling(FailurePolicy::Unavailable);
-    s.store.set(Mode::Down);
+    s.store.set(Switch::Down);
     for _ in 0..3 {
         ask(&s.guard).await;
     }
@@ -268,12 +202,12 @@ fn the_default_breaker_opens_after_5_and_probes_every_500_ms() {
 #[tokio::test]
 async fn an_inspection_probes_an_open_circuit_and_closes_it() {
     let s = setup(FailurePolicy::FailClosed);
-    s.store.set(Mode::Down);
+    s.store.set(Switch::Down);
     for _ in 0..3 {
         ask(&s.guard).await;
     }
     assert!(s.guard.counts().circuit_open);
-    s.store.set(Mode::Up);
+    s.store.set(Switch::Up);
     let (calls, short_circuited) = (s.store.calls(), s.guard.counts().short_circuited);
     let early = s.guard.inspect(&plan(), "c", 0).await.unwrap_err();
     assert!(early.message.contains("circuit open"), "{}", early.message);
@@ -294,18 +228,18 @@ async fn an_inspection_probes_an_open_circuit_and_closes_it() {
 #[tokio::test]
 async fn an_inspection_probe_that_fails_keeps_the_circuit_open() {
     let s = setup(FailurePolicy::FailClosed);
-    s.store.set(Mode::Down);
+    s.store.set(Switch::Down);
     for _ in 0..3 {
         ask(&s.guard).await;
     }
     s.clock.advance(500);
     assert!(s.guard.inspect(&plan(), "c", 0).await.is_err());
     assert!(s.guard.counts().circuit_open);
-    s.store.set(Mode::Broken);
+    s.store.set(Switch::Broken);
     s.clock.advance(500);
     assert!(s.guard.inspect(&plan(), "c", 0).await.is_err());
     assert!(s.guard.counts().circuit_open, "a permanent error closed it");
-    s.store.set(Mode::Up);
+    s.store.set(Switch::Up);
     let calls = s.store.calls();
     assert_eq!(
         ask(&s.guard).await,

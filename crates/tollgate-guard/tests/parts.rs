@@ -5,75 +5,28 @@
 //! called is dropped. A stand-in store of two parts and a hand-moved clock;
 //! no sleeps.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{
-    AnyPolicy, DecidedBy, FailurePolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision,
-    Store, StoreError, StoreFuture,
-};
+use tollgate::testing::{Switch, SwitchedStore};
+use tollgate::{AnyPolicy, DecidedBy, FailurePolicy, Limit, ManualClock, Plan, Store};
 use tollgate_guard::{BreakerConfig, GuardedStore, IDLE_PART_MS};
 
 /// Clients `a:…` live on part "a", `b:…` on part "b"; any other client's
-/// part is unknown (`None`). A part in `down` fails every call.
-struct TwoParts {
-    down: Mutex<HashSet<&'static str>>,
-    calls: AtomicU64,
-    memory: MemoryBackend,
-}
-
-impl TwoParts {
-    fn new() -> Arc<Self> {
-        Arc::new(Self {
-            down: Mutex::new(HashSet::new()),
-            calls: AtomicU64::new(0),
-            memory: MemoryBackend::new(),
-        })
-    }
-
-    fn set_down(&self, part: &'static str, down: bool) {
-        let mut parts = self.down.lock().unwrap();
-        if down {
-            parts.insert(part);
-        } else {
-            parts.remove(part);
-        }
-    }
-
-    fn calls(&self) -> u64 {
-        self.calls.load(Ordering::SeqCst)
-    }
-
-    fn part(client: &str) -> Option<&'static str> {
+/// part is unknown (`None`).
+fn two_parts() -> Arc<SwitchedStore> {
+    Arc::new(SwitchedStore::with_parts(|client| {
         ["a", "b"].into_iter().find(|part| {
             client
                 .strip_prefix(part)
                 .is_some_and(|rest| rest.starts_with(':'))
         })
-    }
+    }))
 }
 
-impl Store for TwoParts {
-    fn check<'a>(
-        &'a self,
-        plan: &'a Plan,
-        client: &'a str,
-        now_ms: u64,
-        cost: u32,
-    ) -> StoreFuture<'a, PlanDecision> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let down = Self::part(client).is_some_and(|part| self.down.lock().unwrap().contains(part));
-        if down {
-            return StoreFuture::ready(Err(StoreError::transient("connection refused")));
-        }
-        self.memory.check(plan, client, now_ms, cost)
-    }
-
-    fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
-        Self::part(client).map(Arc::from)
-    }
+/// Switches `part` down (every call fails, transient) or up.
+fn set_down(store: &SwitchedStore, part: &'static str, down: bool) {
+    store.set_part(part, if down { Switch::Down } else { Switch::Up });
 }
 
 fn plan() -> Plan {
@@ -81,7 +34,7 @@ fn plan() -> Plan {
     Plan::new("p", vec![Limit::new("l", policy, false)]).unwrap()
 }
 
-fn guard(store: &Arc<TwoParts>, clock: &Arc<ManualClock>) -> GuardedStore<Arc<TwoParts>> {
+fn guard(store: &Arc<SwitchedStore>, clock: &Arc<ManualClock>) -> GuardedStore<Arc<SwitchedStore>> {
     GuardedStore::new(
         store.clone(),
         Duration::from_secs(60),
@@ -94,7 +47,7 @@ fn guard(store: &Arc<TwoParts>, clock: &Arc<ManualClock>) -> GuardedStore<Arc<Tw
     })
 }
 
-async fn ask(guard: &GuardedStore<Arc<TwoParts>>, client: &str) -> DecidedBy {
+async fn ask(guard: &GuardedStore<Arc<SwitchedStore>>, client: &str) -> DecidedBy {
     guard.check(&plan(), client, 0, 1).await.unwrap().decided_by
 }
 
@@ -102,10 +55,10 @@ const CLOSED: DecidedBy = DecidedBy::Failure(FailurePolicy::FailClosed);
 
 #[tokio::test]
 async fn a_part_that_fails_opens_only_its_own_circuit() {
-    let store = TwoParts::new();
+    let store = two_parts();
     let clock = Arc::new(ManualClock::new(10_000));
     let guard = guard(&store, &clock);
-    store.set_down("a", true);
+    set_down(&store, "a", true);
     for _ in 0..3 {
         assert_eq!(ask(&guard, "a:1").await, CLOSED);
     }
@@ -127,16 +80,16 @@ async fn a_part_that_fails_opens_only_its_own_circuit() {
 
 #[tokio::test]
 async fn each_part_probes_and_closes_on_its_own() {
-    let store = TwoParts::new();
+    let store = two_parts();
     let clock = Arc::new(ManualClock::new(10_000));
     let guard = guard(&store, &clock);
-    store.set_down("a", true);
-    store.set_down("b", true);
+    set_down(&store, "a", true);
+    set_down(&store, "b", true);
     for _ in 0..3 {
         ask(&guard, "a:1").await;
         ask(&guard, "b:1").await;
     }
-    store.set_down("a", false);
+    set_down(&store, "a", false);
     clock.advance(500);
     assert_eq!(ask(&guard, "a:1").await, DecidedBy::Store, "a's probe");
     assert_eq!(ask(&guard, "a:2").await, DecidedBy::Store, "a is closed");
@@ -149,11 +102,11 @@ async fn each_part_probes_and_closes_on_its_own() {
 
 #[tokio::test]
 async fn siblings_share_every_parts_breaker() {
-    let store = TwoParts::new();
+    let store = two_parts();
     let clock = Arc::new(ManualClock::new(10_000));
     let guard = guard(&store, &clock);
     let sibling = guard.sibling(FailurePolicy::Unavailable);
-    store.set_down("a", true);
+    set_down(&store, "a", true);
     for _ in 0..3 {
         ask(&guard, "a:1").await;
     }
@@ -169,10 +122,10 @@ async fn siblings_share_every_parts_breaker() {
 /// called again starts closed.
 #[tokio::test]
 async fn a_part_no_longer_called_is_dropped_and_its_count_kept() {
-    let store = TwoParts::new();
+    let store = two_parts();
     let clock = Arc::new(ManualClock::new(10_000));
     let guard = guard(&store, &clock);
-    store.set_down("a", true);
+    set_down(&store, "a", true);
     for _ in 0..4 {
         ask(&guard, "a:1").await;
     }

@@ -2,6 +2,10 @@
 //! policy, a timeout, a front end's answer to an outage) without a real
 //! outage. Behind the `testing` feature: enable it in `[dev-dependencies]`.
 
+mod switched;
+
+pub use switched::{Switch, SwitchedStore};
+
 use crate::{Inspection, Plan, PlanDecision, Store, StoreError, StoreFuture};
 
 /// A store that fails every call with the same error, at once: a store
