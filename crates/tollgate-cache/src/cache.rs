@@ -1,5 +1,5 @@
-//! [`RejectionCache`]: the store's recent rejections, by client and plan,
-//! and the rules for when one of them answers a new request exactly.
+//! [`RejectionCache`]: the store's recent rejections, one per client, and
+//! the rules for when one of them answers a new request exactly.
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -10,7 +10,7 @@ use tollgate::{DecidedBy, Plan, PlanDecision, Policy};
 
 use crate::Error;
 
-/// The default [`RejectionCache`] capacity: 100,000 (client, plan) entries.
+/// The default [`RejectionCache`] capacity: 100,000 clients.
 pub const DEFAULT_MAX_CLIENTS: usize = 100_000;
 
 /// The largest capacity accepted: ten million entries (a few GB at most),
@@ -20,9 +20,10 @@ pub const MAX_MAX_CLIENTS: usize = 10_000_000;
 /// Shards of the table: decisions for different clients rarely meet on a lock.
 const SHARDS: usize = 16;
 
-/// One remembered rejection.
+/// One client's remembered rejection.
 struct Slot {
     client: Box<str>,
+    /// The plan the store rejected under: the cache answers no other.
     plan: Box<str>,
     /// The plan's limits and their shadow flags when the store rejected:
     /// an entry of a plan whose limits changed since answers nothing.
@@ -36,11 +37,31 @@ struct Slot {
     until: u64,
     /// The store's answer, repeated with its waits counted down.
     decision: PlanDecision,
+    /// The latest time of the client's requests the cache answered or the
+    /// store answered since the entry was made: the store never sees the
+    /// cache's answers, so every request is answered, and sent to the
+    /// store, at this time or later (the backwards-time rule, as the store
+    /// would apply it had it seen them all).
+    latest: u64,
+}
+
+/// What [`RejectionCache::lookup`] makes of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    /// The cache's answer: a rejection the store would give too.
+    Answered(PlanDecision),
+    /// The store's to decide, at `now_ms`: the request's own time, or the
+    /// latest time the cache holds for the client when that is later.
+    AskStore {
+        /// The time to hand the store.
+        now_ms: u64,
+    },
 }
 
 /// Rejections the shared store made, answered again without calling it.
 ///
-/// Keyed by (client, plan). Holds at most about `max_clients` entries (the
+/// Keyed by client, as the store's latest seen time is: one rejection per
+/// client, under one plan. Holds at most about `max_clients` entries (the
 /// cap is kept per shard of 1/16 of it, at least one each): a new entry in
 /// a full shard first drops the shard's expired entries, then, if that
 /// freed less than an eighth, the entries that expire soonest. Dropping an
@@ -54,7 +75,7 @@ pub struct RejectionCache {
 }
 
 impl RejectionCache {
-    /// An empty cache of at most about `max_clients` (client, plan) entries.
+    /// An empty cache of at most about `max_clients` clients.
     ///
     /// # Errors
     /// [`Error::Capacity`] unless `1 <= max_clients <= MAX_MAX_CLIENTS`.
@@ -95,8 +116,8 @@ impl RejectionCache {
         self.len() == 0
     }
 
-    fn hash(&self, client: &str, plan: &str) -> u64 {
-        self.hasher.hash_one((client, plan))
+    fn hash(&self, client: &str) -> u64 {
+        self.hasher.hash_one(client)
     }
 
     fn shard(&self, hash: u64) -> &Mutex<HashTable<Slot>> {
@@ -114,48 +135,57 @@ impl RejectionCache {
         hasher.finish()
     }
 
-    /// The answer to a request of `cost` by `client` under `plan` at
-    /// `now_ms`, if a remembered rejection proves the store would reject it
-    /// too: same plan with the same limits, `cost` at least the rejected one
-    /// (and able to pass some day: no larger than any enforced limit), and
-    /// `rejected_at <= now_ms < until`. The answer is the store's rejection
-    /// with `decided_by` [`DecidedBy::Cache`], `retry_after_ms = until -
-    /// now_ms`, and each limit's waits counted down by the time passed.
-    pub fn answer(
-        &self,
-        plan: &Plan,
-        client: &str,
-        now_ms: u64,
-        cost: u32,
-    ) -> Option<PlanDecision> {
-        if cost == 0 || !can_pass_some_day(plan, cost) {
-            return None;
-        }
-        let hash = self.hash(client, plan.name());
+    /// What to do with a request of `cost` by `client` under `plan` at
+    /// `now_ms`. Its time is first brought up to the latest the cache holds
+    /// for the client (`t'`). It is answered when a remembered rejection
+    /// proves the store would reject it too: same plan with the same
+    /// limits, `cost` at least the rejected one (and able to pass some day:
+    /// no larger than any enforced limit), and `t' < until`; the answer is
+    /// the store's rejection with `decided_by` [`DecidedBy::Cache`],
+    /// `retry_after_ms = until - t'`, and each limit's waits counted down.
+    /// Otherwise the store is asked at `t'`; hand its answer to
+    /// [`RejectionCache::remember`].
+    pub fn lookup(&self, plan: &Plan, client: &str, now_ms: u64, cost: u32) -> Lookup {
+        let hash = self.hash(client);
         let mut table = self.shard(hash).lock();
-        let entry = table
-            .find_entry(hash, |s| &*s.client == client && &*s.plan == plan.name())
-            .ok()?;
-        if now_ms >= entry.get().until {
-            entry.remove();
-            return None;
+        let Ok(entry) = table.find_entry(hash, |s| &*s.client == client) else {
+            return Lookup::AskStore { now_ms };
+        };
+        let slot = entry.into_mut();
+        let now_ms = now_ms.max(slot.latest);
+        let answers = now_ms < slot.until
+            && cost >= slot.cost
+            && *slot.plan == *plan.name()
+            && can_pass_some_day(plan, cost)
+            && slot.fingerprint == self.fingerprint(plan);
+        if !answers {
+            return Lookup::AskStore { now_ms };
         }
-        let slot = entry.get();
-        if now_ms < slot.rejected_at
-            || cost < slot.cost
-            || slot.fingerprint != self.fingerprint(plan)
-        {
-            return None;
-        }
-        Some(counted_down(slot, now_ms))
+        slot.latest = now_ms;
+        Lookup::Answered(counted_down(slot, now_ms))
     }
 
-    /// Remembers `decision`, the store's answer to a request of `cost` by
-    /// `client` under `plan` at `now_ms`, if it is a rejection the store
-    /// itself made ([`DecidedBy::Store`]) that waiting cures. A failure
-    /// policy's answer is never remembered, nor a cost that can never pass.
-    /// An entry already held for the pair is replaced when the new rejection
-    /// is for a cost no larger, or the old one has run out.
+    /// The time the store should read `client`'s state at, for a request
+    /// at `now_ms` that changes nothing (an inspection): the latest the
+    /// cache holds for the client when that is later.
+    pub fn time_for(&self, client: &str, now_ms: u64) -> u64 {
+        let hash = self.hash(client);
+        let table = self.shard(hash).lock();
+        let latest = table.find(hash, |s| &*s.client == client).map(|s| s.latest);
+        latest.map_or(now_ms, |latest| now_ms.max(latest))
+    }
+
+    /// Takes in `decision`, the answer to a request of `cost` by `client`
+    /// under `plan` that [`RejectionCache::lookup`] sent to the store at
+    /// `now_ms`. Only the store's own answers ([`DecidedBy::Store`]) count:
+    /// a failure policy's says nothing of the store, which may never have
+    /// seen the request.
+    ///
+    /// A rejection that waiting cures (of a cost that can pass some day) is
+    /// remembered, replacing the client's entry when that is of another
+    /// plan, for a larger cost, or run out. Any other answer moves the
+    /// entry's latest time, and ends an entry run out once the store has
+    /// seen a time at or past every one the cache answered at.
     pub fn remember(
         &self,
         plan: &Plan,
@@ -164,13 +194,27 @@ impl RejectionCache {
         cost: u32,
         decision: &PlanDecision,
     ) {
-        let wait = match (
-            decision.allowed,
-            decision.retry_after_ms,
-            decision.decided_by,
-        ) {
-            (false, Some(wait), DecidedBy::Store) if wait > 0 && cost > 0 => wait,
-            _ => return,
+        if decision.decided_by != DecidedBy::Store {
+            return;
+        }
+        let wait = match (decision.allowed, decision.retry_after_ms) {
+            (false, Some(wait)) if wait > 0 && cost > 0 => Some(wait),
+            _ => None,
+        };
+        let hash = self.hash(client);
+        let mut table = self.shard(hash).lock();
+        let held = table.find_entry(hash, |s| &*s.client == client);
+        let Some(wait) = wait else {
+            if let Ok(held) = held {
+                let run_out = now_ms >= held.get().until && now_ms >= held.get().latest;
+                if run_out {
+                    held.remove();
+                } else {
+                    let slot = held.into_mut();
+                    slot.latest = slot.latest.max(now_ms);
+                }
+            }
+            return;
         };
         let slot = Slot {
             client: client.into(),
@@ -180,22 +224,26 @@ impl RejectionCache {
             rejected_at: now_ms,
             until: now_ms.saturating_add(wait),
             decision: decision.clone(),
+            latest: now_ms,
         };
-        let hash = self.hash(client, plan.name());
-        let mut table = self.shard(hash).lock();
-        let same = |s: &Slot| &*s.client == client && &*s.plan == plan.name();
-        if let Ok(mut held) = table.find_entry(hash, same) {
+        if let Ok(mut held) = held {
             let old = held.get_mut();
-            if cost <= old.cost || now_ms >= old.until || old.fingerprint != slot.fingerprint {
+            let latest = old.latest.max(now_ms);
+            let replace = cost <= old.cost
+                || now_ms >= old.until
+                || *old.plan != *slot.plan
+                || old.fingerprint != slot.fingerprint;
+            if replace {
                 *old = slot;
             }
+            old.latest = latest;
             return;
         }
         if table.len() >= self.shard_cap {
             make_room(&mut table, self.shard_cap, now_ms);
         }
         let hasher = &self.hasher;
-        table.insert_unique(hash, slot, |s| hasher.hash_one((&*s.client, &*s.plan)));
+        table.insert_unique(hash, slot, |s| hasher.hash_one(&*s.client));
     }
 
     /// Drops every entry whose plan is not in `plans` with the same limits

@@ -6,7 +6,7 @@ use tollgate::{
     GivenBack, Inspection, Plan, PlanDecision, Receipt, Returnable, Store, StoreFuture,
 };
 
-use crate::RejectionCache;
+use crate::{Lookup, RejectionCache};
 
 /// `inner` behind a rejection cache: a request the cache can answer
 /// exactly never reaches `inner`; every other one does, and the store's
@@ -48,9 +48,10 @@ impl<S: Store> Store for CachedStore<S> {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        if let Some(decision) = self.cache.answer(plan, client, now_ms, cost) {
-            return StoreFuture::ready(Ok(decision));
-        }
+        let now_ms = match self.cache.lookup(plan, client, now_ms, cost) {
+            Lookup::Answered(decision) => return StoreFuture::ready(Ok(decision)),
+            Lookup::AskStore { now_ms } => now_ms,
+        };
         StoreFuture::new(async move {
             let decision = self.inner.check(plan, client, now_ms, cost).await?;
             self.cache.remember(plan, client, now_ms, cost, &decision);
@@ -67,9 +68,10 @@ impl<S: Store> Store for CachedStore<S> {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, Returnable> {
-        if let Some(decision) = self.cache.answer(plan, client, now_ms, cost) {
-            return StoreFuture::ready(Ok(decision.into()));
-        }
+        let now_ms = match self.cache.lookup(plan, client, now_ms, cost) {
+            Lookup::Answered(decision) => return StoreFuture::ready(Ok(decision.into())),
+            Lookup::AskStore { now_ms } => now_ms,
+        };
         StoreFuture::new(async move {
             let returnable = (self.inner)
                 .check_returnable(plan, client, now_ms, cost)
@@ -87,14 +89,16 @@ impl<S: Store> Store for CachedStore<S> {
         self.inner.settle(within)
     }
 
-    /// Always the store's own reading: the cache knows rejections, not
-    /// states, and an inspection changes nothing it could remember.
+    /// Always the store's own reading (the cache knows rejections, not
+    /// states, and an inspection changes nothing it could remember), at
+    /// the latest time the cache holds for the client when later.
     fn inspect<'a>(
         &'a self,
         plan: &'a Plan,
         client: &'a str,
         now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
+        let now_ms = self.cache.time_for(client, now_ms);
         self.inner.inspect(plan, client, now_ms)
     }
 

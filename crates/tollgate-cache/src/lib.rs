@@ -68,15 +68,19 @@
 //!
 //! ## Limits of the argument
 //!
-//! - **Times that go backwards.** A `now` earlier than the rejection's `t`
-//!   (a clock stepped back, or a request stamped before a concurrent one)
-//!   is not answered from the cache: it goes to the store, which answers it
-//!   at the latest time it has seen for the client. Conversely, the store
-//!   never sees the requests the cache answered, so it does not record
-//!   their times as the client's latest: a later request stamped earlier
-//!   than one of them is answered by the store at its own (earlier) time,
-//!   where without the cache it would have been answered at the later one.
-//!   With one clock that never goes back this cannot happen.
+//! - **Times that go backwards.** The store answers a request stamped
+//!   before the client's latest time at that latest time, and would have
+//!   seen the times of the requests the cache answered. So the cache keeps,
+//!   with each entry, the latest time of the client's requests it answered
+//!   or the store answered since, and both answers and sends every request
+//!   (and inspection) at that time or later ([`Lookup::AskStore`]): the
+//!   store then sees what it would have seen without the cache. An entry
+//!   ends only once the store has answered a request at or past that time
+//!   and past its wait. What this cannot cover: an entry dropped for room
+//!   (the cap) or by a reload forgets its latest time, so a request
+//!   stamped before that time and arriving after the entry went is
+//!   answered by the store at the time it has; and the entry is this
+//!   instance's alone (below).
 //! - **Clocks skewed across servers.** The waits are measured on the
 //!   caller's clock (`TimeSource::Caller`, the default of the Redis
 //!   store). If another server's clock runs ahead, the store answers this
@@ -120,6 +124,6 @@ mod cache;
 mod cached;
 mod error;
 
-pub use cache::{RejectionCache, DEFAULT_MAX_CLIENTS, MAX_MAX_CLIENTS};
+pub use cache::{Lookup, RejectionCache, DEFAULT_MAX_CLIENTS, MAX_MAX_CLIENTS};
 pub use cached::CachedStore;
 pub use error::Error;

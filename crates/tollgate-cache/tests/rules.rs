@@ -10,7 +10,7 @@ use tollgate::{
     AnyPolicy, DecidedBy, FailurePolicy, Limit, MemoryBackend, Plan, PlanDecision, PlanLimiter,
     Store, StoreFuture,
 };
-use tollgate_cache::{CachedStore, Error, RejectionCache, MAX_MAX_CLIENTS};
+use tollgate_cache::{CachedStore, Error, Lookup, RejectionCache, MAX_MAX_CLIENTS};
 use tollgate_guard::GuardedStore;
 
 fn plan(name: &str, policy: &str, limit: u32, window_ms: u64) -> Plan {
@@ -31,6 +31,20 @@ fn cache(max: usize) -> RejectionCache {
     RejectionCache::new(max).unwrap()
 }
 
+/// The cache's own answer to a request, if it gives one.
+fn answer(
+    cache: &RejectionCache,
+    plan: &Plan,
+    client: &str,
+    now_ms: u64,
+    cost: u32,
+) -> Option<PlanDecision> {
+    match cache.lookup(plan, client, now_ms, cost) {
+        Lookup::Answered(decision) => Some(decision),
+        Lookup::AskStore { .. } => None,
+    }
+}
+
 #[test]
 fn answers_until_exactly_t_plus_w_and_not_at_it() {
     let (limiter, cache, plan) = (
@@ -41,18 +55,23 @@ fn answers_until_exactly_t_plus_w_and_not_at_it() {
     let rejected = exhausted(&limiter, &plan, "c", 100);
     assert_eq!(rejected.retry_after_ms, Some(900));
     cache.remember(&plan, "c", 100, 1, &rejected);
-    let at_100 = cache.answer(&plan, "c", 100, 1).expect("answered at t");
+    let at_100 = answer(&cache, &plan, "c", 100, 1).expect("answered at t");
     assert_eq!(at_100.decided_by, DecidedBy::Cache);
     assert_eq!(at_100.retry_after_ms, Some(900));
-    let last = cache
-        .answer(&plan, "c", 999, 1)
-        .expect("answered at t + w - 1");
+    let last = answer(&cache, &plan, "c", 999, 1).expect("answered at t + w - 1");
     assert_eq!(last.retry_after_ms, Some(1));
     assert_eq!(last.limits[0].decision.retry_after_ms, Some(1));
     // The store allows it at t + w: the cache must not answer.
-    assert!(limiter.check(&plan, "c", 1_000, 1).allowed);
-    assert_eq!(cache.answer(&plan, "c", 1_000, 1), None);
-    assert!(cache.is_empty(), "an expired entry is dropped when met");
+    let asked = cache.lookup(&plan, "c", 1_000, 1);
+    assert_eq!(asked, Lookup::AskStore { now_ms: 1_000 });
+    let allowed = limiter.check(&plan, "c", 1_000, 1);
+    assert!(allowed.allowed);
+    assert_eq!(cache.len(), 1, "kept until the store has answered");
+    cache.remember(&plan, "c", 1_000, 1, &allowed);
+    assert!(
+        cache.is_empty(),
+        "ended by the store's answer past its wait"
+    );
 }
 
 #[test]
@@ -67,31 +86,44 @@ fn a_rejected_cost_says_nothing_about_a_smaller_one() {
     assert!(!rejected.allowed);
     cache.remember(&plan, "c", 10, 3, &rejected);
     // Cost 2 still passes in the store: the cache leaves it to the store.
-    assert_eq!(cache.answer(&plan, "c", 20, 2), None);
+    assert_eq!(answer(&cache, &plan, "c", 20, 2), None);
     assert!(limiter.check(&plan, "c", 20, 2).allowed);
     // Costs 3 and 4 are rejected by the store, and by the cache.
     for cost in [3, 4] {
         assert!(!limiter.check(&plan, "c", 30, cost).allowed);
-        let cached = cache
-            .answer(&plan, "c", 30, cost)
-            .expect("cost >= rejected cost");
+        let cached = answer(&cache, &plan, "c", 30, cost).expect("cost >= rejected cost");
         assert!(!cached.allowed);
     }
     // Cost 5 can never pass (limit 4): the store says "never", not a wait.
     assert_eq!(limiter.check(&plan, "c", 30, 5).retry_after_ms, None);
-    assert_eq!(cache.answer(&plan, "c", 30, 5), None);
+    assert_eq!(answer(&cache, &plan, "c", 30, 5), None);
     // Cost 0 only asks: always the store.
-    assert_eq!(cache.answer(&plan, "c", 30, 0), None);
+    assert_eq!(answer(&cache, &plan, "c", 30, 0), None);
 }
 
+/// A request stamped before the latest time the cache holds for the client
+/// is answered at that time, as the store answers it.
 #[test]
-fn a_time_before_the_rejection_goes_to_the_store() {
+fn a_time_before_the_clients_latest_is_answered_at_the_latest() {
     let (limiter, cache, plan) = (PlanLimiter::new(), cache(100), plan("p", "gcra", 2, 1_000));
     let rejected = exhausted(&limiter, &plan, "c", 300);
     cache.remember(&plan, "c", 300, 1, &rejected);
-    assert!(cache.answer(&plan, "c", 300, 1).is_some());
-    assert_eq!(cache.answer(&plan, "c", 299, 1), None);
-    assert_eq!(cache.answer(&plan, "c", 0, 1), None);
+    let at_600 = answer(&cache, &plan, "c", 600, 1).expect("within the wait");
+    for stale in [599, 300, 0] {
+        let cached = answer(&cache, &plan, "c", stale, 1).expect("answered at 600");
+        assert_eq!(cached.retry_after_ms, at_600.retry_after_ms, "at {stale}");
+        assert!(
+            !limiter.check(&plan, "c", stale, 1).allowed,
+            "the store: at 300"
+        );
+    }
+    // A smaller cost is the store's, at the latest time.
+    assert_eq!(
+        cache.lookup(&plan, "c", 0, 0),
+        Lookup::AskStore { now_ms: 600 }
+    );
+    assert_eq!(cache.time_for("c", 0), 600);
+    assert_eq!(cache.time_for("unknown", 7), 7);
 }
 
 #[test]
@@ -120,19 +152,39 @@ fn a_plan_whose_limits_changed_answers_nothing_and_is_forgotten() {
     let old = plan("p", "sliding-window", 2, 1_000);
     let other = plan("q", "sliding-window", 2, 1_000);
     cache.remember(&old, "c", 10, 1, &exhausted(&limiter, &old, "c", 10));
-    cache.remember(&other, "c", 10, 1, &exhausted(&limiter, &other, "c", 10));
+    cache.remember(&other, "d", 10, 1, &exhausted(&limiter, &other, "d", 10));
     let raised = plan("p", "sliding-window", 3, 1_000);
-    assert_eq!(cache.answer(&raised, "c", 20, 1), None);
+    assert_eq!(answer(&cache, &raised, "c", 20, 1), None);
     let shadowed = Plan::new(
         "p",
         vec![Limit::new("l", old.limits()[0].policy().clone(), true)],
     )
     .unwrap();
-    assert_eq!(cache.answer(&shadowed, "c", 20, 1), None);
-    assert!(cache.answer(&old, "c", 20, 1).is_some());
+    assert_eq!(answer(&cache, &shadowed, "c", 20, 1), None);
+    assert!(answer(&cache, &old, "c", 20, 1).is_some());
     assert_eq!(cache.forget_changed(&[raised, other.clone()]), 1);
     assert_eq!(cache.len(), 1);
-    assert!(cache.answer(&other, "c", 20, 1).is_some());
+    assert!(answer(&cache, &other, "d", 20, 1).is_some());
+}
+
+/// One entry per client, as the store keeps one latest time per client:
+/// a rejection under another plan takes the entry's place, and keeps its
+/// latest time.
+#[test]
+fn a_clients_rejection_under_another_plan_replaces_its_entry() {
+    let (limiter, cache) = (PlanLimiter::new(), cache(100));
+    let (p, q) = (
+        plan("p", "sliding-window", 2, 1_000),
+        plan("q", "sliding-window", 2, 1_000),
+    );
+    cache.remember(&p, "c", 10, 1, &exhausted(&limiter, &p, "c", 10));
+    assert!(answer(&cache, &p, "c", 500, 1).is_some());
+    assert_eq!(answer(&cache, &q, "c", 20, 1), None, "q is the store's");
+    cache.remember(&q, "c", 20, 1, &exhausted(&limiter, &q, "c", 20));
+    assert_eq!(cache.len(), 1);
+    assert_eq!(answer(&cache, &p, "c", 600, 1), None, "p's entry went");
+    let q_answer = answer(&cache, &q, "c", 20, 1).expect("q's entry");
+    assert_eq!(q_answer.retry_after_ms, Some(500), "answered at 500");
 }
 
 #[test]
@@ -158,7 +210,7 @@ fn the_cap_drops_expired_entries_first_then_the_soonest_to_expire() {
     }
     assert!(cache.len() <= 16);
     let new_ones = (0..200)
-        .filter(|i| cache.answer(&plan, &format!("new{i}"), 5_001, 1).is_some())
+        .filter(|i| answer(&cache, &plan, &format!("new{i}"), 5_001, 1).is_some())
         .count();
     assert_eq!(new_ones, cache.len(), "only new entries are left");
     assert_eq!(RejectionCache::new(1).unwrap().max_clients(), 1);
@@ -230,4 +282,56 @@ async fn the_failure_policys_rejections_pass_through_uncached() {
         assert_eq!(d.decided_by, DecidedBy::Failure(FailurePolicy::FailClosed));
     }
     assert!(store.cache().is_empty());
+}
+
+/// The answers of `calls` ((time, cost) of one client) with the cache and
+/// without it, each on a fresh memory store.
+async fn both_ways(plan: &Plan, calls: &[(u64, u32)]) -> Vec<(PlanDecision, PlanDecision)> {
+    let cached = CachedStore::new(MemoryBackend::new(), Arc::new(cache(100)));
+    let plain = MemoryBackend::new();
+    let mut answers = Vec::new();
+    for &(now, cost) in calls {
+        let with = cached.check(plan, "c", now, cost).await.unwrap();
+        let without = plain.check(plan, "c", now, cost).await.unwrap();
+        answers.push((with, without));
+    }
+    answers
+}
+
+/// A request stamped before one the cache answered is decided at the
+/// client's latest time, as the store decides it without the cache: the
+/// cache's answer at 900 is a time the store never saw, and the store
+/// logged the use at 200 instead of 900, letting a third request into the
+/// window ending at 1,250 (found by an audit).
+#[tokio::test]
+async fn a_request_stamped_before_a_cached_answer_is_decided_at_the_latest_time() {
+    let plan = plan("p", "sliding-window", 2, 1_000);
+    let calls = [(0, 1), (100, 2), (900, 2), (200, 1), (1_250, 2)];
+    let answers = both_ways(&plan, &calls).await;
+    assert_eq!(answers[2].0.decided_by, DecidedBy::Cache);
+    for ((with, without), (now, cost)) in answers.iter().zip(calls) {
+        assert_eq!(with.allowed, without.allowed, "at {now}, cost {cost}");
+    }
+    assert!(
+        !answers[4].0.allowed,
+        "two used in the window ending at 1,250"
+    );
+}
+
+/// A request the store answered at a time past a remembered rejection's
+/// wait ends it: a later request stamped earlier is the store's to answer
+/// at that time (allowed here), not the cache's (found by an audit).
+#[tokio::test]
+async fn a_later_time_the_store_saw_ends_a_remembered_rejection() {
+    let plan = plan("p", "sliding-window", 1, 1_000);
+    let calls = [(0, 1), (10, 1), (1_500, 0), (500, 1)];
+    let answers = both_ways(&plan, &calls).await;
+    assert_eq!(answers[1].0.decided_by, DecidedBy::Store);
+    for ((with, without), (now, cost)) in answers.iter().zip(calls) {
+        assert_eq!(with.allowed, without.allowed, "at {now}, cost {cost}");
+    }
+    assert!(
+        answers[3].0.allowed,
+        "decided at 1,500, a window after the use"
+    );
 }

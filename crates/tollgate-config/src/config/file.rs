@@ -108,7 +108,7 @@ pub struct StoreSection {
     pub breaker_probe_interval: Option<Spanned<Millis>>,
     /// Whether a shared store's rejections are answered again by this instance.
     pub rejection_cache: Option<Spanned<bool>>,
-    /// Cap on (client, plan) entries in the rejection cache.
+    /// Cap on the clients the rejection cache remembers a rejection of.
     pub rejection_cache_max_clients: Option<Spanned<u64>>,
     /// At most this many decisions in one Redis script call (1: no batching).
     pub batch_max: Option<Spanned<u64>>,

@@ -30,7 +30,7 @@ pub struct Gauges {
     /// The shared store's circuit breaker (closed, nothing short-circuited,
     /// for the memory store).
     pub circuit: Circuit,
-    /// (client, plan) entries in the shared store's rejection cache (0
+    /// Clients in the shared store's rejection cache (0
     /// without one).
     pub rejection_cache_clients: usize,
     /// The Redis store's decisions and the script calls that carried them
@@ -116,7 +116,7 @@ impl Gauges {
         }
         registry.register(
             "rejection_cache_clients",
-            "(client, plan) pairs whose rejection by the shared store this instance answers again itself (0 without a rejection cache)",
+            "clients whose rejection by the shared store this instance answers again itself (0 without a rejection cache)",
             ConstGauge::new(self.rejection_cache_clients),
         );
         self.register_store(&mut registry);
