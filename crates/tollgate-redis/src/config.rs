@@ -33,7 +33,9 @@ pub struct RedisStoreConfig {
     pub time_source: TimeSource,
     /// Added to every key's expiry, in ms. Expiries run on Redis's clock but
     /// are computed from decision times, so the margin covers callers whose
-    /// clocks lag Redis's or each other's. Default 60,000 (one minute).
+    /// clocks lag Redis's or each other's (a decision time ahead of Redis's
+    /// clock lengthens the expiry by as much, up to a day). Default 60,000
+    /// (one minute).
     pub expiry_margin_ms: u64,
     /// How long a caller waits for a decision: the timeout of the
     /// `tollgate_guard::GuardedStore` in front (give both the same value). Every

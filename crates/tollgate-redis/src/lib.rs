@@ -116,6 +116,10 @@
 //! Every write sets the key's expiry (PEXPIRE / SET PX) on Redis's clock,
 //! computed from the decision's time plus [`RedisStoreConfig::expiry_margin_ms`]
 //! (the margin covers callers whose clocks lag Redis's or each other's),
+//! plus how far the decision's time runs ahead of Redis's clock, up to a
+//! day (a server whose clock ran ahead, then stepped back to the true time,
+//! finds the state it wrote until its clock has passed that time again, as
+//! the memory store keeps a client whose latest seen time is ahead),
 //! except where the expiry it needs has not moved (below):
 //!
 //! - sliding-window log: `window_ms + margin` after the write that logged
@@ -134,7 +138,9 @@
 //! - the client's last-seen key: the longest expiry of the client's limits,
 //!   so it outlives every state key (a call that writes no state key keeps
 //!   the key's expiry as it is: no state key's expiry moved); once it is
-//!   gone the client is forgotten, as after the core's `sweep`.
+//!   gone the client is forgotten, as after the core's `sweep` (which keeps
+//!   a client whose latest seen time is ahead of the sweep's: here, up to
+//!   a day ahead of Redis's clock).
 //!
 //! ## Time
 //!

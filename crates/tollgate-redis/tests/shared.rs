@@ -165,3 +165,73 @@ fn redis_time_source_ignores_the_callers_time() {
         );
     });
 }
+
+/// Redis's clock, in ms, read from the server.
+fn redis_ms(server: &RedisServer) -> u64 {
+    let time = server.cli(&["TIME"]);
+    let mut parts = time.lines().map(|p| p.trim().parse::<u64>().expect("TIME"));
+    let (seconds, micros) = (parts.next().unwrap(), parts.next().unwrap());
+    seconds * 1_000 + micros / 1_000
+}
+
+/// The shortest expiry among `client`'s state and last-seen keys (not its
+/// receipts, kept for lost replies whatever the clocks).
+fn shortest_ttl(server: &RedisServer, client: &str) -> i64 {
+    let keys = server.cli(&["--scan", "--pattern", &format!("*{{c:{client}}}*")]);
+    let ttls: Vec<i64> = (keys.lines())
+        .filter(|k| !k.is_empty() && !k.ends_with(":receipts"))
+        .map(|key| server.cli(&["PTTL", key]).trim().parse().expect("PTTL"))
+        .collect();
+    assert!(
+        ttls.len() >= 2,
+        "{client}: state and last-seen keys, got {ttls:?}"
+    );
+    ttls.into_iter().min().unwrap()
+}
+
+/// A server whose clock runs ahead of Redis's writes state that must stay
+/// until its clock, stepped back to the true time, has passed it again, as
+/// the memory store keeps a client whose latest seen time is ahead: every
+/// key lives the window and the margin beyond how far the call's time is
+/// ahead of Redis's clock (at most a day). An audit saw a server 120 s
+/// fast, then corrected, find its clients' state gone after 61 s and let a
+/// client in again within the window of its use.
+#[test]
+fn a_callers_clock_ahead_of_redis_keeps_the_keys_that_much_longer() {
+    let Some(server) = RedisServer::spawn("a_callers_clock_ahead_of_redis_keeps_the_keys") else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    const DAY_MS: i64 = 86_400_000;
+    let plans: Vec<(&str, Plan)> = (POLICY_NAMES.iter())
+        .map(|name| (*name, plan(name, 1, 1_000)))
+        .collect();
+    runtime.block_on(async {
+        let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let now = redis_ms(&server);
+        let margin = 60_000 + 1_000; // the default margin and the window
+        let cases = [
+            ("behind", now - 10_000, margin),
+            ("ahead", now + 120_000, margin + 120_000),
+            ("years", now + 10 * 365 * DAY_MS as u64, margin + DAY_MS),
+        ];
+        for ((policy, plan), (name, at, expected)) in
+            plans.iter().flat_map(|p| cases.map(|c| (p, c)))
+        {
+            let client = format!("{name}-{policy}");
+            let used = store.check(plan, &client, at, 1).await.expect("check");
+            assert!(used.allowed, "{client}");
+            let ttl = shortest_ttl(&server, &client);
+            // Seconds of slack for the calls' own time, never a window.
+            assert!(
+                (expected - 5_000..=expected).contains(&ttl),
+                "{client}: expiry {ttl} ms, expected about {expected}"
+            );
+        }
+    });
+}

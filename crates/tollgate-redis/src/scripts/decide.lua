@@ -53,6 +53,10 @@
 -- keeps some 200 (11 KiB) while a claim waits; 1 MiB holds some 20,000.
 local RECEIPTS_KEPT_BYTES = 1048576
 
+-- The most a key's expiry is lengthened for a call's time ahead of Redis's
+-- clock (see ahead_of_redis): a day.
+local AHEAD_KEPT_MS = 86400000
+
 -- How long a client's receipts are kept after its last consuming call: 180
 -- s, longer than a lost call can wait for its claim (a reply given up on
 -- after 5 s at most, then 60 s of tries: src/lost.rs).
@@ -175,6 +179,32 @@ local function decide_limits(limits, now, cost)
     end
   end
   return allowed
+end
+
+-- How far `now` (the call's time after the backwards-time rule) runs ahead
+-- of Redis's clock: expiries run on Redis's clock but are computed from
+-- decision times, so a key written at a time ahead of it would be gone
+-- before a caller whose clock is stepped back to the true time had passed
+-- that time again, and the client would start afresh within the window of
+-- its use, where the memory store keeps its latest seen time and state.
+-- So every key lives that much longer: at most AHEAD_KEPT_MS, and never
+-- past the exact range (window + margin + the lengthening <= 2^53 - 1).
+local function ahead_of_redis(now, redis_us, limits, margin)
+  local ahead = now - math.floor(redis_us / 1000)
+  if ahead <= 0 then
+    return 0
+  end
+  local room = AHEAD_KEPT_MS
+  for i = 1, #limits do
+    local left = MAX_EXACT - limits[i].window - margin
+    if left < room then
+      room = left
+    end
+  end
+  if ahead > room then
+    return room
+  end
+  return ahead
 end
 
 -- Phase 3, the writes of every limit that consumes (or anchors). Returns
@@ -331,6 +361,7 @@ local function decide_call(keys, argv, receipts_at)
   local seen
   now, seen = time_after_seen(keys[1], now, limits)
   local allowed = decide_limits(limits, now, cost)
+  margin = margin + ahead_of_redis(now, redis_us, limits, margin)
   local wrote, consumed, seen_ttl = write_limits(limits, now, allowed, cost, margin)
   write_seen(keys[1], seen, now, wrote, seen_ttl)
   if consumed then
