@@ -20,12 +20,13 @@ use std::future::Future;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
+use tollgate::{Clock, SystemClock};
 use tollgate_config::Overrides;
 use tollgate_proxy::{Error, Placement};
 use tollgate_tower::PlansHandle;
 
 pub use args::ProxyArgs;
-pub use plans::{reload_plans, RestartOnly, Running};
+pub use plans::{reload_plans, RestartOnly, Running, Sweep};
 
 /// Runs the proxy until `shutdown` completes, printing where it listens.
 ///
@@ -35,7 +36,7 @@ pub async fn run(
     args: ProxyArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let (config, running_store) = args.config_and_store().await?;
+    let (config, running_store, sweep) = args.config_and_store().await?;
     let addr = listen_addr(&args.listen).await?;
     let workers = args
         .workers
@@ -73,11 +74,37 @@ pub async fn run(
         tollgate_config::format_duration(u64::try_from(connections.idle_timeout.as_millis()).unwrap_or(u64::MAX)),
         connections.max_connections,
     );
+    let sweeper = sweep.map(|sweep| spawn_sweeper(sweep, config.limits().plans_handle()));
     let served = tollgate_proxy::run_workers(listeners, config, placement, shutdown).await;
-    if let Some(watcher) = watcher {
-        watcher.abort();
+    for task in [watcher, sweeper].into_iter().flatten() {
+        task.abort();
     }
     served
+}
+
+/// Drops idle clients from the proxy's memory store every `sweep.every`
+/// until the task is aborted, judged [`tollgate_server::SWEEP_BEHIND_MS`]
+/// behind the clock, as `serve` sweeps (see there why behind), with the
+/// plans in force at each sweep.
+fn spawn_sweeper(sweep: Sweep, plans: PlansHandle) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(sweep.every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            let now = SystemClock.now_ms();
+            let plans = plans.current();
+            let dropped = sweep.memory.limiter().sweep(
+                &plans.distinct(),
+                now.saturating_sub(tollgate_server::SWEEP_BEHIND_MS),
+                false,
+            );
+            if dropped > 0 {
+                tracing::debug!(dropped, "swept idle clients");
+            }
+        }
+    })
 }
 
 /// How the start-up line says where the workers run: nothing when
@@ -152,5 +179,53 @@ mod tests {
             error.to_string().contains("--listen") && error.to_string().contains("nonsense"),
             "{error}"
         );
+    }
+
+    /// Without `--config`, the proxy's memory store is capped as `serve`'s
+    /// embedded default is, and swept of idle clients: it kept every client
+    /// id ever seen (an audit's flood of 557,000 ids held 185 MB long after
+    /// every window had closed).
+    #[tokio::test]
+    async fn the_flags_only_memory_store_is_capped_and_swept() {
+        let cli = Cli::try_parse_from([
+            "proxy",
+            "--upstream",
+            "http://127.0.0.1:3000",
+            "--window",
+            "1s",
+        ])
+        .unwrap();
+        let (config, _, sweep) = cli.proxy.config_and_store().await.unwrap();
+        let sweep = sweep.expect("a memory store to sweep");
+        assert_eq!(
+            sweep.memory.limiter().store().max_clients(),
+            Some(tollgate_config::DEFAULT_MAX_CLIENTS)
+        );
+        assert_eq!(
+            sweep.every,
+            std::time::Duration::from_millis(tollgate_config::DEFAULT_SWEEP_INTERVAL_MS)
+        );
+        let plans = config.limits().plans_handle();
+        let plan = plans.current().default_plan().clone();
+        let memory = sweep.memory.clone();
+        // Clients last seen a minute ago, on a window of 1 s: idle.
+        let then = SystemClock.now_ms() - 60_000;
+        for client in 0..300 {
+            memory
+                .limiter()
+                .check(&plan, &format!("c{client}"), then, 1);
+        }
+        assert_eq!(memory.limiter().clients(), 300);
+        // Swept every few ms here, to see a sweep within a bounded wait.
+        let every = std::time::Duration::from_millis(5);
+        let sweeper = spawn_sweeper(Sweep { every, ..sweep }, plans);
+        for _ in 0..400 {
+            if memory.limiter().clients() == 0 {
+                break;
+            }
+            tokio::time::sleep(every).await;
+        }
+        assert_eq!(memory.limiter().clients(), 0, "swept");
+        sweeper.abort();
     }
 }

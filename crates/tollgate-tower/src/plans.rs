@@ -43,6 +43,18 @@ impl Plans {
     pub fn default_plan(&self) -> &Plan {
         &self.default
     }
+
+    /// Every plan in force, once each (by name): what a sweep of the
+    /// memory store must be given so that it keeps their limits' states.
+    pub fn distinct(&self) -> Vec<Plan> {
+        let mut plans = vec![self.default.clone()];
+        for plan in self.by_key.values() {
+            if plans.iter().all(|p| p.name() != plan.name()) {
+                plans.push(plan.clone());
+            }
+        }
+        plans
+    }
 }
 
 /// The plans in force, shared by every clone of a layer and its services.

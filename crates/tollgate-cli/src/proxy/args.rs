@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use tollgate::{MemoryBackend, Plan, Policy, Store, SystemClock};
+use tollgate::{Plan, Policy, SystemClock};
 use tollgate_config::{Config, Overrides};
 use tollgate_connections::Limits;
 use tollgate_proxy::options::{connection_limits, parse_duration_ms, parse_key, single_limit_plan};
 use tollgate_proxy::{Error, ProxyConfig};
 use tollgate_tower::RateLimitConfig;
 
-use super::plans::{connect_store, invalid_redis, plan_config, redis_option, Running};
+use super::plans::{connect_store, invalid_redis, plan_config, redis_option, Running, Sweep};
 use crate::redis_args::RedisArgs;
 
 /// The options of `tollgate proxy`.
@@ -91,7 +91,7 @@ impl ProxyArgs {
     /// A [`tollgate_proxy::Error`] naming the option that is wrong, or the
     /// Redis that refused the connection.
     pub async fn config(&self) -> Result<ProxyConfig, Error> {
-        self.config_and_store().await.map(|(config, _)| config)
+        self.config_and_store().await.map(|(config, ..)| config)
     }
 
     /// The flags that replace keys of the `--config` file: the Redis ones,
@@ -107,33 +107,32 @@ impl ProxyArgs {
 
     /// [`ProxyArgs::config`], with what the `--config` file it was built
     /// from runs with that a reload does not replace (read once, so that
-    /// reloads compare against exactly the settings in use).
-    pub(super) async fn config_and_store(&self) -> Result<(ProxyConfig, Option<Running>), Error> {
+    /// reloads compare against exactly the settings in use), and the memory
+    /// store to sweep when the store is memory: capped at the default
+    /// `max_clients` without `--config`, as `serve`'s embedded default is.
+    pub(super) async fn config_and_store(
+        &self,
+    ) -> Result<(ProxyConfig, Option<Running>, Option<Sweep>), Error> {
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
         let overrides = self.config_overrides();
-        let (limits, store) = match &self.config {
+        let (limits, store, sweep) = match &self.config {
             None => {
                 let plan = single_limit_plan("proxy", &self.policy, self.limit, &self.window)?;
-                let store: Arc<dyn Store> = if self.redis.is_empty() {
-                    Arc::new(MemoryBackend::new())
-                } else {
-                    let mut config = Config::embedded_default();
-                    overrides
-                        .apply(&mut config)
-                        .map_err(|e| invalid_redis(&overrides, e))?;
+                let mut config = Config::embedded_default();
+                overrides
+                    .apply(&mut config)
+                    .map_err(|e| invalid_redis(&overrides, e))?;
+                if !self.redis.is_empty() {
                     check_redis_range(&plan, self.window.trim())?;
-                    connect_store(&config, redis_option(&overrides, "--redis"))
-                        .await?
-                        .0
-                };
-                (
-                    RateLimitConfig::new(plan, store, Arc::new(SystemClock)),
-                    None,
-                )
+                }
+                let (store, _, sweep) =
+                    connect_store(&config, redis_option(&overrides, "--redis")).await?;
+                let limits = RateLimitConfig::new(plan, store, Arc::new(SystemClock));
+                (limits, None, sweep)
             }
             Some(path) => {
-                let (limits, store) = plan_config(path, &overrides).await?;
-                (limits, Some(store))
+                let (limits, store, sweep) = plan_config(path, &overrides).await?;
+                (limits, Some(store), sweep)
             }
         };
         let timeout = parse_duration_ms("--upstream-timeout", &self.upstream_timeout)?;
@@ -149,7 +148,7 @@ impl ProxyArgs {
         let config = ProxyConfig::new(&self.upstream, key, limits)?
             .response_timeout(Duration::from_millis(timeout))
             .connection_limits(connections);
-        Ok((config, store))
+        Ok((config, store, sweep))
     }
 }
 

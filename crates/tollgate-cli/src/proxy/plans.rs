@@ -3,8 +3,9 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
-use tollgate::{Store, SystemClock};
+use tollgate::{MemoryBackend, Store, SystemClock};
 use tollgate_config::store::RejectionCache;
 use tollgate_config::{Config, Overrides, StoreConfig, StoreHandle};
 use tollgate_connections::Limits;
@@ -30,23 +31,41 @@ pub struct Running {
     pub cache: Option<Arc<RejectionCache>>,
 }
 
+/// A memory store the proxy sweeps of idle clients, and how often: what
+/// `serve` does with its `sweep_interval`, so that memory holds the clients
+/// of the last windows, not every client ever seen.
+pub struct Sweep {
+    /// The store to sweep.
+    pub memory: Arc<MemoryBackend>,
+    /// How often.
+    pub every: Duration,
+}
+
 /// The store of `config` through the one wiring of `tollgate-config`:
 /// memory, or Redis checked at start-up behind its guard and rejection
-/// cache (returned too, for reloads). `config` is already checked, so a
-/// failure here is the Redis refusing the connection:
-/// [`Error::RedisConnect`], naming the option that gave the Redis (see
-/// [`redis_option`]).
+/// cache (returned too, for reloads), and the memory store to sweep, if
+/// the store is memory. `config` is already checked, so a failure here is
+/// the Redis refusing the connection: [`Error::RedisConnect`], naming the
+/// option that gave the Redis (see [`redis_option`]).
 pub(super) async fn connect_store(
     config: &Config,
     option: &'static str,
-) -> Result<(Arc<dyn Store>, Option<Arc<RejectionCache>>), Error> {
+) -> Result<(Arc<dyn Store>, Option<Arc<RejectionCache>>, Option<Sweep>), Error> {
     let handle = StoreHandle::connect(config)
         .await
         .map_err(|e| Error::RedisConnect {
             option,
             reason: e.to_string(),
         })?;
-    Ok(handle.into_store(&config.store))
+    let sweep = match &handle {
+        StoreHandle::Memory(memory) => Some(Sweep {
+            memory: memory.clone(),
+            every: Duration::from_millis(config.sweep_interval_ms),
+        }),
+        _ => None,
+    };
+    let (store, cache) = handle.into_store(&config.store);
+    Ok((store, cache, sweep))
 }
 
 /// The option that names the Redis store: `--redis` or `--redis-cluster`
@@ -99,22 +118,20 @@ fn plans_of(config: &Config) -> Plans {
 pub(super) async fn plan_config(
     path: &Path,
     overrides: &Overrides,
-) -> Result<(RateLimitConfig, Running), Error> {
+) -> Result<(RateLimitConfig, Running, Option<Sweep>), Error> {
     let config = Config::load_with(path, overrides).map_err(|e| invalid_config(e.to_string()))?;
-    let (store, cache) = connect_store(&config, redis_option(overrides, "--config")).await?;
+    let (store, cache, sweep) = connect_store(&config, redis_option(overrides, "--config")).await?;
     let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
         .plans(plans_of(&config));
     let restart_only = RestartOnly {
         store: config.store,
         connections: config.connections,
     };
-    Ok((
-        limits,
-        Running {
-            restart_only,
-            cache,
-        },
-    ))
+    let running = Running {
+        restart_only,
+        cache,
+    };
+    Ok((limits, running, sweep))
 }
 
 /// Re-reads the config file at `path` and puts its plans in force through
