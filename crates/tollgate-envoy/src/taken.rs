@@ -75,7 +75,7 @@ mod tests {
     use std::future::Future;
     use std::pin::pin;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::task::{Context, Poll, Waker};
+    use std::task::{Context, Waker};
 
     use tollgate::{
         AnyPolicy, GivenBack, Limit, MemoryBackend, Plan, PlanDecision, Returnable, StoreFuture,
