@@ -4,6 +4,7 @@
 //! before use: every mistake is reported with its line and column.
 
 mod auth;
+mod clock;
 mod connections;
 mod envoy;
 mod file;

@@ -180,6 +180,7 @@ fn redis_parts(config: &Config) -> Result<Option<(RedisTarget, RedisStoreConfig)
         batch_max: config.store.batching.batch_max,
         batches_in_flight: config.store.batching.batches_in_flight,
         replicas_to_ack: config.store.replicas_to_ack,
+        time_source: config.store.clock,
         ..RedisStoreConfig::default()
     };
     Ok(Some((target, redis_config)))

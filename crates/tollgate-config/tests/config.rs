@@ -581,3 +581,36 @@ fn a_file_that_is_not_utf8_is_refused_at_its_line_and_column() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn clock_is_the_callers_by_default_or_redis_for_a_redis_store() {
+    let redis = "url = \"redis://127.0.0.1:6379/0\"\n";
+    let config = Config::parse(&format!("[store]\n{redis}{LIMIT}")).unwrap();
+    assert_eq!(config.store.clock, tollgate_redis::TimeSource::Caller);
+    let set = format!("[store]\n{redis}clock = \"redis\"\n{LIMIT}");
+    let config = Config::parse(&set).unwrap();
+    assert_eq!(config.store.clock, tollgate_redis::TimeSource::Redis);
+    assert!(
+        config.summary().contains("timed by Redis's clock"),
+        "{}",
+        config.summary()
+    );
+    let refusals = [
+        (
+            format!("[store]\n{redis}clock = \"ntp\"\n{LIMIT}"),
+            "unknown clock \"ntp\"",
+        ),
+        (
+            format!("[store]\nclock = \"redis\"\n{LIMIT}"),
+            "the store is memory",
+        ),
+    ];
+    for (bad, says) in refusals {
+        match Config::parse(&bad) {
+            Err(Error::InvalidConfig { message, .. }) => {
+                assert!(message.contains(says), "{bad}: {message}");
+            }
+            other => panic!("{bad}: expected a config error, got {other:?}"),
+        }
+    }
+}

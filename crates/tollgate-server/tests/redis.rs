@@ -335,3 +335,33 @@ async fn a_server_shutting_down_waits_for_late_replies_and_takes_them_back() {
     );
     other.stop().await;
 }
+
+/// With `[store] clock = "redis"`, Redis's clock times every decision, so
+/// a server whose own clock jumps two days ahead is still refused within
+/// the day, where a server on its own clock (the default) is let in again:
+/// servers whose clocks disagree share one limit exactly.
+#[tokio::test]
+async fn with_the_redis_clock_a_servers_own_clock_changes_no_answer() {
+    let Some(redis) = RedisServer::spawn("with_the_redis_clock_a_servers_own_clock") else {
+        return;
+    };
+    let own_clock = config_text(&redis.url(), "fail-closed");
+    let redis_clock = own_clock.replace(
+        "prefix = \"serve-test\"\n",
+        "prefix = \"serve-test\"\nclock = \"redis\"\n",
+    );
+    assert_ne!(own_clock, redis_clock);
+    for (text, client, let_in_again) in [
+        (own_clock, "on-own", true),
+        (redis_clock, "on-redis", false),
+    ] {
+        let server = start(&text).await;
+        for _ in 0..5 {
+            assert_eq!(server.check(client, 1).await.json()["allowed"], true);
+        }
+        assert_eq!(server.check(client, 1).await.json()["allowed"], false);
+        server.clock.advance(2 * 86_400_000);
+        let later = server.check(client, 1).await.json();
+        assert_eq!(later["allowed"], let_in_again, "{client}: {later}");
+    }
+}

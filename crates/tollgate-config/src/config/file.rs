@@ -116,6 +116,8 @@ pub struct StoreSection {
     pub batches_in_flight: Option<Spanned<u64>>,
     /// Replicas that must acknowledge a decision before it is answered.
     pub replicas_to_ack: Option<Spanned<u64>>,
+    /// `"caller"` or `"redis"`: whose clock times a shared store's decisions.
+    pub clock: Option<Spanned<String>>,
 }
 
 /// `[envoy]`.

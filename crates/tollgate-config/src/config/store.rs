@@ -67,6 +67,9 @@ pub struct StoreConfig {
     /// answered (`replicas_to_ack`, 0 = none): see
     /// `tollgate_redis::RedisStoreConfig::replicas_to_ack`.
     pub replicas_to_ack: u32,
+    /// Whose clock times a shared store's decisions (`clock`): the
+    /// caller's, or Redis's. See `tollgate_redis::TimeSource`.
+    pub clock: tollgate_redis::TimeSource,
 }
 
 /// `batch_max` and `batches_in_flight`, checked against the Redis store's bounds.
@@ -107,6 +110,7 @@ impl StoreConfig {
             rejection_cache: Some(tollgate_cache::DEFAULT_MAX_CLIENTS),
             batching: Batching::default(),
             replicas_to_ack: 0,
+            clock: tollgate_redis::TimeSource::Caller,
         }
     }
 
@@ -176,6 +180,7 @@ pub(super) fn build_store(section: &file::StoreSection, at: &At<'_>) -> Result<S
             )?,
         },
         replicas_to_ack: build_replicas_to_ack(section, at)?,
+        clock: super::clock::build_clock(section, at)?,
     };
     check_redis_target(&store, section, at)?;
     Ok(store)
@@ -279,9 +284,10 @@ fn build_timeout(section: &file::StoreSection, at: &At<'_>) -> Result<u64, Error
 }
 
 /// A CA file (`tls_ca`, or `--redis-ca`) is for a `rediss://` Redis store,
-/// and `replicas_to_ack` above 0 for a Redis store's replicas: with the
-/// memory store they would be ignored, so they are refused, at their line
-/// (checked after the flags, which may name the Redis store they are for).
+/// `replicas_to_ack` above 0 for a Redis store's replicas, and `clock =
+/// "redis"` for a Redis store's clock: with the memory store they would be
+/// ignored, so they are refused, at their line (checked after the flags,
+/// which may name the Redis store they are for).
 pub(super) fn check_redis_only_settings(
     config: &super::Config,
     section: &file::StoreSection,
@@ -308,6 +314,14 @@ pub(super) fn check_redis_only_settings(
                  memory: give url = \"redis://...\" (or --redis) or leave replicas_to_ack out",
                 config.store.replicas_to_ack
             ),
+        ));
+    }
+    if config.store.clock == tollgate_redis::TimeSource::Redis {
+        return Err(at(
+            section.clock.as_ref().map_or(0..0, |c| c.span()),
+            "clock = \"redis\" times decisions by a Redis store's clock, but the store is \
+             memory: give url = \"redis://...\" (or --redis) or leave clock out"
+                .to_owned(),
         ));
     }
     Ok(())

@@ -51,6 +51,9 @@ impl Config {
                     ),
                     None => "no rejection cache".to_owned(),
                 };
+                if self.store.clock == tollgate_redis::TimeSource::Redis {
+                    cache.push_str("; timed by Redis's clock");
+                }
                 match self.store.replicas_to_ack {
                     0 => {}
                     1 => cache.push_str("; each decision acknowledged by 1 replica"),
