@@ -106,23 +106,22 @@ fn a_rejected_cost_says_nothing_about_a_smaller_one() {
 #[test]
 fn a_time_before_the_clients_latest_is_answered_at_the_latest() {
     let (limiter, cache, plan) = (PlanLimiter::new(), cache(100), plan("p", "gcra", 2, 1_000));
+    // Two used at 0, the third rejected at 300 until 500.
     let rejected = exhausted(&limiter, &plan, "c", 300);
+    assert_eq!(rejected.retry_after_ms, Some(200));
     cache.remember(&plan, "c", 300, 1, &rejected);
-    let at_600 = answer(&cache, &plan, "c", 600, 1).expect("within the wait");
-    for stale in [599, 300, 0] {
-        let cached = answer(&cache, &plan, "c", stale, 1).expect("answered at 600");
-        assert_eq!(cached.retry_after_ms, at_600.retry_after_ms, "at {stale}");
-        assert!(
-            !limiter.check(&plan, "c", stale, 1).allowed,
-            "the store: at 300"
-        );
+    let at_450 = answer(&cache, &plan, "c", 450, 1).expect("within the wait");
+    assert_eq!(at_450.retry_after_ms, Some(50));
+    for stale in [449, 300, 0] {
+        let cached = answer(&cache, &plan, "c", stale, 1).expect("answered at 450");
+        assert_eq!(cached.retry_after_ms, Some(50), "at {stale}");
     }
     // A smaller cost is the store's, at the latest time.
     assert_eq!(
         cache.lookup(&plan, "c", 0, 0),
-        Lookup::AskStore { now_ms: 600 }
+        Lookup::AskStore { now_ms: 450 }
     );
-    assert_eq!(cache.time_for("c", 0), 600);
+    assert_eq!(cache.time_for("c", 0), 450);
     assert_eq!(cache.time_for("unknown", 7), 7);
 }
 
@@ -180,11 +179,18 @@ fn a_clients_rejection_under_another_plan_replaces_its_entry() {
     cache.remember(&p, "c", 10, 1, &exhausted(&limiter, &p, "c", 10));
     assert!(answer(&cache, &p, "c", 500, 1).is_some());
     assert_eq!(answer(&cache, &q, "c", 20, 1), None, "q is the store's");
-    cache.remember(&q, "c", 20, 1, &exhausted(&limiter, &q, "c", 20));
+    // The store is asked at the client's latest time, 500.
+    let asked = cache.lookup(&q, "c", 20, 1);
+    assert_eq!(asked, Lookup::AskStore { now_ms: 500 });
+    let rejected = exhausted(&limiter, &q, "c", 500);
+    cache.remember(&q, "c", 500, 1, &rejected);
     assert_eq!(cache.len(), 1);
     assert_eq!(answer(&cache, &p, "c", 600, 1), None, "p's entry went");
     let q_answer = answer(&cache, &q, "c", 20, 1).expect("q's entry");
-    assert_eq!(q_answer.retry_after_ms, Some(500), "answered at 500");
+    assert_eq!(
+        q_answer.retry_after_ms, rejected.retry_after_ms,
+        "answered at 500"
+    );
 }
 
 #[test]
