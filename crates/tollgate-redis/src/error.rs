@@ -187,6 +187,11 @@ pub const TRANSIENT_CODES: &[&str] = &[
     "TRYAGAIN",
     // The node was demoted to a replica (a failover): the new master serves.
     "READONLY",
+    // The same failover met by a call blocked in WAIT (replicas_to_ack):
+    // Redis cuts it short ("instance state changed (master -> replica?)").
+    // The script ran and its writes are unacknowledged: they are taken back
+    // as any WAIT refused (crate::replicas), and the new master serves.
+    "UNBLOCKED",
     // maxmemory reached with noeviction: keys expire and free memory (the
     // script hits it at its first write, so nothing was written).
     "OOM",
@@ -340,6 +345,19 @@ mod tests {
         for code in SLOT_CODES {
             assert!(TRANSIENT_CODES.contains(code), "{code}");
         }
+    }
+
+    /// With `replicas_to_ack`, the `WAIT` behind a call on a master demoted
+    /// by a failover is cut short: a failover, transient as `READONLY` is,
+    /// and not the client's slot alone (the master is gone).
+    #[test]
+    fn a_wait_cut_short_by_a_failover_is_transient() {
+        let text = "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
+        let error = replied(text);
+        assert!(error.is_transient(), "{error}");
+        let error = StoreError::from(error);
+        assert!(error.transient && !error.reached, "{error:?}");
+        assert_eq!(error.message, format!("Redis error: {text}"));
     }
 
     #[test]
