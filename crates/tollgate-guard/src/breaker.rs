@@ -8,7 +8,10 @@
 //!
 //! A permanent error (the store answered, but refused the call) shows that
 //! the store is reachable: it does not count toward opening, and a probe
-//! that meets one closes the circuit. Time comes from the guard's
+//! that meets one closes the circuit. So does a transient error that the
+//! store's part answered about one client alone
+//! ([`tollgate::StoreError::reached`]: a Redis Cluster slot being moved),
+//! which the failure policy still answers. Time comes from the guard's
 //! [`Clock`]; a time earlier than the opening (a clock stepped back) lets a
 //! probe through rather than keeping the circuit open.
 
@@ -58,7 +61,8 @@ pub(crate) enum Admission {
 /// How a call that went to the store ended, for the breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// The store answered (a decision, or a permanent error).
+    /// The store answered (a decision, a permanent error, or a transient
+    /// one about the client alone).
     Reached,
     /// A transient error or a timeout.
     Unreached,

@@ -265,6 +265,9 @@ impl<S: Store> GuardedStore<S> {
         let answer = self.timed_check(plan, client, now_ms, cost, keep).await;
         let outcome = match &answer {
             Ok(_) | Err((ErrorKind::Permanent, _)) => Outcome::Reached,
+            // The part answered about this client alone (its slot moving):
+            // its other clients are served, so its circuit stays closed.
+            Err((ErrorKind::Transient, error)) if error.reached => Outcome::Reached,
             Err(_) => Outcome::Unreached,
         };
         let now = self.clock.now_ms();
@@ -313,10 +316,12 @@ impl<S: Store> GuardedStore<S> {
                 )))
             });
         if admission == Admission::Probe {
-            // Only an answer shows the store is back: a store that cannot
+            // Only an answer shows the store is back (a decision, or the
+            // part refusing this client alone): a store that cannot
             // inspect fails every inspection at once, up or down.
             let outcome = match &answer {
                 Ok(_) => Outcome::Reached,
+                Err(error) if error.transient && error.reached => Outcome::Reached,
                 Err(_) => Outcome::Unreached,
             };
             breaker.record(admission, outcome, self.clock.now_ms());

@@ -78,6 +78,45 @@ async fn a_part_that_fails_opens_only_its_own_circuit() {
     );
 }
 
+/// A client whose slot is half-way through a migration meets an error its
+/// part answered (a Redis Cluster master's `TRYAGAIN`): the failure policy
+/// answers it every time, but the part was reached, so the part's circuit
+/// stays closed for its other clients (an audit's drill: five `TRYAGAIN`s
+/// opened a master's circuit, and its clients not moving were answered by
+/// fail-closed until the move ended). The part's own failures still open it.
+#[tokio::test]
+async fn a_slot_moving_does_not_open_its_parts_circuit() {
+    let store = two_parts();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let guard = guard(&store, &clock);
+    store.set_client("a:moving", Switch::Moving);
+    for _ in 0..5 {
+        assert_eq!(ask(&guard, "a:moving").await, CLOSED);
+    }
+    assert_eq!(store.calls(), 5, "each call went to the store");
+    assert_eq!(
+        ask(&guard, "a:1").await,
+        DecidedBy::Store,
+        "the part serves"
+    );
+    let counts = guard.counts();
+    assert_eq!((counts.transient_errors, counts.fail_closed), (5, 5));
+    assert_eq!(counts.short_circuited, 0);
+    assert!(!counts.circuit_open);
+
+    set_down(&store, "a", true);
+    for _ in 0..3 {
+        assert_eq!(ask(&guard, "a:1").await, CLOSED);
+    }
+    assert!(
+        guard.counts().circuit_open,
+        "the part's own failures open it"
+    );
+    let calls = store.calls();
+    assert_eq!(ask(&guard, "a:2").await, CLOSED);
+    assert_eq!(store.calls(), calls, "short-circuited");
+}
+
 #[tokio::test]
 async fn each_part_probes_and_closes_on_its_own() {
     let store = two_parts();

@@ -137,6 +137,19 @@ impl RedisStoreError {
 }
 
 impl RedisStoreError {
+    /// True when Redis refused the call for the client's slot alone
+    /// ([`SLOT_CODES`]): the node was reached and serves its other slots,
+    /// so the error says so ([`StoreError::reached`]) and a guard keeps the
+    /// circuit of that master closed for its other clients.
+    pub fn is_slot_only(&self) -> bool {
+        match self {
+            RedisStoreError::Redis(e) => e.code().is_some_and(|code| SLOT_CODES.contains(&code)),
+            _ => false,
+        }
+    }
+}
+
+impl RedisStoreError {
     /// True when the call may have run in Redis although no reply reached
     /// the store: the connection dropped after the call was sent, or the
     /// reply did not come in time. Such a call is looked up by its receipt
@@ -174,6 +187,11 @@ pub const TRANSIENT_CODES: &[&str] = &[
     "TRYAGAIN",
     // The node was demoted to a replica (a failover): the new master serves.
     "READONLY",
+    // The same failover met by a call blocked in WAIT (replicas_to_ack):
+    // Redis cuts it short ("instance state changed (master -> replica?)").
+    // The script ran and its writes are unacknowledged: they are taken back
+    // as any WAIT refused (crate::replicas), and the new master serves.
+    "UNBLOCKED",
     // maxmemory reached with noeviction: keys expire and free memory (the
     // script hits it at its first write, so nothing was written).
     "OOM",
@@ -191,6 +209,24 @@ pub const TRANSIENT_CODES: &[&str] = &[
     // The script cache was flushed: redis-rs loads the script and retries by
     // itself; seen only if that failed too.
     "NOSCRIPT",
+];
+
+/// The [`TRANSIENT_CODES`] that only the node serving the client's slot
+/// answers, about that slot, not about itself: the node is up and
+/// answering, only the slot is on its way elsewhere. Not `MOVED`: any node
+/// answers it for a slot it does not serve, so the cluster client gives up
+/// on one from a live node when the client's master is dead (seen in
+/// `tollgate-server`'s `dashboard_cluster.rs`: a killed master's first
+/// failure was a `MOVED` towards it). Not `CLUSTERDOWN`: a node answers it
+/// for every slot once it sees the cluster failed; nor `READONLY`, for
+/// every write once demoted: those say the part is gone.
+pub const SLOT_CODES: &[&str] = &[
+    // A multi-key call met its slot half-way through a migration (from the
+    // slot's master, or from the importing one when the master sent it on).
+    "TRYAGAIN",
+    // The slot's master sends the call on to where the slot is moving (the
+    // cluster client follows it; seen only once it gave up).
+    "ASK",
 ];
 
 /// Redis's error codes that no retry can fix, named for the README's table
@@ -248,6 +284,7 @@ impl From<RedisStoreError> for StoreError {
     fn from(e: RedisStoreError) -> Self {
         StoreError {
             transient: e.is_transient(),
+            reached: e.is_slot_only(),
             message: e.to_string(),
         }
     }
@@ -267,6 +304,61 @@ fn owed(calls: usize, claims_or_refunds: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The store's error for Redis's error reply `text` (`CODE message`).
+    fn replied(text: &str) -> RedisStoreError {
+        match redis::parse_redis_value(format!("-{text}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(e)) => RedisStoreError::Redis(e.into()),
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    /// A slot on its way to another master is the client's failure, not
+    /// its master's: transient (the failure policy answers), and the
+    /// master reached, so that its circuit stays closed for the others.
+    #[test]
+    fn a_slot_being_moved_is_transient_and_its_master_reached() {
+        for text in [
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "ASK 3999 127.0.0.1:7001",
+        ] {
+            let error = replied(text);
+            assert!(error.is_transient() && error.is_slot_only(), "{text}");
+            let error = StoreError::from(error);
+            assert!(error.transient && error.reached, "{text}: {error:?}");
+        }
+        // The node itself is failing, or cannot be told from the call (a
+        // MOVED comes from any node, the client's master maybe dead).
+        for text in [
+            "MOVED 3999 127.0.0.1:7001",
+            "CLUSTERDOWN The cluster is down",
+            "READONLY You can't write against a read only replica.",
+            "LOADING Redis is loading the dataset in memory",
+        ] {
+            let error = StoreError::from(replied(text));
+            assert!(error.transient && !error.reached, "{text}: {error:?}");
+        }
+        let timeout = StoreError::from(RedisStoreError::Timeout(Duration::from_millis(50)));
+        assert!(timeout.transient && !timeout.reached);
+        let refused = StoreError::from(replied("WRONGTYPE Operation against a key"));
+        assert!(!refused.transient && !refused.reached);
+        for code in SLOT_CODES {
+            assert!(TRANSIENT_CODES.contains(code), "{code}");
+        }
+    }
+
+    /// With `replicas_to_ack`, the `WAIT` behind a call on a master demoted
+    /// by a failover is cut short: a failover, transient as `READONLY` is,
+    /// and not the client's slot alone (the master is gone).
+    #[test]
+    fn a_wait_cut_short_by_a_failover_is_transient() {
+        let text = "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
+        let error = replied(text);
+        assert!(error.is_transient(), "{error}");
+        let error = StoreError::from(error);
+        assert!(error.transient && !error.reached, "{error:?}");
+        assert_eq!(error.message, format!("Redis error: {text}"));
+    }
 
     #[test]
     fn unsettled_says_what_was_still_owed() {

@@ -204,7 +204,7 @@ pub use config::{
     MAX_BATCH, MAX_BATCHES_IN_FLIGHT, MAX_REPLICAS_TO_ACK,
 };
 pub use connection::{FIRST_CONNECTION_TIMEOUT, RESPONSE_TIMEOUT};
-pub use error::{RedisStoreError, PERMANENT_CODES, TRANSIENT_CODES};
+pub use error::{RedisStoreError, PERMANENT_CODES, SLOT_CODES, TRANSIENT_CODES};
 pub use redact::{redact_url, redact_urls_in};
 pub use store::{RedisStore, NO_EVICTION};
 pub use target::RedisTarget;

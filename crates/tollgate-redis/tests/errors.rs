@@ -401,6 +401,8 @@ fn cross_slot_is_permanent_and_trying_again_transient() {
             .await
             .expect_err("TRYAGAIN");
         assert_classified(&error, "TRYAGAIN", true);
+        let error = tollgate::StoreError::from(error);
+        assert!(error.reached, "the master answered for its slot: {error:?}");
     });
 }
 

@@ -28,6 +28,7 @@ pub mod http;
 pub mod inspect;
 pub mod metrics;
 mod server;
+mod settle;
 pub mod stats;
 mod stop;
 pub mod tasks;
@@ -47,6 +48,7 @@ pub use server::{
     Decided, Observed, PartCircuit, ReloadReport, Server, StoreHealth, StoreRefunds,
     SWEEP_BEHIND_MS,
 };
+use settle::Settling;
 use stop::StopSignal;
 /// The config crate, re-exported: [`Server::new`] takes its [`Config`] and
 /// [`StoreHandle`].
@@ -78,9 +80,20 @@ pub async fn run_all(
     server: Server,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
+    let settling = Settling::new(server.clone());
+    serve_all(listeners, server, shutdown, &settling).await
+}
+
+/// [`run_all`], settling the store with `settling` (whose deadline a later
+/// settle shares).
+async fn serve_all(
+    listeners: Vec<TcpListener>,
+    server: Server,
+    shutdown: impl Future<Output = ()> + Send,
+    settling: &Settling,
+) -> Result<(), Error> {
     // Read once: the connection limits need a restart to change.
     let limits = server.config().connections;
-    let settling = server.clone();
     let service = http::HotRoutes::new(server);
     let (stop, stopped) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
@@ -116,7 +129,7 @@ pub async fn run_all(
             },
         }
     };
-    settling.settle_store().await;
+    settling.settle().await;
     served
 }
 
@@ -255,15 +268,18 @@ impl Prepared {
         let grpc = self
             .grpc_listener
             .map(|listener| spawn_grpc(listener, self.server.envoy_service(), stop.clone()));
-        let settling = self.server.clone();
-        let result = run_all(self.listeners, self.server, stop.on_shutdown(shutdown)).await;
+        // One deadline for both settles below: at most SETTLE_WITHIN in all.
+        let settling = Settling::new(self.server.clone());
+        let shutdown = stop.on_shutdown(shutdown);
+        let result = serve_all(self.listeners, self.server, shutdown, &settling).await;
         // Also when serving failed before any shutdown was asked for.
         stop.stop();
         let _ = watcher.await;
         let _ = sweeper.await;
         let result = result.and(grpc_outcome(grpc).await);
-        // Again after the gRPC server's last requests (at once when idle).
-        settling.settle_store().await;
+        // Again after the gRPC server's last requests (at once when idle),
+        // in what is left of the first settle's SETTLE_WITHIN.
+        settling.settle().await;
         result
     }
 

@@ -255,7 +255,13 @@ impl Server {
     /// [`crate::run`] does once it has finished the requests in flight,
     /// before the process exits.
     pub async fn settle_store(&self) {
-        let _ = self.inner.store.settle(tollgate::SETTLE_WITHIN).await;
+        self.settle_store_within(tollgate::SETTLE_WITHIN).await;
+    }
+
+    /// [`Self::settle_store`], waiting at most `within` (a shutdown's
+    /// waits share one `SETTLE_WITHIN`: `crate::settle`).
+    pub(crate) async fn settle_store_within(&self, within: std::time::Duration) {
+        let _ = self.inner.store.settle(within).await;
     }
 
     /// The metrics registry.

@@ -72,6 +72,17 @@ pub struct StoreError {
     /// the kind decides how they are counted and whether they trip its
     /// circuit breaker (transient ones only).
     pub transient: bool,
+    /// True when the part of the store holding the client's state (see
+    /// [`Store::failure_domain`]) was reached and answered, and the failure
+    /// is the client's own: a Redis Cluster master answering `TRYAGAIN`
+    /// because the client's slot is half-way through a migration still
+    /// serves its other clients. A guarded store answers such an error by
+    /// its failure policy, as any transient one, but its circuit breaker
+    /// counts the part as reached, so that one client's slot does not open
+    /// the circuit of every client of the part. False for an error that
+    /// says nothing of the part (connection lost, timeout); a permanent
+    /// error is counted as reached whatever this says.
+    pub reached: bool,
 }
 
 impl StoreError {
@@ -80,6 +91,16 @@ impl StoreError {
         Self {
             message: message.into(),
             transient: true,
+            reached: false,
+        }
+    }
+
+    /// An error that may go away by itself, met by the client alone: its
+    /// part of the store answered (see [`StoreError::reached`]).
+    pub fn transient_reached(message: impl Into<String>) -> Self {
+        Self {
+            reached: true,
+            ..Self::transient(message)
         }
     }
 
@@ -88,6 +109,7 @@ impl StoreError {
         Self {
             message: message.into(),
             transient: false,
+            reached: false,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! [`SwitchedStore`]: the memory store behind switches a test turns, for
-//! code that must answer a store that goes down, breaks or hangs, in whole
-//! or in part (one master of a cluster), and comes back.
+//! code that must answer a store that goes down, breaks or hangs, in whole,
+//! in part (one master of a cluster) or for one client (its slot moving),
+//! and comes back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +25,10 @@ pub enum Switch {
     Broken,
     /// No call is ever answered, as a paused or unreachable Redis.
     Hang,
+    /// Every call fails at once with a transient error its part answered
+    /// ([`StoreError::reached`]), as a Redis Cluster master answers
+    /// `TRYAGAIN` for a slot half-way through a migration.
+    Moving,
 }
 
 /// Names the part of the store that holds a client, or `None` for the
@@ -34,13 +39,16 @@ type PartOf = dyn Fn(&str) -> Option<&'static str> + Send + Sync;
 /// store ([`SwitchedStore::set`]), or for one part of it
 /// ([`SwitchedStore::set_part`]) when it is made of parts that fail apart
 /// ([`SwitchedStore::with_parts`]; the parts are also its
-/// [`Store::failure_domain`]s). It counts the checks and inspections that
-/// reach it, answered or not. Giving back always reaches the memory store.
+/// [`Store::failure_domain`]s), or for one client
+/// ([`SwitchedStore::set_client`]). It counts the checks and inspections
+/// that reach it, answered or not. Giving back always reaches the memory
+/// store.
 pub struct SwitchedStore {
     memory: MemoryBackend,
     part_of: Box<PartOf>,
     whole: Mutex<Switch>,
     parts: Mutex<HashMap<&'static str, Switch>>,
+    clients: Mutex<HashMap<String, Switch>>,
     calls: AtomicU64,
 }
 
@@ -59,19 +67,28 @@ impl SwitchedStore {
             part_of: Box::new(part_of),
             whole: Mutex::new(Switch::Up),
             parts: Mutex::new(HashMap::new()),
+            clients: Mutex::new(HashMap::new()),
             calls: AtomicU64::new(0),
         }
     }
 
-    /// Switches the whole store, every part included.
+    /// Switches the whole store, every part and client included.
     pub fn set(&self, switch: Switch) {
         *lock(&self.whole) = switch;
         lock(&self.parts).clear();
+        lock(&self.clients).clear();
     }
 
-    /// Switches the part named `part` alone.
+    /// Switches the part named `part` alone (a client switched on its own
+    /// keeps its switch).
     pub fn set_part(&self, part: &'static str, switch: Switch) {
         lock(&self.parts).insert(part, switch);
+    }
+
+    /// Switches the calls of `client` alone, e.g. [`Switch::Moving`] for a
+    /// client whose slot moves while the rest of its part serves.
+    pub fn set_client(&self, client: &str, switch: Switch) {
+        lock(&self.clients).insert(client.to_owned(), switch);
     }
 
     /// Checks and inspections that reached the store so far.
@@ -87,8 +104,9 @@ impl SwitchedStore {
     /// Counts a call for `client` and tells how to answer it.
     fn switch_for(&self, client: &str) -> Switch {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        let part = (self.part_of)(client).and_then(|part| lock(&self.parts).get(part).copied());
-        part.unwrap_or_else(|| *lock(&self.whole))
+        let own = lock(&self.clients).get(client).copied();
+        let part = || (self.part_of)(client).and_then(|part| lock(&self.parts).get(part).copied());
+        own.or_else(part).unwrap_or_else(|| *lock(&self.whole))
     }
 
     /// The answer of a call switched off, or `None` when the store is up.
@@ -102,6 +120,9 @@ impl SwitchedStore {
                 "OOM command not allowed when used memory > 'maxmemory'",
             )))),
             Switch::Hang => Some(StoreFuture::new(std::future::pending())),
+            Switch::Moving => Some(StoreFuture::ready(Err(StoreError::transient_reached(
+                "TRYAGAIN Multiple keys request during rehashing of slot",
+            )))),
         }
     }
 }
@@ -203,7 +224,13 @@ mod tests {
         assert_eq!(answer(&store, "a:2"), None);
         store.set(Switch::Up);
         assert_eq!(answer(&store, "a:1"), Some(Ok(true)), "a:1 never used");
-        assert_eq!(store.calls(), 7, "every check, answered or not");
+        store.set_client("a:1", Switch::Moving);
+        store.set_part("a", Switch::Down);
+        assert_eq!(answer(&store, "a:1"), Some(Err(true)), "its own switch");
+        assert_eq!(answer(&store, "a:2"), Some(Err(true)), "the part's");
+        store.set(Switch::Up);
+        assert_eq!(answer(&store, "a:1"), Some(Ok(false)), "a:1 used once");
+        assert_eq!(store.calls(), 10, "every check, answered or not");
         assert_eq!(store.failure_domain("a:1").as_deref(), Some("a"));
         assert_eq!(store.failure_domain("b:1"), None);
     }
