@@ -15,19 +15,18 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use crate::call::{Call, CallReply, Scripts};
-use crate::receipts::OpenReceipt;
 use crate::refund::Refund;
 use crate::settle::Mark;
 use crate::RedisStoreError;
 
 /// What goes to the caller: the call back, for a refund should no one read
-/// the reply, and the reply.
+/// the reply, and the reply. The call holds its receipt open
+/// ([`Call::open`]) until the caller reads the reply, or, when it is lost,
+/// until its claim ends, or, when it is refunded, until its refund ends.
 type Delivery = (Call, CallReply);
 
-/// A channel from the task that sends a call to the call's caller; `open`:
-/// the call's receipt, open until the reply is handed over (or, when it is
-/// lost, until its claim is done).
-pub(crate) fn channel(scripts: &Arc<Scripts>, open: Option<OpenReceipt>) -> (Answer, Answered) {
+/// A channel from the task that sends a call to the call's caller.
+pub(crate) fn channel(scripts: &Arc<Scripts>) -> (Answer, Answered) {
     let (sender, receiver) = oneshot::channel();
     let answered = Answered {
         receiver,
@@ -36,7 +35,6 @@ pub(crate) fn channel(scripts: &Arc<Scripts>, open: Option<OpenReceipt>) -> (Ans
     let answer = Answer {
         sender,
         _outstanding: scripts.outstanding.mark(),
-        open,
     };
     (answer, answered)
 }
@@ -50,7 +48,6 @@ pub(crate) fn unread() -> (Answer, oneshot::Receiver<Delivery>) {
     let answer = Answer {
         sender,
         _outstanding: outstanding.mark(),
-        open: None,
     };
     (answer, receiver)
 }
@@ -62,8 +59,6 @@ pub(crate) struct Answer {
     /// Counted until the reply is handed over (and its refund queued, if
     /// the caller is gone): what [`crate::RedisStore::settle`] waits for.
     _outstanding: Mark,
-    /// The call's receipt, closed with this (or passed on to its claim).
-    open: Option<OpenReceipt>,
 }
 
 impl Answer {
@@ -82,7 +77,6 @@ impl Answer {
         let Answer {
             sender,
             _outstanding,
-            open,
         } = self;
         let resent = scripts.connection.resends();
         let unknown = match &reply {
@@ -91,8 +85,8 @@ impl Answer {
             // earlier attempt of a command sent again may have.
             Ok(reply) => resent && reply.get(1) == Some(&-1),
         };
-        if let (true, Some(open)) = (unknown, open) {
-            scripts.lost.push(scripts, &call, open);
+        if unknown {
+            scripts.lost.push(scripts, &call);
         }
         if let Err((call, Ok(reply))) = sender.send((call, reply)) {
             refund_abandoned(scripts, &call, &reply);
@@ -159,8 +153,9 @@ mod tests {
         Arc::new(Scripts::new(connection, Arc::new(RedisClock::new()), home))
     }
 
-    /// A call of one sliding-window limit at cost 2, and its reply: allowed,
-    /// consumed, with its undo numbers.
+    /// A call of one sliding-window limit at cost 2 (its receipt id and
+    /// watermark last), and its reply: allowed, consumed, with its undo
+    /// numbers.
     fn consumed() -> (Call, CallReply) {
         let call = Call {
             keys: vec!["p:{c:a}:seen".into(), "p:{c:a}:1".into()],
@@ -173,8 +168,11 @@ mod tests {
                 Arg::Number(10),
                 Arg::Number(1_000),
                 Arg::Text("0"),
+                Arg::Receipt { tag: 0xab, seq: 7 },
+                Arg::Number(7),
             ],
             wait: None,
+            open: None,
         };
         (call, Ok(vec![7, 1_000, 1, 1, 8, 0, 1_000, 2, 2]))
     }
@@ -188,7 +186,7 @@ mod tests {
     #[tokio::test]
     async fn a_reply_handed_over_but_never_read_is_refunded() {
         let scripts = scripts();
-        let (answer, answered) = channel(&scripts, None);
+        let (answer, answered) = channel(&scripts);
         let (call, reply) = consumed();
         answer.send(&scripts, call, reply);
         assert!(!refund_queued(&scripts), "not yet: the reply may be read");
@@ -199,14 +197,14 @@ mod tests {
     #[tokio::test]
     async fn a_reply_whose_caller_is_gone_is_refunded_and_a_read_one_is_not() {
         let scripts = scripts();
-        let (answer, answered) = channel(&scripts, None);
+        let (answer, answered) = channel(&scripts);
         drop(answered);
         let (call, reply) = consumed();
         answer.send(&scripts, call, reply);
         assert!(refund_queued(&scripts));
 
         let scripts = self::scripts();
-        let (answer, answered) = channel(&scripts, None);
+        let (answer, answered) = channel(&scripts);
         let (call, reply) = consumed();
         answer.send(&scripts, call, reply.clone());
         assert_eq!(

@@ -51,7 +51,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::answer::{self, Answer};
 use crate::call::{Batched, Call, CallReply, Scripts};
 use crate::connection::Connection;
-use crate::receipts::OpenReceipt;
 use crate::task_place::TaskPlace;
 
 /// A decision waiting for a call to carry it, and where its answer goes.
@@ -136,8 +135,8 @@ impl Batcher {
     /// flight, else in the next batch. Must be called inside a Tokio
     /// runtime (a batch is sent by a task of its own, so that no caller
     /// giving up can stop it).
-    pub(crate) async fn decide(self: &Arc<Self>, call: Call, open: OpenReceipt) -> CallReply {
-        let (answer, answered) = answer::channel(&self.scripts, Some(open));
+    pub(crate) async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
+        let (answer, answered) = answer::channel(&self.scripts);
         let starts_a_call = {
             let mut queue = self.lock();
             queue.push(Waiting { call, answer });
@@ -258,6 +257,7 @@ mod tests {
             keys: Vec::new(),
             args: Vec::new(),
             wait: None,
+            open: None,
         };
         (Waiting { call, answer }, answered)
     }

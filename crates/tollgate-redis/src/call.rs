@@ -40,6 +40,10 @@ pub(crate) struct Call {
     /// The replicas that must hold a decision's writes before it is
     /// answered ([`crate::replicas`]); `None` for every other call.
     pub(crate) wait: Option<ReplicaWait>,
+    /// A decision's receipt, open while the call, a clone of it or a refund
+    /// made of it lives ([`crate::receipts`]): until its reply is read, its
+    /// claim ends, or its refund ends; `None` for every other call.
+    pub(crate) open: Option<OpenReceipt>,
 }
 
 /// One ARGV word of a call: a number, written in decimal straight into the
@@ -258,9 +262,8 @@ impl Scripts {
         self: &Arc<Self>,
         connection: &Connection,
         call: Call,
-        open: OpenReceipt,
     ) -> CallReply {
-        let (answer, answered) = answer::channel(self, Some(open));
+        let (answer, answered) = answer::channel(self);
         let scripts = self.clone();
         let connection = connection.clone();
         self.spawn(async move {

@@ -41,7 +41,6 @@ use std::time::{Duration, Instant};
 
 use crate::by_client::by_client;
 use crate::call::{Arg, Call, Claimed, Scripts};
-use crate::receipts::OpenReceipt;
 use crate::refund::REFUND_TIMEOUT;
 use crate::task_place::TaskPlace;
 
@@ -65,8 +64,8 @@ pub(crate) const MOST_BETWEEN_TRIES: Duration = Duration::from_millis(100);
 #[derive(Default)]
 struct Pending {
     /// Lost calls waiting to be claimed, in the order they were sent, each
-    /// with its receipt, open until its claim is done.
-    queue: Vec<(Call, OpenReceipt)>,
+    /// holding its receipt open until its claim is done ([`Call::open`]).
+    queue: Vec<Call>,
     /// A task is claiming.
     running: bool,
 }
@@ -93,7 +92,7 @@ impl LostCalls {
     /// Queues `call`, whose reply never came, if it may have consumed (cost
     /// 1 or more), and starts the claiming task unless it runs. Must be
     /// called inside a Tokio runtime.
-    pub(crate) fn push(&self, scripts: &Arc<Scripts>, call: &Call, open: OpenReceipt) {
+    pub(crate) fn push(&self, scripts: &Arc<Scripts>, call: &Call) {
         if !matches!(call.args.get(1), Some(Arg::Number(1..))) {
             return;
         }
@@ -104,7 +103,7 @@ impl LostCalls {
                 scripts.refunds.count_failed();
                 return;
             }
-            pending.queue.push((call.clone(), open));
+            pending.queue.push(call.clone());
             !std::mem::replace(&mut pending.running, true)
         };
         if start {
@@ -133,14 +132,14 @@ async fn claim_all(scripts: Arc<Scripts>) {
             }
             std::mem::take(&mut pending.queue)
         };
-        let clients: Vec<_> = by_client(group, |(call, _)| call.keys.first())
+        let clients: Vec<_> = by_client(group, |call| call.keys.first())
             .into_iter()
             .map(|calls| {
                 let claiming = scripts.clone();
                 scripts.spawn(async move {
                     // Newest first across claims too.
                     for chunk in calls.rchunks(MOST_PER_CLAIM) {
-                        let chunk: Vec<&Call> = chunk.iter().map(|(call, _)| call).collect();
+                        let chunk: Vec<&Call> = chunk.iter().collect();
                         claim(&claiming, &chunk).await;
                     }
                     // Closed once claimed: their receipts are gone.

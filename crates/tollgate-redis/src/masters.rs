@@ -39,7 +39,6 @@ use arc_swap::ArcSwapOption;
 use crate::batch::Batcher;
 use crate::call::{Call, CallReply, Scripts};
 use crate::connection::Connection;
-use crate::receipts::OpenReceipt;
 use crate::slots::SlotMap;
 
 /// At most one reading of the map per this many µs, so that a cluster that
@@ -100,10 +99,10 @@ impl Queues {
     }
 
     /// Decides `call` in its node's queue (see [`Batcher::decide`]).
-    pub(crate) async fn decide(&self, call: Call, open: OpenReceipt) -> CallReply {
+    pub(crate) async fn decide(&self, call: Call) -> CallReply {
         match self {
-            Queues::Node(batcher) => batcher.decide(call, open).await,
-            Queues::Masters(masters) => masters.decide(call, open).await,
+            Queues::Node(batcher) => batcher.decide(call).await,
+            Queues::Masters(masters) => masters.decide(call).await,
         }
     }
 }
@@ -181,7 +180,7 @@ impl MasterQueues {
             .map(|(address, _)| address.clone())
     }
 
-    async fn decide(self: &Arc<Self>, call: Call, open: OpenReceipt) -> CallReply {
+    async fn decide(self: &Arc<Self>, call: Call) -> CallReply {
         let queue = {
             let routes = self.routes.load();
             if self.map_is_due(routes.as_deref()) {
@@ -194,11 +193,11 @@ impl MasterQueues {
             })
         };
         match queue {
-            Some(queue) if self.batch_max > 1 => queue.decide(call, open).await,
-            Some(queue) => (self.scripts).one_detached(queue.lane(), call, open).await,
+            Some(queue) if self.batch_max > 1 => queue.decide(call).await,
+            Some(queue) => (self.scripts).one_detached(queue.lane(), call).await,
             None => {
                 let connection = &self.scripts.connection;
-                self.scripts.one_detached(connection, call, open).await
+                self.scripts.one_detached(connection, call).await
             }
         }
     }

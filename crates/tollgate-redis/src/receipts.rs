@@ -1,11 +1,15 @@
 //! Each call's receipt id, and which of a store's calls are still open.
 //!
 //! A call that consumes leaves a receipt in Redis under its id, so that it
-//! can be found should its reply be lost ([`crate::lost`]). The id is the
-//! store's tag (random, 64 bits, so that no two stores of a fleet share
+//! can be found should its reply be lost ([`crate::lost`]), and so that
+//! its refund runs only where its write is ([`crate::refund`]). The id is
+//! the store's tag (random, 64 bits, so that no two stores of a fleet share
 //! one) and the call's number in the store, `<tag hex>:<seq>`. A receipt is
 //! of use only while its call is open: sent or about to be, with no reply
-//! yet, or lost and not yet claimed. Each call also carries a watermark,
+//! read yet, lost and not yet claimed, or with a refund not yet ended (one
+//! queued, sent again, kept to be tried again, or a caller's to give back:
+//! a refund sent after the reply came finds its receipt all the same). Each
+//! call also carries a watermark,
 //! the lowest number still open among the store's calls of clients near
 //! its own (of the same group of 16 cluster slots), and a consuming call
 //! drops the client's receipts of its own store below it (`decide.lua`), so
@@ -79,11 +83,11 @@ impl Receipts {
             open.insert(seq);
             (seq, open.first().copied().unwrap_or(seq))
         };
-        let receipt = OpenReceipt {
+        let receipt = OpenReceipt(Arc::new(Open {
             receipts: self.clone(),
             group,
             seq,
-        };
+        }));
         (receipt, watermark)
     }
 
@@ -96,9 +100,13 @@ impl Receipts {
     }
 }
 
-/// One open call's receipt id; closed when dropped (its reply handed over,
-/// its claim done, or the call never sent).
-pub(crate) struct OpenReceipt {
+/// One open call's receipt id; closed once every clone of it is dropped
+/// (the call's reply read, its refund or its claim ended, or the call
+/// never sent): a call, and any refund made of it, holds one.
+#[derive(Clone)]
+pub(crate) struct OpenReceipt(Arc<Open>);
+
+struct Open {
     receipts: Arc<Receipts>,
     group: usize,
     seq: u64,
@@ -108,19 +116,31 @@ impl OpenReceipt {
     /// The receipt id as the scripts take it.
     pub(crate) fn arg(&self) -> Arg {
         Arg::Receipt {
-            tag: self.receipts.tag,
-            seq: self.seq,
+            tag: self.0.receipts.tag,
+            seq: self.0.seq,
         }
     }
 }
 
-impl std::fmt::Debug for OpenReceipt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "OpenReceipt({:016x}:{})", self.receipts.tag, self.seq)
+impl PartialEq for OpenReceipt {
+    fn eq(&self, other: &Self) -> bool {
+        self.arg() == other.arg()
     }
 }
 
-impl Drop for OpenReceipt {
+impl Eq for OpenReceipt {}
+
+impl std::fmt::Debug for OpenReceipt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "OpenReceipt({:016x}:{})",
+            self.0.receipts.tag, self.0.seq
+        )
+    }
+}
+
+impl Drop for Open {
     fn drop(&mut self) {
         self.receipts.lock(self.group).remove(&self.seq);
     }

@@ -30,6 +30,22 @@
 //! towards admitting less. (Never under the sliding log, whose undo takes
 //! the call's units out of the log whatever was logged after them.) [`crate::CallCounts`] counts each outcome.
 //!
+//! A refund runs only where its call's write is: the script takes back
+//! nothing, and writes nothing, on a Redis that does not hold the call's
+//! receipt (`receipts.rs`), which the call wrote with its state, so
+//! replicated with it. On a cluster, a refund follows its client's slot;
+//! after a failover that is a replica promoted before the call's write
+//! reached it (the call of an old master that went on deciding, not
+//! acknowledged with [`crate::RedisStoreConfig::replicas_to_ack`]), where
+//! the sliding log's undo took out units of other, answered requests
+//! logged at the same millisecond (over-admission). A refund that finds no
+//! receipt is counted stale, and not tried again. The receipt is there for
+//! every call that ran: a refund holds its call's receipt open until it
+//! ends, so that the store's later calls of the client, which drop the
+//! receipts of its calls no longer open, leave it; and the script marks
+//! what it restored as taken back in the receipt, so that neither a claim
+//! ([`crate::lost`]) nor a copy of the call takes it again.
+//!
 //! A caller can also give a call back itself (`give_back`, behind
 //! [`tollgate::Store::give_back`]): the same refund, sent at once, for a
 //! request of several clients that a later one refused.
@@ -64,6 +80,7 @@ use crate::keys::KeyLayout;
 
 mod give_back;
 mod queue;
+mod stale;
 pub(crate) use give_back::give_back;
 pub(crate) use queue::Refunds;
 
@@ -86,12 +103,16 @@ pub const STALE_KEPT: usize = 4_096;
 
 /// How long a refund that found its state changed is kept to be tried
 /// again: 10 s (a later refund of the same client comes with the same
-/// released replies, well within this).
+/// released replies, well within this). It holds its call's receipt open
+/// meanwhile, and is dropped once this old (`refund/stale.rs`).
 pub const STALE_KEPT_US: u64 = 10_000_000;
 
 /// What [`crate::scripts::REFUND`] needs to take back one call's
-/// consumption: the state keys it consumed from and, per key, the policy,
-/// the limit and the two undo numbers the call's reply carried.
+/// consumption: the call's receipt id, the state keys it consumed from
+/// and, per key, the policy, the limit, the two undo numbers the call's
+/// reply carried and the limit's place in the call's plan. It holds the
+/// call's receipt open ([`Call::open`]) until it ends, so that no later
+/// call of the store drops the receipt it must find.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Refund {
     /// The client's last-seen key: names the client, for the order of
@@ -114,9 +135,16 @@ impl Refund {
         let Some(&Arg::Number(cost @ 1..)) = call.args.get(1) else {
             return None;
         };
+        let receipt @ Arg::Receipt { .. } = *call.args.get(4 + 4 * limits)? else {
+            return None;
+        };
         let (decisions, undo) = fields.split_at(4 * limits);
         let mut keys = Vec::new();
-        let mut args = vec![Arg::Number(now_used.unsigned_abs()), Arg::Number(cost)];
+        let mut args = vec![
+            Arg::Number(now_used.unsigned_abs()),
+            Arg::Number(cost),
+            receipt,
+        ];
         for (i, (decision, undo)) in decisions
             .chunks_exact(4)
             .zip(undo.chunks_exact(2))
@@ -128,6 +156,7 @@ impl Refund {
             keys.push(call.keys.get(1 + i)?.clone());
             args.extend_from_slice(call.args.get(4 + 4 * i..7 + 4 * i)?);
             args.extend([Arg::Signed(undo[0]), Arg::Signed(undo[1])]);
+            args.push(Arg::Number(u64::try_from(1 + i).ok()?));
         }
         if keys.is_empty() {
             return None;
@@ -138,20 +167,22 @@ impl Refund {
                 keys,
                 args,
                 wait: None,
+                open: call.open.clone(),
             },
         })
     }
 
     /// The refund script's KEYS and ARGV, sent under `id`, an id of its own
-    /// ([`crate::receipts::Receipts::refund_id`]): its state keys, then the
-    /// key its answer is kept in.
+    /// ([`crate::receipts::Receipts::refund_id`]): its state keys, the key
+    /// its answer is kept in, then the client's receipts key.
     pub(crate) fn invocation<'a>(&self, script: &'a Script, id: &str) -> Evalsha<'a> {
-        let keys = self.call.keys.len() + 1;
-        let mut invocation = Evalsha::new(script, keys, self.call.words() + 1);
+        let keys = self.call.keys.len() + 2;
+        let mut invocation = Evalsha::new(script, keys, self.call.words() + 2);
         for key in &self.call.keys {
             invocation.arg(key);
         }
         invocation.arg(KeyLayout::refund_key(&self.client, id));
+        invocation.arg(KeyLayout::receipts_key(&self.client));
         for arg in &self.call.args {
             invocation.arg(arg);
         }
@@ -159,14 +190,14 @@ impl Refund {
     }
 
     /// What is left of it once the limits `restored` says were restored
-    /// are taken out.
+    /// are taken out (its receipt still open).
     fn partly(&self, restored: &[i64]) -> Refund {
         let mut keys = Vec::new();
-        let mut args = self.call.args[..2].to_vec();
+        let mut args = self.call.args[..3].to_vec();
         for (i, key) in self.call.keys.iter().enumerate() {
             if restored.get(i) != Some(&1) {
                 keys.push(key.clone());
-                args.extend_from_slice(&self.call.args[2 + 5 * i..7 + 5 * i]);
+                args.extend_from_slice(&self.call.args[3 + 6 * i..9 + 6 * i]);
             }
         }
         Refund {
@@ -175,6 +206,7 @@ impl Refund {
                 keys,
                 args,
                 wait: None,
+                open: self.call.open.clone(),
             },
         }
     }

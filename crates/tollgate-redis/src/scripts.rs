@@ -88,15 +88,21 @@ pub const REFUND_DRIVER: &str = include_str!("scripts/refund.lua");
 /// The script that takes back what a call consumed when its caller gave up
 /// before the answer came ([`crate::refund`]): [`COMMON`], each policy's
 /// file as in [`PLAN`], then [`REFUND_DRIVER`]. Compare and restore: each
-/// limit's state is put back only if it is still the one the call stored.
-/// Its KEYS and ARGV:
+/// limit's state is put back only if it is still the one the call stored;
+/// and only where the call's receipt is (its write with it), each limit
+/// restored marked in it as taken back. Its KEYS and ARGV:
 ///
 /// ```text
 /// KEYS[i]        the state key of limit i that the call consumed from
-/// ARGV[1]        now_used (the call's reply's), ARGV[2] its cost (>= 1)
-/// ARGV[5i-2..5i+2] limit i: policy code, limit, window_ms, then the two
-///                undo numbers of the call's reply for limit i
-/// reply          { r_1, ..., r_n }: 1 restored, 0 changed since (kept)
+/// KEYS[n+1]      the refund's own key (its answer, for a copy sent again)
+/// KEYS[n+2]      the client's receipts key
+/// ARGV[1]        now_used (the call's reply's), ARGV[2] its cost (>= 1),
+///                ARGV[3] the call's receipt id
+/// ARGV[6i-2..6i+3] limit i: policy code, limit, window_ms, the two undo
+///                numbers of the call's reply for limit i, and the limit's
+///                place in the call's plan (1-based)
+/// reply          { r_1, ..., r_n }: 1 restored, 0 changed since (kept);
+///                {} when the call's receipt is not there (nothing done)
 /// ```
 pub const REFUND: &str = policies::REFUND;
 

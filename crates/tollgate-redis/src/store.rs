@@ -270,13 +270,15 @@ impl RedisStore {
         let (open, watermark) = self.scripts.receipts.open(slot);
         call.args.push(open.arg());
         call.args.push(Arg::Number(watermark));
-        // Only a caller deciding several clients together keeps its call.
+        call.open = Some(open);
+        // Only a caller deciding several clients together keeps its call
+        // (and so its receipt open, for the refund it may give back).
         let kept = keep.then(|| call.clone());
         let whole = match &self.queues {
-            Some(queues) => queues.decide(call, open).await?,
+            Some(queues) => queues.decide(call).await?,
             None => {
                 let connection = &self.scripts.connection;
-                self.scripts.one_detached(connection, call, open).await?
+                self.scripts.one_detached(connection, call).await?
             }
         };
         let (&redis_us, reply) = whole
@@ -359,6 +361,7 @@ impl RedisStore {
             keys,
             args,
             wait: None,
+            open: None,
         };
         let (script, connection) = (self.inspect_script.clone(), self.scripts.connection.clone());
         // At home, as every call of the store (`connection::home`).
@@ -407,6 +410,7 @@ impl RedisStore {
             keys,
             args,
             wait: self.config.replica_wait(),
+            open: None,
         })
     }
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use tollgate::GivenBack;
 
-use super::queue::{attempt, retry_stale_of};
+use super::queue::attempt;
+use super::stale::retry_stale_of;
 use super::Refund;
 use crate::call::Scripts;
 use crate::RedisStoreError;

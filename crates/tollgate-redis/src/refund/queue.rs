@@ -1,7 +1,7 @@
 //! The refunds of one store, sent by one task at a time: each client's
 //! newest first and up to 64 clients' at once, the ones that found their
-//! state changed kept to be tried again, and the ones Redis could not be
-//! reached for sent again under the same id.
+//! state changed kept to be tried again (`stale.rs`), and the ones Redis
+//! could not be reached for sent again under the same id.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -11,7 +11,8 @@ use tokio::task::JoinSet;
 
 use tollgate::GivenBack;
 
-use super::{Refund, MAX_QUEUED, REFUND_TIMEOUT, STALE_KEPT, STALE_KEPT_US};
+use super::stale::{keep_stale, retry_stale_of, Kept};
+use super::{Refund, MAX_QUEUED, REFUND_TIMEOUT};
 use crate::by_client::by_client;
 use crate::call::Scripts;
 use crate::lost::{LOST_KEPT, MOST_BETWEEN_TRIES};
@@ -35,25 +36,25 @@ pub(crate) struct Queued {
     /// Its number in the order its reply came, which is the order Redis
     /// ran the calls of one client (one connection to the node that holds
     /// its keys, and a batch's calls in order).
-    number: u64,
+    pub(super) number: u64,
     /// The id it is sent under, the same for every copy until Redis
     /// answers it ([`crate::scripts::REFUND`] keeps its answer under it).
     id: String,
     /// When it was made: it is sent again until [`LOST_KEPT`] after.
     made: Instant,
-    refund: Refund,
+    pub(super) refund: Refund,
 }
 
 #[derive(Default)]
-struct Pending {
+pub(super) struct Pending {
     /// Refunds waiting to be sent, in the order their replies came.
     queue: Vec<Queued>,
     /// Refunds Redis could not be reached for, to be sent again.
     again: Vec<Queued>,
     /// The next refund's number.
     next: u64,
-    /// Refunds that found their state changed, with when (monotonic µs).
-    stale: Vec<(u64, Queued)>,
+    /// Refunds that found their state changed, kept to be tried again.
+    pub(super) stale: Kept,
     /// A task is sending refunds.
     running: bool,
 }
@@ -66,7 +67,7 @@ pub(crate) struct Refunds {
 }
 
 impl Refunds {
-    fn lock(&self) -> MutexGuard<'_, Pending> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -197,7 +198,8 @@ async fn send_of_one_client(scripts: Arc<Scripts>, newest_first: Vec<Queued>) {
 
 /// Sends one refund and counts how it ended. One that found a state
 /// changed is kept to be tried again (under a new id: Redis answered this
-/// one); one that met an error trying again may fix (its connection
+/// one); one that found no receipt of its call is counted stale and not
+/// kept (nothing of the call is there to take back); one that met an error trying again may fix (its connection
 /// dropped, before or after Redis ran it; Redis refused the connection,
 /// restarting; no answer within [`REFUND_TIMEOUT`]) is sent again under
 /// the same id by the sending task, until [`LOST_KEPT`] after it was made,
@@ -222,6 +224,15 @@ pub(crate) async fn attempt(
     // (so that counts that show it ended show it no longer pending).
     counters.pending.fetch_sub(1, Ordering::Relaxed);
     match answer {
+        // The call's receipt is not where the refund ran: the call never
+        // ran there (a replica promoted before its write reached it), so
+        // there is nothing of it to take back, now or later; or its receipt
+        // is gone (expired, pushed out of the client's 1 MiB), and the
+        // consumption stays, towards admitting less.
+        Ok(restored) if restored.is_empty() => {
+            counters.stale.fetch_add(1, Ordering::Relaxed);
+            Ok(GivenBack::Kept)
+        }
         Ok(restored) if restored.iter().all(|&r| r == 1) => {
             counters.restored.fetch_add(1, Ordering::Relaxed);
             Ok(GivenBack::Restored)
@@ -239,48 +250,6 @@ pub(crate) async fn attempt(
         Err(error) => {
             counters.failed.fetch_add(1, Ordering::Relaxed);
             Err(error)
-        }
-    }
-}
-
-fn keep_stale(scripts: &Scripts, queued: Queued) {
-    let now_us = scripts.clock.now_us();
-    let mut pending = scripts.refunds.lock();
-    pending
-        .stale
-        .retain(|(at, _)| now_us.saturating_sub(*at) < STALE_KEPT_US);
-    if pending.stale.len() >= STALE_KEPT {
-        pending.stale.remove(0);
-    }
-    pending.stale.push((now_us, queued));
-}
-
-/// Tries `client`'s kept refunds again, newest call first, while they
-/// restore: a refund of the client just restored may have been what they
-/// waited for.
-pub(crate) async fn retry_stale_of(scripts: &Arc<Scripts>, client: &str) {
-    loop {
-        let next = {
-            let mut pending = scripts.refunds.lock();
-            let newest = pending
-                .stale
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, queued))| queued.refund.client == client)
-                .max_by_key(|(_, (_, queued))| queued.number)
-                .map(|(at, _)| at);
-            let Some(at) = newest else {
-                return;
-            };
-            pending.stale.remove(at).1
-        };
-        // Counted as stale when first tried: it is pending again, and
-        // whatever it ends as now counts instead.
-        let counters = &scripts.refunds.counters;
-        counters.pending.fetch_add(1, Ordering::Relaxed);
-        counters.stale.fetch_sub(1, Ordering::Relaxed);
-        if !matches!(attempt(scripts, next).await, Ok(GivenBack::Restored)) {
-            return;
         }
     }
 }

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The receipt id of the calls here.
+const RECEIPT: Arg = Arg::Receipt { tag: 0xab, seq: 7 };
+
 /// A call of two limits (sliding window, GCRA) at cost 3.
 fn call(cost: u64) -> Call {
     Call {
@@ -24,8 +27,11 @@ fn call(cost: u64) -> Call {
             Arg::Number(5),
             Arg::Number(500),
             Arg::Text("1"),
+            RECEIPT,
+            Arg::Number(5),
         ],
         wait: None,
+        open: None,
     }
 }
 
@@ -41,11 +47,13 @@ fn a_refund_takes_back_only_the_limits_the_call_consumed_from() {
         vec![
             Arg::Number(1_000),
             Arg::Number(3),
+            RECEIPT,
             Arg::Text("s"),
             Arg::Number(10),
             Arg::Number(1_000),
             Arg::Signed(3),
             Arg::Signed(3),
+            Arg::Number(1),
         ]
     );
 }
@@ -64,6 +72,30 @@ fn nothing_to_take_back_from_a_call_that_consumed_nothing() {
     assert_eq!(Refund::of(&call(0), &asked), None);
     // A reply that does not add up is no refund.
     assert_eq!(Refund::of(&call(3), &consumed[..14]), None);
+    // Nor a call without its receipt id: the refund could not find it.
+    let mut unmarked = call(3);
+    unmarked.args[12] = Arg::Number(1);
+    assert_eq!(Refund::of(&unmarked, &consumed), None);
+}
+
+#[test]
+fn a_refund_holds_its_calls_receipt_open_until_it_ends() {
+    let receipts = std::sync::Arc::new(crate::receipts::Receipts::new());
+    let (open, _) = receipts.open(0);
+    let mut call = call(3);
+    call.args[12] = open.arg();
+    call.open = Some(open);
+    let consumed = [7, 1_000, 1, 1, 7, 0, 1_000, 1, 2, 0, 200, 3, 3, -1, 0];
+    let refund = Refund::of(&call, &consumed).expect("a refund");
+    assert_eq!(refund.call.args[2], call.args[12], "its receipt id");
+    // The reply read (the call dropped): the refund still holds it.
+    drop(call);
+    assert_eq!(receipts.open(0).1, 1, "still open");
+    let left = refund.partly(&[0, 1]);
+    drop(refund);
+    assert_eq!(receipts.open(0).1, 1, "what is left of it holds it too");
+    drop(left);
+    assert_eq!(receipts.open(0).1, 4, "closed once the refund ended");
 }
 
 #[test]
@@ -77,11 +109,13 @@ fn a_partly_restored_refund_keeps_the_limits_left() {
         vec![
             Arg::Number(1_000),
             Arg::Number(3),
+            RECEIPT,
             Arg::Text("g"),
             Arg::Number(5),
             Arg::Number(500),
             Arg::Signed(-1),
             Arg::Signed(0),
+            Arg::Number(2),
         ]
     );
 }

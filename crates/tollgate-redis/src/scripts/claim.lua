@@ -12,7 +12,10 @@
 -- started by its deadline writes nothing (decide.lua's phase 0). So past
 -- the deadline, on Redis's clock, a receipt under a call's id is there
 -- exactly when the call consumed (unless newer receipts of the client
--- pushed it out, or its receipts expired: see decide.lua).
+-- pushed it out, or its receipts expired: see decide.lua). A limit that a
+-- refund took back is marked so in the receipt ("x,x", refund.lua), and is
+-- not taken back again (the store never both refunds and claims a call:
+-- one has its reply, the other none).
 --
 -- KEYS[1]      the client's last-seen key
 -- KEYS[2]      its receipts key, receipts_key(KEYS[1]) (common.lua)
