@@ -9,9 +9,12 @@
 //! - `GET /healthz`, `GET /metrics` (Prometheus text).
 //!
 //! Every decision carries `RateLimit-Policy` and `RateLimit`, and a rejection
-//! `Retry-After`. Bad input gets a 4xx `{"error": "..."}` and changes nothing.
+//! `Retry-After`. Bad input gets a 4xx `{"error": "..."}` and changes nothing,
+//! and so does a `POST /v1/check` a browser sent from a page of another
+//! origin (a 403, [`no_cross_origin`]).
 
 mod body;
+mod cross_origin;
 mod decision_json;
 mod hot_routes;
 mod request;
@@ -30,6 +33,7 @@ use tollgate_config::ClientIdSource;
 use crate::metrics::BadRequest;
 use crate::server::Server;
 use body::read_body;
+pub use cross_origin::no_cross_origin;
 pub use hot_routes::HotRoutes;
 pub use request::{
     check_client, check_cost, decode_check, no_check_query, CheckRequest, PlanQuery,
@@ -56,10 +60,10 @@ pub fn router(server: Server) -> Router {
 
 /// Counts a refusal and turns it into its response.
 pub(crate) fn refuse(server: &Server, rejection: Rejection) -> Response {
-    let kind = if rejection.status == StatusCode::PAYLOAD_TOO_LARGE {
-        BadRequest::TooLarge
-    } else {
-        BadRequest::Invalid
+    let kind = match rejection.status {
+        StatusCode::PAYLOAD_TOO_LARGE => BadRequest::TooLarge,
+        StatusCode::FORBIDDEN => BadRequest::CrossOrigin,
+        _ => BadRequest::Invalid,
     };
     // A store that cannot decide (5xx) is not the caller's mistake.
     if rejection.status.is_client_error() {
@@ -71,18 +75,29 @@ pub(crate) fn refuse(server: &Server, rejection: Rejection) -> Response {
 
 async fn check(State(server): State<Server>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    answer_check(&server, parts.uri.query(), body).await
+    answer_check(&server, &parts.uri, &parts.headers, body).await
 }
 
 /// `POST /v1/check`: the body read whole (at most [`MAX_BODY_BYTES`]),
-/// decoded and decided. A query string is refused, not ignored: a caller
-/// who writes `?plan=gold` must not be decided on another plan unawares.
-pub(crate) async fn answer_check<B>(server: &Server, query: Option<&str>, body: B) -> Response
+/// decoded and decided, for the router and [`HotRoutes`] alike. A request
+/// a browser sent from a page of another origin is refused before anything
+/// is read ([`no_cross_origin`]). A query string is refused, not ignored: a
+/// caller who writes `?plan=gold` must not be decided on another plan
+/// unawares.
+pub(crate) async fn answer_check<B>(
+    server: &Server,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: B,
+) -> Response
 where
     B: HttpBody<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    if let Err(rejection) = no_check_query(query) {
+    if let Err(rejection) = no_cross_origin(uri, headers) {
+        return refuse(server, rejection);
+    }
+    if let Err(rejection) = no_check_query(uri.query()) {
         return refuse(server, rejection);
     }
     let body = match read_body(body).await {
