@@ -69,7 +69,10 @@ pub(crate) fn refuse(server: &Server, rejection: Rejection) -> Response {
     if rejection.status.is_client_error() {
         server.metrics().record_bad_request(kind);
     }
-    tracing::debug!(status = rejection.status.as_u16(), error = %rejection.message, "request refused");
+    // Debug formatting: the message quotes what the caller sent (a query
+    // string's keys, decoded from %0a and %1b), whose newlines and escapes
+    // would otherwise forge log lines.
+    tracing::debug!(status = rejection.status.as_u16(), error = ?rejection.message, "request refused");
     rejection.into_response()
 }
 
@@ -249,4 +252,66 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
         format!("{method} is not allowed on {}", uri.path()),
     )
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use tollgate::ManualClock;
+    use tollgate_config::{Config, StoreHandle};
+
+    use super::*;
+
+    /// Where the test's subscriber writes its log lines.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .expect("not poisoned")
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A refusal's message holds what the caller sent (a query string's
+    /// keys, decoded from `%0a` and `%1b`): at `RUST_LOG=debug` it must
+    /// stay on its one log line, its control characters escaped, or a
+    /// caller forges log lines and terminal escapes.
+    #[test]
+    fn a_refusal_is_logged_on_one_line_with_its_control_characters_escaped() {
+        let config = Config::parse(
+            "[[plans.free]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n",
+        )
+        .expect("a valid config");
+        let store = StoreHandle::for_config(&config).expect("a memory store");
+        let server = Server::new(config, store, Arc::new(ManualClock::new(0)));
+        let written = Written::default();
+        let writer = written.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let forged = "unknown field `\n2026-01-01T00:00:00Z ERROR forged\u{1b}[2J`";
+        tracing::subscriber::with_default(subscriber, || {
+            refuse(&server, Rejection::bad_request(forged));
+        });
+        let log =
+            String::from_utf8(written.0.lock().expect("not poisoned").clone()).expect("UTF-8");
+        assert_eq!(log.matches('\n').count(), 1, "one line: {log:?}");
+        assert!(!log.contains('\u{1b}'), "a raw ESC: {log:?}");
+        assert!(
+            log.contains(r"\n2026-01-01T00:00:00Z ERROR forged\u{1b}[2J"),
+            "the message, escaped: {log:?}"
+        );
+    }
 }
