@@ -204,8 +204,10 @@ async function showClient(client, plan = "") {
   out.dataset.client = client;
   if (!client) { out.replaceChildren(); return; }
   try {
-    const query = plan ? "?plan=" + encodeURIComponent(plan) : "";
-    const state = await getJson("/v1/clients/" + encodeURIComponent(client) + query);
+    // The id in the query, not the path: a browser removes an id of "." or
+    // ".." (even written %2e) from a path as a dot segment.
+    const query = "?client=" + encodeURIComponent(client) + (plan ? "&plan=" + encodeURIComponent(plan) : "");
+    const state = await getJson("/v1/clients" + query);
     if (selectedClient !== client || selectedPlan !== plan) return;
     const verdict = state.allowed
       ? el("span", { class: "verdict yes" }, "a request would pass now")

@@ -163,14 +163,21 @@ pub(crate) fn plan_query(
     query: Result<Query<PlanQuery>, QueryRejection>,
 ) -> Result<Option<String>, Rejection> {
     match query {
-        Ok(Query(PlanQuery { plan: Some(plan) })) if plan.is_empty() => Err(
-            Rejection::bad_request("?plan= is empty: give a plan name or leave it out"),
-        ),
-        Ok(Query(query)) => Ok(query.plan),
+        Ok(Query(query)) => non_empty_plan(query.plan),
         Err(e) => Err(Rejection::bad_request(format!(
             "invalid query string: {} (the only parameter is plan=NAME)",
             e.body_text()
         ))),
+    }
+}
+
+/// A `?plan=` given, refused when empty: a caller who wrote it meant a plan.
+pub(crate) fn non_empty_plan(plan: Option<String>) -> Result<Option<String>, Rejection> {
+    match plan {
+        Some(plan) if plan.is_empty() => Err(Rejection::bad_request(
+            "?plan= is empty: give a plan name or leave it out",
+        )),
+        plan => Ok(plan),
     }
 }
 
@@ -239,7 +246,7 @@ async fn not_found(method: Method, uri: Uri) -> Response {
     Rejection::new(
         StatusCode::NOT_FOUND,
         format!(
-            "no such endpoint: {method} {}; the API is POST /v1/check, GET /v1/remaining/{{client}}, GET /v1/auth, GET /v1/clients/{{client}}, GET /v1/top, GET /v1/stats, GET /v1/config, GET /healthz, GET /metrics",
+            "no such endpoint: {method} {}; the API is POST /v1/check, GET /v1/remaining/{{client}}, GET /v1/auth, GET /v1/clients/{{client}} (or ?client=ID), GET /v1/top, GET /v1/stats, GET /v1/config, GET /healthz, GET /metrics",
             uri.path()
         ),
     )

@@ -310,6 +310,61 @@ async fn hostile_client_ids_wrap_inside_their_card_and_are_bidi_isolated() {
     t.stop().await;
 }
 
+/// Clients named `.` and `..`: a browser removes dot segments from a path
+/// (`%2e` too, by the WHATWG URL rules), so `/v1/clients/..` would be asked
+/// as `/v1/`; the page asks for the id in the query instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_named_dot_and_dot_dot_are_inspected_from_their_rows() {
+    let Some(browser) = Browser::start("dashboard_dot_ids", 1280, 1000).await else {
+        return;
+    };
+    let t = TestServer::start(CONFIG).await;
+    for id in [".", ".."] {
+        for _ in 0..8 {
+            t.server.decide(id, None, 1).await.expect("decided");
+        }
+    }
+    let b = browser.client();
+    b.goto(&format!("{}/", t.base))
+        .await
+        .expect("the page opens");
+    let wait = Duration::from_secs(15);
+    for id in [".", ".."] {
+        let row = format!("#top tbody tr[data-client=\"{id}\"]");
+        let listed = browser
+            .wait_until(&format!("return !!document.querySelector('{row}');"), wait)
+            .await;
+        assert!(listed, "{id:?} is listed");
+        b.find(Locator::Css(&row))
+            .await
+            .expect("its row")
+            .click()
+            .await
+            .expect("clicked");
+        let shown = browser
+            .wait_until(
+                &format!(
+                    "const head = document.querySelector('#client .client-head'); \
+                     return !!head && head.textContent.startsWith({}) \
+                     && !!document.querySelector('#client .gauge[data-limit=\"1m\"]');",
+                    serde_json::json!(format!("{id} on plan free"))
+                ),
+                wait,
+            )
+            .await;
+        let panel = b
+            .find(Locator::Id("client"))
+            .await
+            .expect("the client panel")
+            .text()
+            .await
+            .expect("its text");
+        assert!(shown, "{id:?} inspected after a click on its row: {panel}");
+    }
+    browser.finish().await;
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn the_dashboard_is_off_when_disabled() {
     let t = TestServer::start(&format!("{CONFIG}\n[dashboard]\nenabled = false\n")).await;
