@@ -146,6 +146,57 @@ fn the_text_summary_shows_plans_limits_shadows_clients_and_malformed_lines() {
     );
 }
 
+/// A client id is the log's to choose: one holding ESC or a newline must
+/// not clear the terminal or forge a row of the text summary. It is shown
+/// escaped as plan names are (`"\u{1b}[2J..."`), and an ordinary id keeps
+/// its place in the columns.
+#[test]
+fn client_ids_with_control_characters_are_escaped_in_the_text_summary() {
+    let forged = "\u{1b}[2J\u{1b}[Hfake row\nalice  free  1 0\r\u{7}";
+    let mut text = String::new();
+    for client in ["bob", forged] {
+        let id = serde_json::to_string(client).unwrap();
+        for _ in 0..6 {
+            text.push_str(&format!("{{\"client\":{id},\"time\":1764669600000}}\n"));
+        }
+    }
+    let dir = Dir::new();
+    let log = dir.write("a.jsonl", &text);
+    let config = dir.path("plans.toml");
+    let out = tollgate(&[
+        "simulate",
+        "--format",
+        "json",
+        "--config",
+        config.to_str().unwrap(),
+        &log,
+    ]);
+    assert!(out.status.success());
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !shown.contains(['\u{1b}', '\r', '\u{7}']),
+        "control characters reach the terminal: {shown:?}"
+    );
+    assert!(
+        !shown.lines().any(|line| line.starts_with("alice")),
+        "a forged row: {shown}"
+    );
+    assert!(
+        shown.contains(&format!("\n  {forged:?} free ")),
+        "the id shown escaped: {shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "\n  {:<24} {:<12} {:>10} {:>10}  2025-12-02T10:00:00.000Z\n",
+            "bob", "free", 6, 1
+        )),
+        "an ordinary id in its column: {shown}"
+    );
+    // The JSON summary keeps the id as it is (serde escapes it).
+    let (summary, _) = dir.simulate_json(&["--format", "json", &log]);
+    assert!(summary.clients.iter().any(|row| row.client == forged));
+}
+
 #[test]
 fn the_report_is_one_offline_html_file_with_the_charts_and_the_table() {
     let requests = traffic(3000, 300, 1);

@@ -613,4 +613,41 @@ fn clock_is_the_callers_by_default_or_redis_for_a_redis_store() {
             other => panic!("{bad}: expected a config error, got {other:?}"),
         }
     }
+
+/// Plan and limit names reach HTTP headers (Envoy's `x-ratelimit-*` carry
+/// them as they are) and terminals (`tollgate check`, `simulate`): a name
+/// with a control character is refused, naming the plan, the limit and the
+/// character.
+#[test]
+fn control_characters_in_plan_and_limit_names_are_refused_naming_them() {
+    let plan = LIMIT.replace("[[plans.free]]", "[[plans.\"p\\r\\nSet-Cookie: a=b\"]]");
+    let (line, _, message) = mistake(&plan);
+    assert_eq!(line, 1, "{message}");
+    assert!(
+        message.contains(r#"plan "p\r\nSet-Cookie: a=b""#)
+            && message.contains(r"'\r' (U+000D)")
+            && message.contains("control character"),
+        "{message}"
+    );
+    for (escaped, shown) in [
+        ("\\u007F", r"'\u{7f}' (U+007F)"),
+        ("\\n", r"'\n' (U+000A)"),
+        ("\\t", r"'\t' (U+0009)"),
+        ("\\u001B[2J", r"'\u{1b}' (U+001B)"),
+        ("\\u0000", r"'\0' (U+0000)"),
+        ("\\u009B", r"'\u{9b}' (U+009B)"),
+    ] {
+        let limit = LIMIT.replace("name = \"1s\"", &format!("name = \"1s{escaped}\""));
+        let (line, column, message) = mistake(&limit);
+        assert_eq!((line, column), (2, 8), "{message}");
+        assert!(
+            message.starts_with("plan \"free\", limit \"1s") && message.contains(shown),
+            "{escaped}: {message}"
+        );
+    }
+    // Printable names, quotes and non-ASCII letters included, are fine.
+    let fine = LIMIT
+        .replace("[[plans.free]]", "[[plans.\"gr\u{fc}n \\\"eco\\\"\"]]")
+        .replace("name = \"1s\"", "name = \"1 s \u{e9}t\u{e9}\"");
+    Config::parse(&fine).expect("printable names are valid");
 }

@@ -6,6 +6,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
 use envoy_types::pb::google::protobuf::Duration;
+use tollgate::headers::push_sf_string_content;
 use tollgate::{LimitDecision, PlanDecision, RateLimitHeaders};
 
 /// The status of a descriptor decided by `decision` under the plan `plan`.
@@ -36,12 +37,16 @@ pub(crate) fn descriptor_status(plan: &str, decision: &PlanDecision) -> Descript
     status
 }
 
-/// `PLAN-LIMIT`, in one allocation.
+/// `PLAN-LIMIT`, in one allocation, written as the IETF RateLimit headers
+/// write a limit's name ([`push_sf_string_content`]): Envoy puts it between
+/// quotes into its `x-ratelimit-limit` header as it comes, so a CR or LF in
+/// an operator's plan name would split Envoy's response and a `"` end the
+/// string.
 fn limit_name(plan: &str, limit: &str) -> String {
     let mut name = String::with_capacity(plan.len() + 1 + limit.len());
-    name.push_str(plan);
+    push_sf_string_content(&mut name, plan);
     name.push('-');
-    name.push_str(limit);
+    push_sf_string_content(&mut name, limit);
     name
 }
 
@@ -152,6 +157,20 @@ mod tests {
         assert_eq!(closest_unit(4, 2 * 86_400_000), (Unit::Day, 2));
         assert_eq!(closest_unit(5, 1), (Unit::Second, 5_000));
         assert_eq!(closest_unit(u32::MAX, 1), (Unit::Second, u32::MAX));
+    }
+
+    /// Envoy writes `current_limit.name` into its `x-ratelimit-limit`
+    /// header (`name="..."`) as it comes: CR or LF would split the header,
+    /// a `"` end the string. The name is written as the IETF RateLimit
+    /// headers write theirs, the inside of an sf-string.
+    #[test]
+    fn limit_names_reach_envoys_headers_as_sf_string_content() {
+        assert_eq!(limit_name("free", "1s"), "free-1s");
+        assert_eq!(
+            limit_name("p\r\nSet-Cookie: session=attacker", "1\"m\\"),
+            "p??Set-Cookie: session=attacker-1\\\"m\\\\"
+        );
+        assert_eq!(limit_name("caf\u{e9}\u{1b}", "\u{7f}\t"), "caf??-??");
     }
 
     #[test]

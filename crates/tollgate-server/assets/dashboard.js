@@ -19,6 +19,14 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// A client id, which its caller chose (up to 256 bytes of anything): in an
+// element of its own, bidi-isolated (a U+202E in it reverses nothing around
+// it) and, by the style, broken anywhere when it has no break point. Its
+// text goes in as text, never as markup.
+function clientId(id) {
+  return el("bdi", { class: "client-id" }, id);
+}
+
 function duration(ms) {
   if (ms === null || ms === undefined) return "unknown";
   if (ms < 1000) return ms + " ms";
@@ -148,7 +156,7 @@ async function refreshTop() {
   const body = $("top").querySelector("tbody");
   body.replaceChildren(...top.clients.map((c) => {
     const row = el("tr", { "data-client": c.client },
-      el("td", {}, c.client), el("td", {}, c.plan), el("td", { class: "why" }, c.limited_by || ""),
+      el("td", {}, clientId(c.client)), el("td", {}, c.plan), el("td", { class: "why" }, c.limited_by || ""),
       el("td", { class: "num" }, c.count === c.at_least ? c.count : c.at_least + "–" + c.count));
     row.addEventListener("click", () => { $("client-id").value = c.client; showClient(c.client, c.plan); });
     return row;
@@ -196,14 +204,16 @@ async function showClient(client, plan = "") {
   out.dataset.client = client;
   if (!client) { out.replaceChildren(); return; }
   try {
-    const query = plan ? "?plan=" + encodeURIComponent(plan) : "";
-    const state = await getJson("/v1/clients/" + encodeURIComponent(client) + query);
+    // The id in the query, not the path: a browser removes an id of "." or
+    // ".." (even written %2e) from a path as a dot segment.
+    const query = "?client=" + encodeURIComponent(client) + (plan ? "&plan=" + encodeURIComponent(plan) : "");
+    const state = await getJson("/v1/clients" + query);
     if (selectedClient !== client || selectedPlan !== plan) return;
     const verdict = state.allowed
       ? el("span", { class: "verdict yes" }, "a request would pass now")
       : el("span", { class: "verdict no" }, "limited: next request in " + duration(state.retry_after_ms));
     out.replaceChildren(
-      el("div", { class: "client-head" }, el("b", {}, state.client), " on plan ", el("b", {}, state.plan), " — ", verdict),
+      el("div", { class: "client-head" }, el("b", {}, clientId(state.client)), " on plan ", el("b", {}, state.plan), " — ", verdict),
       el("div", { class: "gauges" }, ...state.limits.map(gauge)));
     out.dataset.loaded = "1";
   } catch (e) {

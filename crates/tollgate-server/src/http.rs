@@ -9,9 +9,12 @@
 //! - `GET /healthz`, `GET /metrics` (Prometheus text).
 //!
 //! Every decision carries `RateLimit-Policy` and `RateLimit`, and a rejection
-//! `Retry-After`. Bad input gets a 4xx `{"error": "..."}` and changes nothing.
+//! `Retry-After`. Bad input gets a 4xx `{"error": "..."}` and changes nothing,
+//! and so does a `POST /v1/check` a browser sent from a page of another
+//! origin (a 403, [`no_cross_origin`]).
 
 mod body;
+mod cross_origin;
 mod decision_json;
 mod hot_routes;
 mod request;
@@ -30,6 +33,7 @@ use tollgate_config::ClientIdSource;
 use crate::metrics::BadRequest;
 use crate::server::Server;
 use body::read_body;
+pub use cross_origin::no_cross_origin;
 pub use hot_routes::HotRoutes;
 pub use request::{
     check_client, check_cost, decode_check, no_check_query, CheckRequest, PlanQuery,
@@ -56,33 +60,47 @@ pub fn router(server: Server) -> Router {
 
 /// Counts a refusal and turns it into its response.
 pub(crate) fn refuse(server: &Server, rejection: Rejection) -> Response {
-    let kind = if rejection.status == StatusCode::PAYLOAD_TOO_LARGE {
-        BadRequest::TooLarge
-    } else {
-        BadRequest::Invalid
+    let kind = match rejection.status {
+        StatusCode::PAYLOAD_TOO_LARGE => BadRequest::TooLarge,
+        StatusCode::FORBIDDEN => BadRequest::CrossOrigin,
+        _ => BadRequest::Invalid,
     };
     // A store that cannot decide (5xx) is not the caller's mistake.
     if rejection.status.is_client_error() {
         server.metrics().record_bad_request(kind);
     }
-    tracing::debug!(status = rejection.status.as_u16(), error = %rejection.message, "request refused");
+    // Debug formatting: the message quotes what the caller sent (a query
+    // string's keys, decoded from %0a and %1b), whose newlines and escapes
+    // would otherwise forge log lines.
+    tracing::debug!(status = rejection.status.as_u16(), error = ?rejection.message, "request refused");
     rejection.into_response()
 }
 
 async fn check(State(server): State<Server>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    answer_check(&server, parts.uri.query(), body).await
+    answer_check(&server, &parts.uri, &parts.headers, body).await
 }
 
 /// `POST /v1/check`: the body read whole (at most [`MAX_BODY_BYTES`]),
-/// decoded and decided. A query string is refused, not ignored: a caller
-/// who writes `?plan=gold` must not be decided on another plan unawares.
-pub(crate) async fn answer_check<B>(server: &Server, query: Option<&str>, body: B) -> Response
+/// decoded and decided, for the router and [`HotRoutes`] alike. A request
+/// a browser sent from a page of another origin is refused before anything
+/// is read ([`no_cross_origin`]). A query string is refused, not ignored: a
+/// caller who writes `?plan=gold` must not be decided on another plan
+/// unawares.
+pub(crate) async fn answer_check<B>(
+    server: &Server,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: B,
+) -> Response
 where
     B: HttpBody<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    if let Err(rejection) = no_check_query(query) {
+    if let Err(rejection) = no_cross_origin(uri, headers) {
+        return refuse(server, rejection);
+    }
+    if let Err(rejection) = no_check_query(uri.query()) {
         return refuse(server, rejection);
     }
     let body = match read_body(body).await {
@@ -145,14 +163,21 @@ pub(crate) fn plan_query(
     query: Result<Query<PlanQuery>, QueryRejection>,
 ) -> Result<Option<String>, Rejection> {
     match query {
-        Ok(Query(PlanQuery { plan: Some(plan) })) if plan.is_empty() => Err(
-            Rejection::bad_request("?plan= is empty: give a plan name or leave it out"),
-        ),
-        Ok(Query(query)) => Ok(query.plan),
+        Ok(Query(query)) => non_empty_plan(query.plan),
         Err(e) => Err(Rejection::bad_request(format!(
             "invalid query string: {} (the only parameter is plan=NAME)",
             e.body_text()
         ))),
+    }
+}
+
+/// A `?plan=` given, refused when empty: a caller who wrote it meant a plan.
+pub(crate) fn non_empty_plan(plan: Option<String>) -> Result<Option<String>, Rejection> {
+    match plan {
+        Some(plan) if plan.is_empty() => Err(Rejection::bad_request(
+            "?plan= is empty: give a plan name or leave it out",
+        )),
+        plan => Ok(plan),
     }
 }
 
@@ -221,7 +246,7 @@ async fn not_found(method: Method, uri: Uri) -> Response {
     Rejection::new(
         StatusCode::NOT_FOUND,
         format!(
-            "no such endpoint: {method} {}; the API is POST /v1/check, GET /v1/remaining/{{client}}, GET /v1/auth, GET /v1/clients/{{client}}, GET /v1/top, GET /v1/stats, GET /v1/config, GET /healthz, GET /metrics",
+            "no such endpoint: {method} {}; the API is POST /v1/check, GET /v1/remaining/{{client}}, GET /v1/auth, GET /v1/clients/{{client}} (or ?client=ID), GET /v1/top, GET /v1/stats, GET /v1/config, GET /healthz, GET /metrics",
             uri.path()
         ),
     )
@@ -234,4 +259,66 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
         format!("{method} is not allowed on {}", uri.path()),
     )
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use tollgate::ManualClock;
+    use tollgate_config::{Config, StoreHandle};
+
+    use super::*;
+
+    /// Where the test's subscriber writes its log lines.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .expect("not poisoned")
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A refusal's message holds what the caller sent (a query string's
+    /// keys, decoded from `%0a` and `%1b`): at `RUST_LOG=debug` it must
+    /// stay on its one log line, its control characters escaped, or a
+    /// caller forges log lines and terminal escapes.
+    #[test]
+    fn a_refusal_is_logged_on_one_line_with_its_control_characters_escaped() {
+        let config = Config::parse(
+            "[[plans.free]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n",
+        )
+        .expect("a valid config");
+        let store = StoreHandle::for_config(&config).expect("a memory store");
+        let server = Server::new(config, store, Arc::new(ManualClock::new(0)));
+        let written = Written::default();
+        let writer = written.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let forged = "unknown field `\n2026-01-01T00:00:00Z ERROR forged\u{1b}[2J`";
+        tracing::subscriber::with_default(subscriber, || {
+            refuse(&server, Rejection::bad_request(forged));
+        });
+        let log =
+            String::from_utf8(written.0.lock().expect("not poisoned").clone()).expect("UTF-8");
+        assert_eq!(log.matches('\n').count(), 1, "one line: {log:?}");
+        assert!(!log.contains('\u{1b}'), "a raw ESC: {log:?}");
+        assert!(
+            log.contains(r"\n2026-01-01T00:00:00Z ERROR forged\u{1b}[2J"),
+            "the message, escaped: {log:?}"
+        );
+    }
 }

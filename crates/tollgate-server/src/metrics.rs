@@ -163,6 +163,8 @@ pub enum BadRequest {
     Invalid,
     /// 413: a body over the size limit.
     TooLarge,
+    /// 403: a `POST /v1/check` a browser sent from a page of another origin.
+    CrossOrigin,
 }
 
 /// `d`'s place in [`DecidedBy::ALL`].
@@ -180,8 +182,8 @@ pub struct Metrics {
     frontends: [Counter; 2],
     decided_by: [Counter; DecidedBy::ALL.len()],
     latency: Histogram,
-    /// 400, then 413.
-    bad_requests: [Counter; 2],
+    /// 400, then 413, then 403.
+    bad_requests: [Counter; 3],
     /// Applied, then refused.
     reloads: [Counter; 2],
 }
@@ -227,9 +229,9 @@ impl Metrics {
         let bad_requests = labelled(
             &mut registry,
             "bad_requests",
-            "Requests refused as invalid (400) or too large (413)",
+            "Requests refused as invalid (400), too large (413) or sent by a browser from a page of another origin (403)",
             "status",
-            ["400", "413"],
+            ["400", "413", "403"],
         );
         let reloads = labelled(
             &mut registry,
@@ -325,6 +327,7 @@ impl Metrics {
         let index = match kind {
             BadRequest::Invalid => 0,
             BadRequest::TooLarge => 1,
+            BadRequest::CrossOrigin => 2,
         };
         self.bad_requests[index].inc();
     }

@@ -198,6 +198,173 @@ async fn the_dashboard_shows_traffic_top_clients_and_gauges_in_a_real_browser() 
     t.stop().await;
 }
 
+/// Client ids are the callers' to choose, up to 256 bytes of anything. One
+/// without a break point must wrap inside its card rather than push the
+/// other columns out of it, and one holding U+202E (RIGHT-TO-LEFT
+/// OVERRIDE) must not reverse the page's own text after it: every id is
+/// shown in an element of its own, bidi-isolated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_client_ids_wrap_inside_their_card_and_are_bidi_isolated() {
+    let Some(browser) = Browser::start("dashboard_hostile_ids", 1280, 1400).await else {
+        return;
+    };
+    let t = TestServer::start(CONFIG).await;
+    let long = "x".repeat(256);
+    let reversing = "mallory\u{202e}";
+    for client in [long.as_str(), reversing, "bob"] {
+        for _ in 0..8 {
+            t.server.decide(client, None, 1).await.expect("decided");
+        }
+    }
+    let b = browser.client();
+    b.goto(&format!("{}/", t.base))
+        .await
+        .expect("the page opens");
+    let wait = Duration::from_secs(15);
+    let listed = browser
+        .wait_until(
+            "return document.querySelectorAll('#top tbody tr').length === 3;",
+            wait,
+        )
+        .await;
+    assert!(listed, "the three limited clients are listed");
+
+    // Every cell of every row, and the table, end inside the card.
+    let inside = b
+        .execute(
+            "const card = document.querySelector('#top').closest('section').getBoundingClientRect(); \
+             const edges = [document.querySelector('#top').getBoundingClientRect().right]; \
+             for (const row of document.querySelectorAll('#top tbody tr')) \
+               for (const cell of row.cells) edges.push(cell.getBoundingClientRect().right); \
+             return Math.max(...edges) <= card.right + 0.5 ? true : \
+               'right edge ' + Math.max(...edges) + ' past the card at ' + card.right;",
+            vec![],
+        )
+        .await
+        .expect("the script runs");
+    assert_eq!(inside, serde_json::Value::Bool(true), "{inside}");
+
+    // The element showing each id is isolated from the text around it.
+    let isolated = "const id = arguments[0]; \
+        const holder = [...document.querySelectorAll(arguments[1] + ' *')] \
+          .find((e) => e.textContent === id && e.children.length === 0); \
+        if (!holder) return 'no element holds the id alone'; \
+        return holder.tagName === 'BDI' || getComputedStyle(holder).unicodeBidi === 'isolate' \
+          ? true : holder.tagName + ' is not isolated: ' + getComputedStyle(holder).unicodeBidi;";
+    for id in [long.as_str(), reversing] {
+        let answer = b
+            .execute(
+                isolated,
+                vec![serde_json::json!(id), serde_json::json!("#top tbody")],
+            )
+            .await
+            .expect("the script runs");
+        assert_eq!(answer, serde_json::Value::Bool(true), "{id:?}: {answer}");
+    }
+
+    // Inspected, the id heads the client panel: isolated, and inside its card.
+    for id in [reversing, long.as_str()] {
+        b.execute("showClient(arguments[0], '');", vec![serde_json::json!(id)])
+            .await
+            .expect("the script runs");
+        let shown = browser
+            .wait_until(
+                &format!(
+                    "return document.querySelector('#client').dataset.client === {} \
+                     && !!document.querySelector('#client .client-head');",
+                    serde_json::json!(id)
+                ),
+                wait,
+            )
+            .await;
+        assert!(shown, "{id:?} inspected");
+        let answer = b
+            .execute(
+                isolated,
+                vec![
+                    serde_json::json!(id),
+                    serde_json::json!("#client .client-head"),
+                ],
+            )
+            .await
+            .expect("the script runs");
+        assert_eq!(answer, serde_json::Value::Bool(true), "{id:?}: {answer}");
+    }
+    let inside = b
+        .execute(
+            "const card = document.querySelector('#client').closest('section').getBoundingClientRect(); \
+             const head = document.querySelector('#client .client-head'); \
+             const right = Math.max(...[head, ...head.querySelectorAll('*')] \
+               .map((e) => e.getBoundingClientRect().right)); \
+             return right <= card.right + 0.5 ? true : 'right edge ' + right + ' past ' + card.right;",
+            vec![],
+        )
+        .await
+        .expect("the script runs");
+    assert_eq!(inside, serde_json::Value::Bool(true), "{inside}");
+
+    let shot = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/test-artefacts/dashboard-hostile-ids.png");
+    browser.screenshot(&[&shot]).await;
+    browser.finish().await;
+    t.stop().await;
+}
+
+/// Clients named `.` and `..`: a browser removes dot segments from a path
+/// (`%2e` too, by the WHATWG URL rules), so `/v1/clients/..` would be asked
+/// as `/v1/`; the page asks for the id in the query instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_named_dot_and_dot_dot_are_inspected_from_their_rows() {
+    let Some(browser) = Browser::start("dashboard_dot_ids", 1280, 1000).await else {
+        return;
+    };
+    let t = TestServer::start(CONFIG).await;
+    for id in [".", ".."] {
+        for _ in 0..8 {
+            t.server.decide(id, None, 1).await.expect("decided");
+        }
+    }
+    let b = browser.client();
+    b.goto(&format!("{}/", t.base))
+        .await
+        .expect("the page opens");
+    let wait = Duration::from_secs(15);
+    for id in [".", ".."] {
+        let row = format!("#top tbody tr[data-client=\"{id}\"]");
+        let listed = browser
+            .wait_until(&format!("return !!document.querySelector('{row}');"), wait)
+            .await;
+        assert!(listed, "{id:?} is listed");
+        b.find(Locator::Css(&row))
+            .await
+            .expect("its row")
+            .click()
+            .await
+            .expect("clicked");
+        let shown = browser
+            .wait_until(
+                &format!(
+                    "const head = document.querySelector('#client .client-head'); \
+                     return !!head && head.textContent.startsWith({}) \
+                     && !!document.querySelector('#client .gauge[data-limit=\"1m\"]');",
+                    serde_json::json!(format!("{id} on plan free"))
+                ),
+                wait,
+            )
+            .await;
+        let panel = b
+            .find(Locator::Id("client"))
+            .await
+            .expect("the client panel")
+            .text()
+            .await
+            .expect("its text");
+        assert!(shown, "{id:?} inspected after a click on its row: {panel}");
+    }
+    browser.finish().await;
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn the_dashboard_is_off_when_disabled() {
     let t = TestServer::start(&format!("{CONFIG}\n[dashboard]\nenabled = false\n")).await;

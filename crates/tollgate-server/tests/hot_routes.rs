@@ -110,6 +110,19 @@ fn the_asks() -> Vec<Ask> {
     asks.push(Ask::check(r#"{"client": "#));
     asks.push(Ask::check(""));
     asks.push(Ask::check(vec![b' '; MAX_BODY_BYTES + 1]));
+    // A browser's request from a page of another origin (403).
+    asks.push(Ask {
+        headers: &[
+            ("content-type", "text/plain"),
+            ("origin", "http://evil.example"),
+            ("sec-fetch-site", "cross-site"),
+        ],
+        ..Ask::check(r#"{"client":"alice"}"#)
+    });
+    asks.push(Ask {
+        headers: &[("origin", "http://evil.example")],
+        ..Ask::check(r#"{"client":"alice"}"#)
+    });
     // Forward auth: allowed, then rejected, a plan, and mistakes.
     for _ in 0..3 {
         asks.push(Ask::auth("/v1/auth", &[("x-client-id", "carol")]));

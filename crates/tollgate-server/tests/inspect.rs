@@ -93,6 +93,58 @@ async fn looking_at_a_client_consumes_nothing_and_counts_nothing() {
     t.stop().await;
 }
 
+/// A browser (and any WHATWG URL parser) removes the dot segments of a
+/// path, `%2e` included: `/v1/clients/..` is asked as `/v1/`, so clients
+/// named `.` or `..` could not be inspected from the dashboard. The id may
+/// be given as `?client=` instead, with `?plan=` beside it.
+#[tokio::test]
+async fn a_client_id_may_be_given_in_the_query_dot_segments_included() {
+    let t = TestServer::start(CONFIG).await;
+    for id in [".", "..", "a b/c?d", "dave"] {
+        t.check(id, 1).await;
+        let encoded: String = url_encoded(id);
+        let a = t.get(&format!("/v1/clients?client={encoded}")).await;
+        assert_eq!(a.status, StatusCode::OK, "{id:?}: {}", a.body);
+        let body = a.json();
+        assert_eq!(body["client"], id);
+        assert_eq!(body["plan"], "free");
+        assert_eq!(body["limits"][0]["remaining"], 1, "{id:?}: its own state");
+        let a = t
+            .get(&format!("/v1/clients?plan=paid&client={encoded}"))
+            .await;
+        assert_eq!(a.json()["plan"], "paid", "{}", a.body);
+    }
+    // As the path form answers.
+    assert_eq!(
+        t.get("/v1/clients?client=dave").await.body,
+        t.get("/v1/clients/dave").await.body
+    );
+    for (query, error) in [
+        ("", "the client id is missing"),
+        ("?plan=paid", "the client id is missing"),
+        ("?client=", "client id is empty"),
+        ("?client=dave&colour=red", "unknown field `colour`"),
+        ("?client=dave&plan=gold", "unknown plan \"gold\""),
+    ] {
+        let a = t.get(&format!("/v1/clients{query}")).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{query}: {}", a.body);
+        assert!(a.error().contains(error), "{query}: {}", a.body);
+    }
+    t.stop().await;
+}
+
+/// Every byte but the unreserved ones as `%XX`.
+fn url_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn bad_inspection_requests_get_clear_errors() {
     let t = TestServer::start(CONFIG).await;

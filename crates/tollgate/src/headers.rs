@@ -197,31 +197,43 @@ pub fn seconds_up(ms: u64) -> u64 {
 }
 
 /// Appends the concatenation of `parts` as a structured-field string (RFC
-/// 8941 sf-string): quoted, with `"` and `\` escaped and characters outside
-/// printable ASCII replaced by `?`.
+/// 8941 sf-string): quoted, its content written by [`push_sf_string_content`].
 fn push_sf_string(out: &mut String, parts: &[&str]) {
     out.push('"');
     for part in parts {
-        // Names are plain as a rule: copied whole, not char by char.
-        if part
-            .bytes()
-            .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
-        {
-            out.push_str(part);
-            continue;
-        }
-        for c in part.chars() {
-            match c {
-                '"' | '\\' => {
-                    out.push('\\');
-                    out.push(c);
-                }
-                ' '..='~' => out.push(c),
-                _ => out.push('?'),
-            }
-        }
+        push_sf_string_content(out, part);
     }
     out.push('"');
+}
+
+/// Appends `text` as the inside of a structured-field string (RFC 8941
+/// sf-string, without its quotes): `"` and `\` escaped, and every
+/// character outside printable ASCII (CR, LF and the other control
+/// characters, DEL, anything not ASCII) replaced by `?`.
+///
+/// The one way a plan's or a limit's name is made fit for a header: the
+/// items of the fields here, and Envoy's `current_limit.name`, which Envoy
+/// writes between quotes into its `x-ratelimit-limit` header as it comes
+/// (a CR or LF there would split the response, a `"` end the string).
+pub fn push_sf_string_content(out: &mut String, text: &str) {
+    // Names are plain as a rule: copied whole, not char by char.
+    if text
+        .bytes()
+        .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
+    {
+        out.push_str(text);
+        return;
+    }
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('?'),
+        }
+    }
 }
 
 #[cfg(test)]

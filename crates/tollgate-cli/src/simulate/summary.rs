@@ -1,6 +1,7 @@
 //! What a simulation found: the JSON of `--json` (a contract, documented in
 //! the README) and the text summary.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -182,7 +183,10 @@ impl Outcome {
             let _ = writeln!(
                 out,
                 "  {:<24} {:<12} {:>10} {:>10}  {first}",
-                row.client, row.plan, row.requests, row.rejected
+                terminal_safe(&row.client),
+                terminal_safe(&row.plan),
+                row.requests,
+                row.rejected
             );
         }
     }
@@ -209,6 +213,21 @@ impl Outcome {
         } else {
             String::new()
         }
+    }
+}
+
+/// `text` (a client id from a log, a plan name) as the table shows it: as
+/// it is when Debug formatting would leave it alone, so that an ordinary id
+/// keeps its column; else quoted and escaped by Debug formatting, as the
+/// summary writes plan and limit names and malformed lines their fields
+/// (`{:?}`), so that an id holding ESC, CR or LF cannot clear the terminal,
+/// move the cursor or start a forged row.
+fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let quoted = format!("{text:?}");
+    if quoted.get(1..quoted.len() - 1) == Some(text) {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(quoted)
     }
 }
 

@@ -123,6 +123,9 @@ fn build_plan(
     if name.is_empty() {
         return Err(at(span, "a plan name must not be empty".to_owned()));
     }
+    if let Some(refusal) = control_character(name) {
+        return Err(at(span.clone(), format!("plan {name:?}: {refusal}")));
+    }
     let mut built = Vec::with_capacity(limits.len());
     for limit in limits {
         let limit_name = limit.name.get_ref();
@@ -130,6 +133,12 @@ fn build_plan(
             return Err(at(
                 limit.name.span(),
                 "a limit name must not be empty".to_owned(),
+            ));
+        }
+        if let Some(refusal) = control_character(limit_name) {
+            return Err(at(
+                limit.name.span(),
+                format!("plan {name:?}, limit {limit_name:?}: {refusal}"),
             ));
         }
         if built.iter().any(|l: &Limit| l.name() == limit_name) {
@@ -154,4 +163,18 @@ fn build_plan(
         built.push(Limit::new(limit_name.as_str(), policy, limit.shadow));
     }
     Plan::new(name, built).map_err(|e| at(span, e.to_string()))
+}
+
+/// Why `name` (a plan's or a limit's) is refused, when it holds a control
+/// character (C0 such as CR, LF, tab and ESC, DEL, C1): names go into HTTP
+/// headers (the RateLimit fields, Envoy's `x-ratelimit-*`), logs and
+/// terminals, where such a character splits a header or forges a line.
+fn control_character(name: &str) -> Option<String> {
+    let c = name.chars().find(|c| c.is_control())?;
+    Some(format!(
+        "its name holds the control character {c:?} (U+{:04X}); names are written into HTTP \
+         headers, logs and terminals, so control characters (CR, LF, tab, ESC, the other C0 \
+         and C1 characters, DEL) are refused",
+        u32::from(c)
+    ))
 }

@@ -63,7 +63,7 @@ where
                 let server = self.server.clone();
                 Box::pin(async move {
                     let (parts, body) = request.into_parts();
-                    Ok(answer_check(&server, parts.uri.query(), body).await)
+                    Ok(answer_check(&server, &parts.uri, &parts.headers, body).await)
                 })
             }
             (&Method::GET, "/v1/auth") => {

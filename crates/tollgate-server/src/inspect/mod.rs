@@ -3,7 +3,9 @@
 //! - `GET /v1/clients/{client}[?plan=NAME]`: the client's plan and the state
 //!   of each of its limits ([`client`], from [`tollgate::Store::inspect`]
 //!   through [`Server::inspect`]); uses nothing, on every store; 503 when
-//!   the store cannot be read.
+//!   the store cannot be read. Also `GET /v1/clients?client=ID[&plan=NAME]`,
+//!   the same with the id in the query, which the dashboard uses: a browser
+//!   removes an id of `.` or `..` (`%2e` too) from a path as a dot segment.
 //! - `GET /v1/top?by=rejected|requests&limit=N`: the heaviest clients of
 //!   the last minute on this instance ([`crate::top`]).
 //! - `GET /v1/stats`: the last five minutes, per second ([`crate::stats`]),
@@ -24,7 +26,9 @@ use axum::routing::get;
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
-use crate::http::{client_and_plan, json, refuse, PlanQuery, Rejection};
+use crate::http::{
+    check_client, client_and_plan, json, non_empty_plan, refuse, PlanQuery, Rejection,
+};
 use crate::server::{Observed, Server, StoreHealth};
 use crate::stats::Snapshot;
 use crate::top::RankBy;
@@ -36,6 +40,7 @@ pub const MAX_TOP: usize = 1_000;
 pub fn routes() -> Router<Server> {
     Router::new()
         .route("/v1/clients/{client}", get(client_state))
+        .route("/v1/clients", get(client_state_by_query))
         .route("/v1/top", get(top))
         .route("/v1/stats", get(stats))
         .route("/v1/config", get(config))
@@ -59,13 +64,58 @@ async fn client_state(
     client: Result<Path<String>, PathRejection>,
     query: Result<Query<PlanQuery>, QueryRejection>,
 ) -> Response {
-    let (client, plan) = match client_and_plan(client, query) {
-        Ok(asked) => asked,
-        Err(rejection) => return refuse(&server, rejection),
-    };
-    match server.inspect(&client, plan.as_deref()).await {
-        Ok((plan, inspection)) => ok(&client::ClientState::of(&client, &plan, &inspection)),
-        Err(error) => refuse(&server, error.into()),
+    match client_and_plan(client, query) {
+        Ok((client, plan)) => answer_client_state(&server, &client, plan.as_deref()).await,
+        Err(rejection) => refuse(&server, rejection),
+    }
+}
+
+/// `GET /v1/clients?client=ID[&plan=NAME]`'s query: the id in the query
+/// rather than in the path, where a browser would remove an id of `.` or
+/// `..` as a dot segment before it is sent.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientQuery {
+    client: Option<String>,
+    plan: Option<String>,
+}
+
+async fn client_state_by_query(
+    State(server): State<Server>,
+    query: Result<Query<ClientQuery>, QueryRejection>,
+) -> Response {
+    match client_and_plan_of_query(query) {
+        Ok((client, plan)) => answer_client_state(&server, &client, plan.as_deref()).await,
+        Err(rejection) => refuse(&server, rejection),
+    }
+}
+
+/// The client id and the optional plan of [`ClientQuery`], checked as the
+/// path form's are.
+fn client_and_plan_of_query(
+    query: Result<Query<ClientQuery>, QueryRejection>,
+) -> Result<(String, Option<String>), Rejection> {
+    let Query(query) = query.map_err(|e| {
+        Rejection::bad_request(format!(
+            "invalid query string: {} (the parameters are client=ID and plan=NAME)",
+            e.body_text()
+        ))
+    })?;
+    let client = query.client.ok_or_else(|| {
+        Rejection::bad_request(
+            "the client id is missing: GET /v1/clients/{client} or /v1/clients?client=ID",
+        )
+    })?;
+    check_client(&client)?;
+    Ok((client, non_empty_plan(query.plan)?))
+}
+
+/// A client's inspection, or the refusal of an unknown plan or a store
+/// that cannot be read.
+async fn answer_client_state(server: &Server, client: &str, plan: Option<&str>) -> Response {
+    match server.inspect(client, plan).await {
+        Ok((plan, inspection)) => ok(&client::ClientState::of(client, &plan, &inspection)),
+        Err(error) => refuse(server, error.into()),
     }
 }
 
