@@ -613,6 +613,7 @@ fn clock_is_the_callers_by_default_or_redis_for_a_redis_store() {
             other => panic!("{bad}: expected a config error, got {other:?}"),
         }
     }
+}
 
 /// Plan and limit names reach HTTP headers (Envoy's `x-ratelimit-*` carry
 /// them as they are) and terminals (`tollgate check`, `simulate`): a name
