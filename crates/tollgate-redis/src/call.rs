@@ -136,8 +136,10 @@ pub struct CallCounts {
     /// refused), taken back in full ([`crate::refund`]).
     pub refunded: u64,
     /// Such decisions that could not be taken back because the client's
-    /// state had changed since (another call used it): their consumption
-    /// stays, an error towards admitting less.
+    /// state had changed since (another call used it), or because the
+    /// master the refund reached does not hold the call's write (a replica
+    /// promoted before it arrived): their consumption stays, an error
+    /// towards admitting less.
     pub refunds_stale: u64,
     /// Such decisions whose refund Redis refused or never answered: their
     /// consumption stays.

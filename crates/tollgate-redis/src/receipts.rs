@@ -7,10 +7,10 @@
 //! one) and the call's number in the store, `<tag hex>:<seq>`. A receipt is
 //! of use only while its call is open: sent or about to be, with no reply
 //! read yet, lost and not yet claimed, or with a refund not yet ended (one
-//! queued, sent again, kept to be tried again, or a caller's to give back:
-//! a refund sent after the reply came finds its receipt all the same). Each
-//! call also carries a watermark,
-//! the lowest number still open among the store's calls of clients near
+//! queued, sent again, or a caller's to give back, not one kept after a
+//! stale result: a refund sent after the reply came finds its receipt all
+//! the same). Each call also carries a watermark, the lowest number still
+//! open among the store's calls of clients near
 //! its own (of the same group of 16 cluster slots), and a consuming call
 //! drops the client's receipts of its own store below it (`decide.lua`), so
 //! a client keeps about one receipt per store that called it, not one per

@@ -103,7 +103,7 @@ pub const STALE_KEPT: usize = 4_096;
 
 /// How long a refund that found its state changed is kept to be tried
 /// again: 10 s (a later refund of the same client comes with the same
-/// released replies, well within this). It holds its call's receipt open
+/// released replies, well within this). It lets go of its call's receipt
 /// meanwhile, and is dropped once this old (`refund/stale.rs`).
 pub const STALE_KEPT_US: u64 = 10_000_000;
 
@@ -170,6 +170,12 @@ impl Refund {
                 open: call.open.clone(),
             },
         })
+    }
+
+    /// Stops holding the call's receipt open (a refund kept after a stale
+    /// result: `refund/stale.rs` says why).
+    pub(crate) fn let_go_of_receipt(&mut self) {
+        self.call.open = None;
     }
 
     /// The refund script's KEYS and ARGV, sent under `id`, an id of its own

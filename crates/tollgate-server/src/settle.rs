@@ -1,10 +1,9 @@
 //! The store's settle on shutdown ([`tollgate::Store::settle`]), within one
 //! [`SETTLE_WITHIN`] in all, as the README promises. `Prepared::run`
 //! settles once the HTTP requests in flight are finished, and again after
-//! the gRPC server's last requests (which may have left calls of their
-//! own in flight); each waited the whole `SETTLE_WITHIN`, so a store that
-//! never settles (a stalled master) held the shutdown 10 s. Both waits now
-//! share one deadline, set by the first.
+//! the gRPC server's last requests (which may have left calls of their own
+//! in flight): both waits share one deadline, set by the first, so that a
+//! store that never settles (a stalled master) holds the shutdown once.
 
 use std::sync::OnceLock;
 

@@ -335,12 +335,14 @@ async fn clients_named_dot_and_dot_dot_are_inspected_from_their_rows() {
             .wait_until(&format!("return !!document.querySelector('{row}');"), wait)
             .await;
         assert!(listed, "{id:?} is listed");
-        b.find(Locator::Css(&row))
-            .await
-            .expect("its row")
-            .click()
-            .await
-            .expect("clicked");
+        // Found and clicked in one script: the table is redrawn every
+        // second, and a row found first may be gone by the click.
+        b.execute(
+            "document.querySelector(arguments[0]).click();",
+            vec![serde_json::json!(row)],
+        )
+        .await
+        .expect("clicked");
         let shown = browser
             .wait_until(
                 &format!(

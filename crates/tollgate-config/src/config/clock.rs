@@ -5,25 +5,27 @@ use tollgate_redis::TimeSource;
 use super::{file, At};
 use crate::Error;
 
-/// The names `clock` takes, the default first.
-const CLOCK_NAMES: [&str; 2] = ["caller", "redis"];
+/// The names `clock` takes and what each means, the default first.
+const CLOCKS: [(&str, TimeSource); 2] =
+    [("caller", TimeSource::Caller), ("redis", TimeSource::Redis)];
 
 /// `clock`: `"caller"` (the default: the server's own clock, as the memory
 /// store) or `"redis"` (Redis's `TIME`, read inside the script, so that
 /// servers whose clocks disagree still share one limit exactly).
 pub(super) fn build_clock(section: &file::StoreSection, at: &At<'_>) -> Result<TimeSource, Error> {
     let Some(name) = &section.clock else {
-        return Ok(TimeSource::Caller);
+        return Ok(CLOCKS[0].1);
     };
-    match name.get_ref().as_str() {
-        "caller" => Ok(TimeSource::Caller),
-        "redis" => Ok(TimeSource::Redis),
-        other => Err(at(
+    let known = CLOCKS.iter().find(|(known, _)| known == name.get_ref());
+    known.map(|(_, clock)| *clock).ok_or_else(|| {
+        let names: Vec<&str> = CLOCKS.iter().map(|(name, _)| *name).collect();
+        at(
             name.span(),
             format!(
-                "unknown clock {other:?}: known ones are {}",
-                CLOCK_NAMES.join(", ")
+                "unknown clock {:?}: known ones are {}",
+                name.get_ref(),
+                names.join(", ")
             ),
-        )),
-    }
+        )
+    })
 }

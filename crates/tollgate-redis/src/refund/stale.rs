@@ -1,8 +1,11 @@
 //! Refunds that found their state changed, kept to be tried again after a
 //! later refund of the same client restores (`refund.rs` says why), for at
-//! most [`STALE_KEPT_US`]: each holds its call's receipt open, which keeps
-//! the store's later calls of its group of slots from dropping receipts
-//! (`receipts.rs`), so one task drops them as they come of age.
+//! most [`STALE_KEPT_US`], and one task that drops them as they come of
+//! age. A kept refund lets go of its call's receipt: held open, it would
+//! keep the store's later calls of its group of slots from dropping any
+//! receipt (`receipts.rs`) for as long, and a busy client's receipts would
+//! swell meanwhile, read and written by each of its calls. A retry that
+//! finds the receipt dropped since keeps the use, as a stale refund does.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -36,7 +39,8 @@ impl Kept {
 /// Keeps `queued`, whose refund found its state changed, to be tried again
 /// ([`STALE_KEPT`] at most: the oldest go first), and starts the task that
 /// drops it when it comes of age, unless that runs.
-pub(super) fn keep_stale(scripts: &Arc<Scripts>, queued: Queued) {
+pub(super) fn keep_stale(scripts: &Arc<Scripts>, mut queued: Queued) {
+    queued.refund.let_go_of_receipt();
     let now_us = scripts.clock.now_us();
     let start = {
         let mut pending = scripts.refunds.lock();

@@ -217,7 +217,7 @@ impl StoreCalls {
         }
         registry.register(
             "store_refunds",
-            "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came, whose reply was lost, or that their caller gave back (an Envoy request another of whose clients refused): restored (taken back), stale (the client was used since, so kept: admits less, never more) or failed (kept)",
+            "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came, whose reply was lost, or that their caller gave back (an Envoy request another of whose clients refused): restored (taken back), stale (the client was used since, or the master reached does not hold the call's write after a failover, so kept: admits less, never more) or failed (kept)",
             refunds,
         );
         registry.register(

@@ -111,7 +111,8 @@ pub struct StoreHealth {
 pub struct StoreRefunds {
     /// Taken back: the client's state is as if the call had been refused.
     pub restored: u64,
-    /// Kept: the client was used since (towards admitting less).
+    /// Kept: the client was used since, or the master reached does not
+    /// hold the call's write (a failover): towards admitting less.
     pub stale: u64,
     /// Kept: the refund failed or got no answer.
     pub failed: u64,
