@@ -74,36 +74,30 @@ pub async fn run(
         tollgate_config::format_duration(u64::try_from(connections.idle_timeout.as_millis()).unwrap_or(u64::MAX)),
         connections.max_connections,
     );
-    let sweeper = sweep.map(|sweep| spawn_sweeper(sweep, config.limits().plans_handle()));
+    let sweeper = spawn_sweeper(sweep, config.limits().plans_handle());
     let served = tollgate_proxy::run_workers(listeners, config, placement, shutdown).await;
-    for task in [watcher, sweeper].into_iter().flatten() {
+    for task in watcher.into_iter().chain([sweeper]) {
         task.abort();
     }
     served
 }
 
-/// Drops idle clients from the proxy's memory store every `sweep.every`
-/// until the task is aborted, judged [`tollgate_server::SWEEP_BEHIND_MS`]
-/// behind the clock, as `serve` sweeps (see there why behind), with the
-/// plans in force at each sweep.
+/// Drops idle clients from the proxy's memory every `sweep.every` until the
+/// task is aborted, judged [`tollgate_server::SWEEP_BEHIND_MS`] behind the
+/// clock, as `serve` sweeps (see there why behind), with the plans in force
+/// at each sweep.
 fn spawn_sweeper(sweep: Sweep, plans: PlansHandle) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(sweep.every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks.tick().await;
-        loop {
-            ticks.tick().await;
+        let pending = std::future::pending();
+        tollgate_server::tasks::sweep_every(sweep.every, pending, || {
             let now = SystemClock.now_ms();
-            let plans = plans.current();
-            let dropped = sweep.memory.limiter().sweep(
-                &plans.distinct(),
+            sweep.memory.limiter().sweep(
+                &plans.current().distinct(),
                 now.saturating_sub(tollgate_server::SWEEP_BEHIND_MS),
                 false,
-            );
-            if dropped > 0 {
-                tracing::debug!(dropped, "swept idle clients");
-            }
-        }
+            )
+        })
+        .await;
     })
 }
 
@@ -196,7 +190,6 @@ mod tests {
         ])
         .unwrap();
         let (config, _, sweep) = cli.proxy.config_and_store().await.unwrap();
-        let sweep = sweep.expect("a memory store to sweep");
         assert_eq!(
             sweep.memory.limiter().store().max_clients(),
             Some(tollgate_config::DEFAULT_MAX_CLIENTS)

@@ -32,4 +32,4 @@ pub use config::{
     MAX_CONFIG_BYTES,
 };
 pub use error::Error;
-pub use store::{StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};
+pub use store::{ClientMemory, StoreHandle, FAIL_CLOSED_RETRY_AFTER_MS};

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{MemoryBackend, Store};
+use tollgate::{MemoryBackend, PlanLimiter, Store};
 use tollgate_cache::CachedStore;
 pub use tollgate_cache::RejectionCache;
 use tollgate_guard::GuardedStore;
@@ -191,13 +191,19 @@ impl StoreHandle {
     /// the same config (e.g. `tollgate proxy --config`): the memory store as
     /// it is, a shared store behind a [`GuardedStore`] with the config's
     /// timeout and failure policy, and the config's rejection cache in front
-    /// of that (returned too, to drop a changed plan's entries on reload).
-    pub fn into_store(self, config: &StoreConfig) -> (Arc<dyn Store>, Option<Arc<RejectionCache>>) {
+    /// of that (returned too, to drop a changed plan's entries on reload);
+    /// and the memory it keeps clients in, to sweep of idle ones.
+    pub fn into_store(
+        self,
+        config: &StoreConfig,
+    ) -> (Arc<dyn Store>, Option<Arc<RejectionCache>>, ClientMemory) {
         match self.shared() {
-            Err(memory) => (memory, None),
+            Err(memory) => (memory.clone(), None, ClientMemory::Memory(memory)),
             Ok(shared) => {
                 let cache = rejection_cache(config);
-                (cached(guard(shared, config), cache.as_ref()), cache)
+                let guarded = Arc::new(guard(shared, config));
+                let store = cached(guarded.clone(), cache.as_ref());
+                (store, cache, ClientMemory::Fallback(guarded))
             }
         }
     }
@@ -220,6 +226,28 @@ impl StoreHandle {
         match self {
             StoreHandle::Redis(redis) => Some(redis.clone()),
             _ => None,
+        }
+    }
+}
+
+/// Where a store's wiring keeps clients in this process's memory: the
+/// memory store, or a guarded store's local fallback (empty unless the
+/// failure policy is `local-fallback` and the store failed). A front end
+/// sweeps it of idle clients, as `serve` does its own.
+#[derive(Clone)]
+pub enum ClientMemory {
+    /// The memory store.
+    Memory(Arc<MemoryBackend>),
+    /// The guarded shared store, for its local fallback.
+    Fallback(Arc<GuardedStore<Arc<dyn Store>>>),
+}
+
+impl ClientMemory {
+    /// The limiter holding those clients.
+    pub fn limiter(&self) -> &PlanLimiter {
+        match self {
+            ClientMemory::Memory(memory) => memory.limiter(),
+            ClientMemory::Fallback(guarded) => guarded.fallback().limiter(),
         }
     }
 }

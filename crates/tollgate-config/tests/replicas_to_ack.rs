@@ -32,7 +32,7 @@ fn a_decision_is_answered_by_the_store_only_once_a_replica_holds_it() {
             panic!("not the Redis store");
         };
         let redis = redis.clone();
-        let (store, _) = handle.into_store(&config.store);
+        let (store, ..) = handle.into_store(&config.store);
 
         let decision = store.check(&plan, "c", 0, 1).await.expect("answered");
         assert_eq!(

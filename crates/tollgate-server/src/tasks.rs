@@ -37,6 +37,17 @@ pub async fn sweep_periodically(
     interval: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
+    sweep_every(interval, shutdown, || server.sweep()).await;
+}
+
+/// Runs `sweep` (which says how many clients it dropped) every `interval`
+/// until `shutdown`: `serve`'s sweeper, and the proxy's of its memory
+/// stores. A tick missed while the runtime was busy is not made up.
+pub async fn sweep_every(
+    interval: Duration,
+    shutdown: impl Future<Output = ()>,
+    mut sweep: impl FnMut() -> usize,
+) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
@@ -45,7 +56,7 @@ pub async fn sweep_periodically(
         tokio::select! {
             () = &mut shutdown => return,
             _ = ticks.tick() => {
-                let dropped = server.sweep();
+                let dropped = sweep();
                 if dropped > 0 {
                     tracing::debug!(dropped, "swept idle clients");
                 }

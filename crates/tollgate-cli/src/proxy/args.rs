@@ -108,11 +108,11 @@ impl ProxyArgs {
     /// [`ProxyArgs::config`], with what the `--config` file it was built
     /// from runs with that a reload does not replace (read once, so that
     /// reloads compare against exactly the settings in use), and the memory
-    /// store to sweep when the store is memory: capped at the default
-    /// `max_clients` without `--config`, as `serve`'s embedded default is.
+    /// to sweep: without `--config`, `serve`'s embedded default (capped at
+    /// the default `max_clients`).
     pub(super) async fn config_and_store(
         &self,
-    ) -> Result<(ProxyConfig, Option<Running>, Option<Sweep>), Error> {
+    ) -> Result<(ProxyConfig, Option<Running>, Sweep), Error> {
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
         let overrides = self.config_overrides();
         let (limits, store, sweep) = match &self.config {

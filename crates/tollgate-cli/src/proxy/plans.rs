@@ -5,9 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{MemoryBackend, Store, SystemClock};
+use tollgate::{Store, SystemClock};
 use tollgate_config::store::RejectionCache;
-use tollgate_config::{Config, Overrides, StoreConfig, StoreHandle};
+use tollgate_config::{ClientMemory, Config, Overrides, StoreConfig, StoreHandle};
 use tollgate_connections::Limits;
 use tollgate_proxy::Error;
 use tollgate_tower::{Plans, PlansHandle, RateLimitConfig};
@@ -31,41 +31,36 @@ pub struct Running {
     pub cache: Option<Arc<RejectionCache>>,
 }
 
-/// A memory store the proxy sweeps of idle clients, and how often: what
+/// Where the proxy keeps clients in memory (the memory store, or a Redis
+/// store's local fallback), and how often it sweeps them of idle ones: what
 /// `serve` does with its `sweep_interval`, so that memory holds the clients
 /// of the last windows, not every client ever seen.
 pub struct Sweep {
-    /// The store to sweep.
-    pub memory: Arc<MemoryBackend>,
+    /// The memory to sweep.
+    pub memory: ClientMemory,
     /// How often.
     pub every: Duration,
 }
 
 /// The store of `config` through the one wiring of `tollgate-config`:
 /// memory, or Redis checked at start-up behind its guard and rejection
-/// cache (returned too, for reloads), and the memory store to sweep, if
-/// the store is memory. `config` is already checked, so a failure here is
-/// the Redis refusing the connection: [`Error::RedisConnect`], naming the
-/// option that gave the Redis (see [`redis_option`]).
+/// cache (returned too, for reloads), and the memory to sweep. `config` is
+/// already checked, so a failure here is the Redis refusing the
+/// connection: [`Error::RedisConnect`], naming the option that gave the
+/// Redis (see [`redis_option`]).
 pub(super) async fn connect_store(
     config: &Config,
     option: &'static str,
-) -> Result<(Arc<dyn Store>, Option<Arc<RejectionCache>>, Option<Sweep>), Error> {
+) -> Result<(Arc<dyn Store>, Option<Arc<RejectionCache>>, Sweep), Error> {
     let handle = StoreHandle::connect(config)
         .await
         .map_err(|e| Error::RedisConnect {
             option,
             reason: e.to_string(),
         })?;
-    let sweep = match &handle {
-        StoreHandle::Memory(memory) => Some(Sweep {
-            memory: memory.clone(),
-            every: Duration::from_millis(config.sweep_interval_ms),
-        }),
-        _ => None,
-    };
-    let (store, cache) = handle.into_store(&config.store);
-    Ok((store, cache, sweep))
+    let (store, cache, memory) = handle.into_store(&config.store);
+    let every = Duration::from_millis(config.sweep_interval_ms);
+    Ok((store, cache, Sweep { memory, every }))
 }
 
 /// The option that names the Redis store: `--redis` or `--redis-cluster`
@@ -118,7 +113,7 @@ fn plans_of(config: &Config) -> Plans {
 pub(super) async fn plan_config(
     path: &Path,
     overrides: &Overrides,
-) -> Result<(RateLimitConfig, Running, Option<Sweep>), Error> {
+) -> Result<(RateLimitConfig, Running, Sweep), Error> {
     let config = Config::load_with(path, overrides).map_err(|e| invalid_config(e.to_string()))?;
     let (store, cache, sweep) = connect_store(&config, redis_option(overrides, "--config")).await?;
     let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
