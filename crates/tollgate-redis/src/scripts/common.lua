@@ -212,13 +212,11 @@ local function receipt_id(value)
   return value, tag
 end
 
--- The receipt of call `id` in a client's receipts `value` (stored at
--- `key`), read for the call's `limits` (as read_limit reads them): nil when
--- none is stored; else the time the call consumed at, having set each
--- limit's `consumed` and, for one that consumed, its two undo numbers
--- (`undo1`, `undo2`). Raises "TOLLGATE ..." for a receipt that does not
--- hold two undo numbers per limit. Reads only.
-local function read_receipt(value, key, id, limits)
+-- Where call `id`'s receipt is in a client's receipts `value`: its first
+-- position, the position just past it, and its comma-separated fields (the
+-- id, the time, then two undo numbers per limit); nil when none is stored.
+-- Reads only.
+local function find_receipt(value, id)
   local found = string.find(value, '|' .. id .. ',', 1, true)
   if not found then
     return nil
@@ -227,6 +225,20 @@ local function read_receipt(value, key, id, limits)
   local fields = {}
   for field in string.gmatch(string.sub(value, found + 1, stop - 1), '[^,]+') do
     fields[#fields + 1] = field
+  end
+  return found, stop, fields
+end
+
+-- The receipt of call `id` in a client's receipts `value` (stored at
+-- `key`), read for the call's `limits` (as read_limit reads them): nil when
+-- none is stored; else the time the call consumed at, having set each
+-- limit's `consumed` and, for one that consumed, its two undo numbers
+-- (`undo1`, `undo2`). Raises "TOLLGATE ..." for a receipt that does not
+-- hold two undo numbers per limit. Reads only.
+local function read_receipt(value, key, id, limits)
+  local found, _, fields = find_receipt(value, id)
+  if not found then
+    return nil
   end
   local n = #limits
   if #fields ~= 2 + 2 * n then

@@ -119,14 +119,9 @@ end
 -- and its fields (id, time, then two per limit of the call's plan).
 local receipts_at = KEYS[n + 2]
 local receipts = redis.call('GET', receipts_at) or ''
-local found = string.find(receipts, '|' .. id .. ',', 1, true)
+local found, stop, fields = find_receipt(receipts, id)
 if not found then
   return restored
-end
-local stop = string.find(receipts, '|', found + 1, true) or #receipts + 1
-local fields = {}
-for field in string.gmatch(string.sub(receipts, found + 1, stop - 1), '[^,]+') do
-  fields[#fields + 1] = field
 end
 for i = 1, n do
   local p = limits[i].place
