@@ -259,9 +259,10 @@ impl Server {
     }
 
     /// [`Self::settle_store`], waiting at most `within` (a shutdown's
-    /// waits share one `SETTLE_WITHIN`: `crate::settle`).
-    pub(crate) async fn settle_store_within(&self, within: std::time::Duration) {
-        let _ = self.inner.store.settle(within).await;
+    /// waits share one `SETTLE_WITHIN`: `crate::settle`); true when the
+    /// store settled (the guard logs what it still owed otherwise).
+    pub(crate) async fn settle_store_within(&self, within: std::time::Duration) -> bool {
+        self.inner.store.settle(within).await.is_ok()
     }
 
     /// The metrics registry.
