@@ -8,8 +8,7 @@ use tollgate::{Inspection, Plan, PlanDecision, Policy};
 
 use crate::bounds;
 use crate::call::{script_error, Arg, Call, CallCounts, Scripts};
-use crate::connection::{self, Connection};
-use crate::deadline::{self, Offset, RedisClock};
+use crate::deadline::{self, Offset};
 use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
 use crate::masters::Queues;
@@ -17,9 +16,10 @@ use crate::measure;
 use crate::refund::Refund;
 use crate::reply::read_reply;
 use crate::slots;
-use crate::{policies, scripts, RedisStoreConfig, RedisStoreError, RedisTarget, TimeSource};
+use crate::{policies, RedisStoreConfig, RedisStoreError, TimeSource};
 
 mod as_store;
+mod connect;
 mod permissions;
 mod start_up_checks;
 pub use start_up_checks::NO_EVICTION;
@@ -27,10 +27,10 @@ pub use start_up_checks::NO_EVICTION;
 /// Per-client limit state in Redis, shared by every server using the same
 /// Redis and key prefix, with the in-memory limiter's exact answers.
 ///
-/// Each decision is one EVALSHA of [`scripts::PLAN`], which decides every
+/// Each decision is one EVALSHA of [`crate::scripts::PLAN`], which decides every
 /// limit of the plan for the client and consumes from all of them or none,
 /// atomically; or, when decisions queue up behind calls in flight, one of
-/// the decisions of a [`scripts::BATCH`] call (see [`crate::batch`]).
+/// the decisions of a [`crate::scripts::BATCH`] call (see [`crate::batch`]).
 /// Cloning is cheap and shares the connection and the queue.
 #[derive(Clone)]
 pub struct RedisStore {
@@ -42,154 +42,6 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to one Redis node (`redis://host:port/db`, see
-    /// [`RedisTarget`] for every form) through a [`redis::aio::ConnectionManager`],
-    /// which reconnects by itself after Redis comes back (and after
-    /// credentials refused at a reconnection work again).
-    ///
-    /// # Errors
-    /// As [`RedisStore::connect_to`].
-    pub async fn connect(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
-        Self::connect_to(&RedisTarget::single(url), config).await
-    }
-
-    /// Connects to one node or a cluster, eagerly: the first connection
-    /// (TLS handshake, ACL login, database selection, a `PING`) must
-    /// succeed, so that a wrong password, an untrusted certificate or an
-    /// unreachable node is reported at start-up. After that, a lost
-    /// connection is re-established by itself and calls fail as transient
-    /// errors meanwhile (a `tollgate_guard::GuardedStore` answers them).
-    ///
-    /// The runtime this is called on is the store's home: its connections
-    /// and the tasks it starts for its calls run there, whichever runtime
-    /// its callers are on (see the crate docs, "Runtimes"), so it must
-    /// outlive them and keep running (a single-threaded runtime runs its
-    /// tasks only inside its `block_on`, as `tollgate proxy`'s main one does
-    /// for as long as the proxy serves).
-    ///
-    /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix or target (see
-    /// [`RedisTarget::validate`]), [`RedisStoreError::Connect`] when the
-    /// first connection fails, saying why;
-    /// [`RedisStoreError::NotPermitted`] when the ACL user may not run
-    /// `TIME`, load or run the store's scripts, or read and write the keys
-    /// under its prefix (checked by loading the scripts and running the
-    /// read-only inspection script, which writes nothing).
-    pub async fn connect_to(
-        target: &RedisTarget,
-        config: RedisStoreConfig,
-    ) -> Result<Self, RedisStoreError> {
-        let keys = config.validate()?;
-        let home = connection::home()?;
-        let store = Self::with_connection(
-            Connection::connect(target, config.timeout, home.clone()).await?,
-            keys,
-            config,
-            home,
-        );
-        measure::measure_offset(&store.scripts)
-            .await
-            .map_err(|e| store.refusal(e))?;
-        store.check_permissions().await?;
-        if let Some(queues) = &store.queues {
-            // On a cluster, batching starts with the first decision.
-            queues.read_map().await;
-        }
-        Ok(store)
-    }
-
-    /// Like [`RedisStore::connect`], without waiting for the first
-    /// connection: a service can start while Redis is down (its calls fail
-    /// as transient errors, so a `tollgate_guard::GuardedStore` answers them) and
-    /// uses Redis as soon as it is up. Must be called inside a Tokio runtime,
-    /// the store's home (as for [`RedisStore::connect_to`]).
-    ///
-    /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix or outside a Tokio
-    /// runtime, [`RedisStoreError::Redis`] for a bad URL.
-    pub fn connect_lazy(url: &str, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
-        Self::connect_lazy_to(&RedisTarget::single(url), config)
-    }
-
-    /// Like [`RedisStore::connect_to`], without waiting for the first
-    /// connection (one node or a cluster): a service can start while Redis
-    /// is down (its calls fail as transient errors, so a
-    /// `tollgate_guard::GuardedStore` answers them) and uses Redis as soon as it is
-    /// up. Must be called inside a Tokio runtime, the store's home (as for
-    /// [`RedisStore::connect_to`]).
-    ///
-    /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix or target (see
-    /// [`RedisTarget::validate`]), or outside a Tokio runtime.
-    pub fn connect_lazy_to(
-        target: &RedisTarget,
-        config: RedisStoreConfig,
-    ) -> Result<Self, RedisStoreError> {
-        let keys = config.validate()?;
-        let home = connection::home()?;
-        Ok(Self::with_connection(
-            Connection::lazy(target, config.timeout, home.clone())?,
-            keys,
-            config,
-            home,
-        ))
-    }
-
-    /// Connects to a Redis Cluster given some of its nodes. All keys of one
-    /// client share a hash tag, so every decision runs on one node.
-    ///
-    /// # Errors
-    /// As [`RedisStore::connect_to`].
-    pub async fn connect_cluster(
-        nodes: &[&str],
-        config: RedisStoreConfig,
-    ) -> Result<Self, RedisStoreError> {
-        Self::connect_to(&RedisTarget::cluster(nodes.iter().copied()), config).await
-    }
-
-    /// The store on `connection`, whose tasks run on `home`
-    /// ([`connection::home`]).
-    fn with_connection(
-        connection: Connection,
-        keys: KeyLayout,
-        config: RedisStoreConfig,
-        home: tokio::runtime::Handle,
-    ) -> Self {
-        let scripts = Arc::new(Scripts::new(connection, Arc::new(RedisClock::new()), home));
-        Self {
-            queues: queues(&scripts, &config),
-            scripts,
-            inspect_script: Arc::new(Script::new(scripts::INSPECT)),
-            keys,
-            config,
-        }
-    }
-
-    /// The same connection with another configuration (e.g. another key
-    /// prefix: a separate key space), and the same queue of decisions when
-    /// the batching settings are the same. A cluster connection keeps the
-    /// waits it was made with (before it sends a refused call again, within
-    /// the first configuration's timeout).
-    ///
-    /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix or batching setting.
-    pub fn with_config(&self, config: RedisStoreConfig) -> Result<Self, RedisStoreError> {
-        let keys = config.validate()?;
-        let same_batching = config.batch_max == self.config.batch_max
-            && config.batches_in_flight == self.config.batches_in_flight;
-        Ok(Self {
-            queues: if same_batching {
-                self.queues.clone()
-            } else {
-                queues(&self.scripts, &config)
-            },
-            scripts: self.scripts.clone(),
-            inspect_script: self.inspect_script.clone(),
-            keys,
-            config,
-        })
-    }
-
     /// How many decisions this store (and every store sharing its
     /// connection) sent to Redis, in how many script calls: for metrics and
     /// benchmarks (Redis calls per decision).
@@ -329,7 +181,7 @@ impl RedisStore {
 
     /// `client`'s state under every limit of `plan` at `now_ms` (ignored
     /// with [`TimeSource::Redis`]; the client's later last-seen time when
-    /// there is one), in one round trip of [`scripts::INSPECT`], which reads
+    /// there is one), in one round trip of [`crate::scripts::INSPECT`], which reads
     /// the stored states and writes nothing. The numbers are computed from
     /// those states by [`tollgate::inspect_plan`], as for the memory store.
     ///
@@ -413,17 +265,6 @@ impl RedisStore {
             open: None,
         })
     }
-}
-
-/// The queues of decisions `config` asks for: on one node, none with
-/// `batch_max` 1.
-fn queues(scripts: &Arc<Scripts>, config: &RedisStoreConfig) -> Option<Queues> {
-    Queues::new(
-        scripts,
-        config.batch_max,
-        config.batches_in_flight,
-        config.timeout,
-    )
 }
 
 /// A limit's state key, and the arguments every script reads for it: the
