@@ -83,19 +83,14 @@ pub async fn run(
 }
 
 /// Drops idle clients from the proxy's memory every `sweep.every` until the
-/// task is aborted, judged [`tollgate_server::SWEEP_BEHIND_MS`] behind the
-/// clock, as `serve` sweeps (see there why behind), with the plans in force
-/// at each sweep.
+/// task is aborted, as `serve` sweeps ([`tollgate_server::sweep_idle`]),
+/// with the plans in force at each sweep.
 fn spawn_sweeper(sweep: Sweep, plans: PlansHandle) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let pending = std::future::pending();
         tollgate_server::tasks::sweep_every(sweep.every, pending, || {
-            let now = SystemClock.now_ms();
-            sweep.memory.limiter().sweep(
-                &plans.current().distinct(),
-                now.saturating_sub(tollgate_server::SWEEP_BEHIND_MS),
-                false,
-            )
+            let plans = plans.current().distinct();
+            tollgate_server::sweep_idle(sweep.memory.limiter(), &plans, SystemClock.now_ms())
         })
         .await;
     })

@@ -45,7 +45,7 @@ use tokio::sync::watch;
 
 pub use error::Error;
 pub use server::{
-    Decided, Observed, PartCircuit, ReloadReport, Server, StoreHealth, StoreRefunds,
+    sweep_idle, Decided, Observed, PartCircuit, ReloadReport, Server, StoreHealth, StoreRefunds,
     SWEEP_BEHIND_MS,
 };
 use settle::Settling;

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use tollgate::Clock;
+use tollgate::{Clock, Plan, PlanLimiter};
 
 use super::Server;
 
@@ -17,22 +17,27 @@ use super::Server;
 /// Ten seconds behind covers both; idle clients stay that much longer.
 pub const SWEEP_BEHIND_MS: u64 = 10_000;
 
+/// Drops from `limiter` the state of clients idle at `clock_now_ms` (and
+/// state of limits in none of `plans`), judged [`SWEEP_BEHIND_MS`] behind
+/// it: the one sweep of `serve`'s memory stores and of the proxy's.
+/// Returns how many clients were dropped.
+pub fn sweep_idle(limiter: &PlanLimiter, plans: &[Plan], clock_now_ms: u64) -> usize {
+    limiter.sweep(plans, clock_now_ms.saturating_sub(SWEEP_BEHIND_MS), false)
+}
+
 impl Server {
     /// Drops the state of idle clients from the memory stores (and state of
     /// limits no longer in the config), judged [`SWEEP_BEHIND_MS`] behind the
-    /// clock. Returns how many clients were dropped.
+    /// clock ([`sweep_idle`]). Returns how many clients were dropped.
     pub fn sweep(&self) -> usize {
         let config = self.config();
-        let now = self.inner.clock.now_ms().saturating_sub(SWEEP_BEHIND_MS);
+        let now = self.inner.clock.now_ms();
         let mut dropped = 0;
         if let Some(guarded) = &self.inner.guarded {
-            dropped += guarded
-                .fallback()
-                .limiter()
-                .sweep(config.plans(), now, false);
+            dropped += sweep_idle(guarded.fallback().limiter(), config.plans(), now);
         }
         if let Some(memory) = &self.inner.memory {
-            dropped += memory.limiter().sweep(config.plans(), now, false);
+            dropped += sweep_idle(memory.limiter(), config.plans(), now);
         }
         self.inner
             .swept
