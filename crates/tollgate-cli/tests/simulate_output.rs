@@ -79,16 +79,7 @@ fn the_text_summary_shows_plans_limits_shadows_clients_and_malformed_lines() {
     let dir = Dir::new();
     let log = dir.write("a.csv", &text);
     let config = dir.path("plans.toml");
-    let out = tollgate(&[
-        "simulate",
-        "--format",
-        "csv",
-        "--config",
-        config.to_str().unwrap(),
-        &log,
-    ]);
-    assert!(out.status.success());
-    let shown = String::from_utf8(out.stdout).unwrap();
+    let shown = text_summary("csv", &config, &log);
     let want = expected(&requests, 2);
     assert!(
         shown.starts_with(&format!(
@@ -163,16 +154,7 @@ fn client_ids_with_control_characters_are_escaped_in_the_text_summary() {
     let dir = Dir::new();
     let log = dir.write("a.jsonl", &text);
     let config = dir.path("plans.toml");
-    let out = tollgate(&[
-        "simulate",
-        "--format",
-        "json",
-        "--config",
-        config.to_str().unwrap(),
-        &log,
-    ]);
-    assert!(out.status.success());
-    let shown = String::from_utf8(out.stdout).unwrap();
+    let shown = text_summary("json", &config, &log);
     assert!(
         !shown.contains(['\u{1b}', '\r', '\u{7}']),
         "control characters reach the terminal: {shown:?}"
@@ -346,4 +328,13 @@ fn malformed_lines_are_all_counted_and_the_first_twenty_shown_with_their_numbers
         stderr.contains("malformed: 25 lines in all (the first 20 shown)\n"),
         "{stderr}"
     );
+}
+
+/// The text summary of `tollgate simulate` on `log` in `format` under the
+/// plans at `config`, which must succeed.
+fn text_summary(format: &str, config: &Path, log: &str) -> String {
+    let config = config.to_str().unwrap();
+    let out = tollgate(&["simulate", "--format", format, "--config", config, log]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
 }
