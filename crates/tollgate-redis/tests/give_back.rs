@@ -8,6 +8,8 @@
 //! bucket and GCRA keep the use (giving it back could give what the cap
 //! would have wasted), while the sliding log takes its units out exactly.
 
+use std::time::Duration;
+
 use tollgate::{AnyPolicy, GivenBack, Limit, Plan, PlanLimiter, Returnable, Store, POLICY_NAMES};
 use tollgate_redis::testing::{runtime, RedisCluster, RedisServer};
 use tollgate_redis::{CallCounts, RedisStore, RedisStoreConfig, RedisTarget};
@@ -28,8 +30,12 @@ fn plan(policy: &str) -> Plan {
 }
 
 async fn connect(target: &RedisTarget, prefix: String) -> RedisStore {
+    // A deadline far above the default 100 ms: these tests are about what is
+    // given back, and on a loaded machine a cluster's first call (its slots,
+    // the clock's offset) can take longer than that.
     let config = RedisStoreConfig {
         prefix,
+        timeout: Duration::from_secs(2),
         ..RedisStoreConfig::default()
     };
     RedisStore::connect_to(target, config)
