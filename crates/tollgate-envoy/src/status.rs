@@ -12,7 +12,8 @@ use tollgate::{LimitDecision, PlanDecision, RateLimitHeaders};
 /// The status of a descriptor decided by `decision` under the plan `plan`.
 ///
 /// A plan may hold several limits, a status reports one: for a rejection,
-/// the rejecting limit with the longest wait; otherwise the enforced limit
+/// the rejecting limit with the longest wait (the first among equals, as
+/// the server's metrics and logs name it); otherwise the enforced limit
 /// with the fewest requests left (the one that will reject first).
 pub(crate) fn descriptor_status(plan: &str, decision: &PlanDecision) -> DescriptorStatus {
     let code = if decision.allowed {
@@ -58,14 +59,16 @@ pub(crate) fn bare_status(code: Code) -> DescriptorStatus {
     }
 }
 
+/// The limit a status reports. A rejection names the limit the server's
+/// metrics, logs and dashboard name ([`PlanDecision::refused_by`]), so that
+/// every view of one refusal agrees, ties included.
 fn reported_limit(decision: &PlanDecision) -> Option<&LimitDecision> {
-    let enforced = || decision.limits.iter().filter(|l| !l.shadow);
     let chosen = if decision.allowed {
-        enforced().min_by_key(|l| l.decision.remaining)
+        (decision.limits.iter())
+            .filter(|l| !l.shadow)
+            .min_by_key(|l| l.decision.remaining)
     } else {
-        enforced()
-            .filter(|l| !l.decision.allowed)
-            .max_by_key(|l| l.decision.retry_after_ms.unwrap_or(u64::MAX))
+        decision.refused_by()
     };
     chosen.or_else(|| decision.limits.first())
 }
@@ -171,6 +174,33 @@ mod tests {
             "p??Set-Cookie: session=attacker-1\\\"m\\\\"
         );
         assert_eq!(limit_name("caf\u{e9}\u{1b}", "\u{7f}\t"), "caf??-??");
+    }
+
+    /// Two limits refusing with the same wait, or both never passing (a
+    /// cost over each): the status names the limit `refused_by` names (the
+    /// first), as the metrics and logs of the same refusal do. It named the
+    /// last.
+    #[test]
+    fn a_tie_between_refusing_limits_reports_the_limit_refused_by_names() {
+        use tollgate::{AnyPolicy, Limit, Plan, PlanLimiter};
+        let limit = |name: &str| {
+            let policy = AnyPolicy::from_name("sliding-window", 2, 1_000).expect("policy");
+            Limit::new(name, policy, false)
+        };
+        let plan = Plan::new("p", vec![limit("first"), limit("second")]).expect("plan");
+        let limiter = PlanLimiter::new();
+        let over_both = limiter.check(&plan, "a", 0, 3);
+        assert_eq!(over_both.retry_after_ms, None);
+        limiter.check(&plan, "b", 0, 2);
+        let same_wait = limiter.check(&plan, "b", 10, 1);
+        assert_eq!(same_wait.retry_after_ms, Some(990));
+        for decision in [over_both, same_wait] {
+            assert!(!decision.allowed);
+            let refused = decision.refused_by().expect("refused");
+            assert_eq!(refused.name.as_ref(), "first");
+            let status = descriptor_status("p", &decision);
+            assert_eq!(status.current_limit.expect("limit").name, "p-first");
+        }
     }
 
     #[test]
