@@ -1,4 +1,5 @@
-//! The one error type of the proxy crate.
+//! The public error type of the proxy crate (its connection pool keeps a
+//! private `ConnectError`, which it answers with a 502 and never hands out).
 
 /// Why the proxy could not be configured or could not serve.
 #[derive(Debug, thiserror::Error)]

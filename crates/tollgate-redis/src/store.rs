@@ -159,7 +159,7 @@ impl RedisStore {
     /// [`RedisStoreError::Unsettled`] when `within` ran out first (Redis
     /// still stopped, say): what is left stays counted.
     pub async fn settle(&self, within: Duration) -> Result<(), RedisStoreError> {
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         loop {
             let scripts = &self.scripts;
             let calls = scripts.outstanding.count();

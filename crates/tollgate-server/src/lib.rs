@@ -21,7 +21,6 @@
 //! [`prepare`] → [`Prepared::run`]. Tests build a [`Server`] with a
 //! [`tollgate::ManualClock`], bind port 0 and call [`run`].
 
-pub mod clock;
 pub mod dashboard;
 mod error;
 pub mod http;
@@ -31,6 +30,7 @@ mod server;
 mod settle;
 pub mod stats;
 mod stop;
+pub mod stopwatch;
 pub mod tasks;
 pub mod top;
 

@@ -12,8 +12,8 @@ use tollgate_config::store::{cached, guard, rejection_cache, RejectionCache};
 use tollgate_config::{Config, Overrides, StoreHandle};
 use tollgate_guard::GuardedStore;
 
-use crate::clock::Stopwatch;
 use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics, StoreCalls};
+use crate::stopwatch::Stopwatch;
 use crate::Error;
 
 mod grpc_metrics;

@@ -1,4 +1,6 @@
-//! The one error type of the core crate.
+//! The error type of building the core's limiters, policies and plans.
+//! (A store's failure is [`crate::StoreError`]: it crosses crates, and
+//! carries whether it is transient, which drives the failure policy.)
 
 /// Why a limiter, a policy or a plan could not be built.
 ///

@@ -1,7 +1,9 @@
--- common.lua: helpers shared by every policy. Prepended to the plan script.
+-- common.lua: helpers shared by every policy. Prepended to every script
+-- (src/policies.rs puts it first in plan, batch, refund, claim and inspect).
 --
--- KEYS and ARGV: none of its own (see plan.lua, batch.lua and inspect.lua,
--- the drivers that follow it, the policy chunks and decide.lua).
+-- KEYS and ARGV: none of its own (see each driver, plan.lua, batch.lua,
+-- refund.lua, claim.lua and inspect.lua, which follows it, the policy
+-- chunks and, for plan and batch, decide.lua).
 --
 -- Lua numbers are doubles: every integer here stays below 2^53, where
 -- doubles are exact. Arguments are checked against MAX_EXACT before the
@@ -121,8 +123,25 @@ end
 
 -- The policies by Redis code. src/policies.rs appends one line per policy
 -- after this file: policies['<code>'] = (function() <policy file> end)().
--- Each file returns a function that builds its table; read_limit calls it
--- on the policy's first use and keeps the table in its place.
+-- Each file (src/scripts/policies/) returns a function that builds its
+-- table; read_limit calls it on the policy's first use in a script run and
+-- keeps the table in its place, so a run builds only the policies its calls
+-- use (building one costs Redis as much as a few commands). The drivers
+-- pass a policy the state key (KEYS[1 + i] in plan.lua) and limit i's
+-- parsed arguments. The table holds:
+--   check_args(limit, window): fails on arguments the policy refuses;
+--   bound_ok(now, limit, window): whether its arithmetic stays exact;
+--   load(key, now, limit, window) -> state, or nil for none;
+--   decide(state, now, cost, limit, window) -> decision (below);
+--   write(key, state, now, cost, limit, window, margin) -> undo1, undo2:
+--     two integers from which undo finds what this write stored and
+--     restores what it replaced;
+--   undo(key, now, cost, limit, window, undo1, undo2) -> true when it took
+--     a consumption back (refund.lua);
+--   anchors: whether a first call that used nothing still stores a state;
+--   raw(state) -> the loaded state as a list of integers for inspect.lua
+--     (empty for no state), which the Redis store decodes into the core
+--     policy's state (src/inspect.rs).
 local policies = {}
 
 -- Limit i's policy, limit and window from its arguments (policy code,

@@ -6,9 +6,10 @@
 -- decide_call(keys, argv, receipts_at) decides and consumes every limit of a
 -- plan for one client; `keys` and `argv` are laid out as plan.lua's first
 -- 1 + n KEYS and its ARGV (see there); its receipts are at `receipts_at`
--- (plan.lua's declared receipts key), or when nil at receipts_key(keys[1]). It reads Redis's TIME when it starts and checks the call's own
--- deadline against it, so each call of a batch is refused as late, writing
--- nothing, exactly when a separate call starting then would be.
+-- (plan.lua's declared receipts key), or when nil at receipts_key(keys[1]).
+-- It reads Redis's TIME when it starts and checks the call's own deadline
+-- against it, so each call of a batch is refused as late, writing nothing,
+-- exactly when a separate call starting then would be.
 --
 -- A call that consumes also leaves a receipt, so that its consumption can
 -- be taken back even when its reply never reaches the store (the

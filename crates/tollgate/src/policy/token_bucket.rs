@@ -38,7 +38,11 @@ pub struct Bucket {
     /// intervals as tokens are used; drips fall at `anchor + k * interval`.
     pub anchor: u64,
     /// Drip index (counted from `anchor`) at which the bucket is full again
-    /// (see the module doc); at most `limit` once tokens have been used.
+    /// (see the module doc). At any drip `k` at or after the last use,
+    /// `full_at - k <= limit`. `full_at` itself may be far above `limit`:
+    /// this policy moves `anchor` up to each use, but the Redis script counts
+    /// drips from the client's first call, and its states decode as they
+    /// are. The arithmetic here takes both.
     pub full_at: u64,
 }
 
@@ -88,7 +92,7 @@ impl TokenBucket {
 
     /// Tokens in the bucket at drip index `k` (never more than `limit`).
     fn tokens(&self, bucket: &Bucket, k: u64) -> u32 {
-        // `full_at - k <= limit` always holds, see `consume`.
+        // `full_at - k <= limit` always holds, see `use_tokens`.
         let missing = bucket.full_at.saturating_sub(k).min(u64::from(self.limit));
         self.limit - missing as u32
     }

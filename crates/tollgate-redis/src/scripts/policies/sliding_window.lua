@@ -25,24 +25,9 @@
 -- the core policy's name, its Redis code, its stored format version and
 -- its bound (a constant of tollgate_redis::policies::Bound).
 --
--- KEYS and ARGV: none of its own. This file is one chunk of the plan script
--- (src/policies.rs wraps it in a function and registers what it returns
--- under its code); plan.lua passes it the state key (KEYS[1 + i]) and
--- limit i's parsed arguments (ARGV, see plan.lua). It returns a function
--- that builds the policy's table, which read_limit (common.lua) calls on
--- the policy's first use in a script run: a run builds only the policies
--- its calls use (building one costs Redis as much as a few commands).
--- The table holds: check_args(limit, window), bound_ok(now, limit,
--- window), load(key, now, limit, window) -> state or nil,
--- decide(state, now, cost, limit, window) -> decision,
--- write(key, state, now, cost, limit, window, margin) -> undo1, undo2 (two
--- integers from which undo finds what this write stored and restores what
--- it replaced), undo(key, now, cost, limit, window, undo1, undo2) -> true
--- when it took a consumption back (refund.lua), anchors (whether a first
--- call that used nothing still stores a state), and
--- raw(state) -> the loaded state as a list of integers for inspect.lua
--- (empty for no state), which the Redis store decodes into the core
--- policy's state (src/inspect.rs).
+-- KEYS and ARGV: none of its own. It returns a function that builds the
+-- policy's table: what the table holds and how the scripts call it is
+-- written once, in common.lua above `policies`.
 
 return function()
   local sliding = {}

@@ -1,6 +1,7 @@
-//! The server's only reading of a monotonic clock: a stopwatch for the
-//! decision latency histogram. Decisions never see it: they take their time
-//! from the [`tollgate::Clock`] the server was given.
+//! A stopwatch for the decision latency histogram. Decisions never see it:
+//! they take their time from the [`tollgate::Clock`] the server was given.
+//! (The server's other monotonic readings are timeouts: the shutdown's
+//! deadline in `settle`, and the connections' in `tollgate-connections`.)
 
 use std::time::{Duration, Instant};
 
