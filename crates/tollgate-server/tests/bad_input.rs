@@ -90,21 +90,21 @@ async fn bad_check_bodies_are_named_and_change_nothing() {
         &t,
         "{\"client\": \"victim\", \"cost\": -1}",
         bad,
-        "malformed JSON",
+        "\"cost\" is -1: give a whole number from 1 to",
     )
     .await;
     refused(
         &t,
         "{\"client\": \"victim\", \"cost\": 2.5}",
         bad,
-        "malformed JSON",
+        "\"cost\" is 2.5: give a whole number from 1 to",
     )
     .await;
     refused(
         &t,
         "{\"client\": \"victim\", \"cost\": \"1\"}",
         bad,
-        "malformed JSON",
+        "invalid request body: invalid type: string \"1\", expected \"cost\"",
     )
     .await;
     refused(

@@ -29,7 +29,7 @@ struct RawCheck<'a> {
     #[serde(borrow, default)]
     client: Field<Text<'a>>,
     #[serde(default)]
-    cost: Field<u64>,
+    cost: Field<Cost>,
     #[serde(borrow, default)]
     plan: Field<Text<'a>>,
 }
@@ -56,6 +56,55 @@ fn null(field: &str, instead: &str) -> Rejection {
     Rejection::bad_request(format!("\"{field}\" is null: {instead}"))
 }
 
+/// A body's `cost` as sent. serde's own refusals of a `u64` speak of Rust's
+/// types and do not name the field ("invalid value: integer `-1`, expected
+/// u64"), and a number past `u64` reaches it as a float the caller never
+/// wrote: any JSON number is read here, and refused by
+/// [`decode_check`] in words.
+enum Cost {
+    /// A whole number that fits a `u64`, written without a fraction.
+    Whole(u64),
+    /// A whole number past `u64::MAX`.
+    Huge,
+    /// A negative number, or one written with a fraction or an exponent.
+    NotWhole(String),
+}
+
+impl<'de> Deserialize<'de> for Cost {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(CostVisitor)
+    }
+}
+
+struct CostVisitor;
+
+impl serde::de::Visitor<'_> for CostVisitor {
+    type Value = Cost;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"cost\" as a whole number of units")
+    }
+
+    fn visit_u64<E>(self, cost: u64) -> Result<Cost, E> {
+        Ok(Cost::Whole(cost))
+    }
+
+    fn visit_i64<E>(self, cost: i64) -> Result<Cost, E> {
+        Ok(u64::try_from(cost).map_or_else(|_| Cost::NotWhole(cost.to_string()), Cost::Whole))
+    }
+
+    fn visit_f64<E>(self, cost: f64) -> Result<Cost, E> {
+        // serde_json reads an integer past u64::MAX as a float.
+        Ok(
+            if cost.fract() == 0.0 && cost >= 18_446_744_073_709_551_616.0 {
+                Cost::Huge
+            } else {
+                Cost::NotWhole(format!("{cost:?}"))
+            },
+        )
+    }
+}
+
 /// A string of the body, borrowed from it unless it has escapes. serde
 /// borrows a `Cow<str>` only when it is a field's own type: inside an
 /// `Option` it would copy every client id into a new `String`.
@@ -80,8 +129,13 @@ pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Reje
             "the request body must be a JSON object like {\"client\": \"alice\", \"cost\": 1}",
         ));
     }
-    let raw: RawCheck<'_> = serde_json::from_slice(body)
-        .map_err(|e| Rejection::bad_request(format!("malformed JSON body: {e}")))?;
+    let raw: RawCheck<'_> = serde_json::from_slice(body).map_err(|e| {
+        let what = match e.classify() {
+            serde_json::error::Category::Data => "invalid request body",
+            _ => "malformed JSON body",
+        };
+        Rejection::bad_request(format!("{what}: {e}"))
+    })?;
     let client = match raw.client {
         Field::Given(text) => text.0,
         Field::Absent => {
@@ -92,15 +146,23 @@ pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Reje
         Field::Null => return Err(null("client", "say who is asking")),
     };
     check_client(&client)?;
+    let instead =
+        || format!("give a whole number from 1 to {max_cost}, or leave the field out (1)");
     let cost = match raw.cost {
-        Field::Given(cost) => check_cost(cost, max_cost)?,
-        Field::Absent => check_cost(1, max_cost)?,
-        Field::Null => {
-            return Err(null(
-                "cost",
-                &format!("give a whole number from 1 to {max_cost}, or leave the field out (1)"),
-            ))
+        Field::Given(Cost::Whole(cost)) => check_cost(cost, max_cost)?,
+        Field::Given(Cost::Huge) => {
+            return Err(Rejection::bad_request(format!(
+                "cost is over the maximum of {max_cost} per request (got a number past 2^64)"
+            )))
         }
+        Field::Given(Cost::NotWhole(text)) => {
+            return Err(Rejection::bad_request(format!(
+                "\"cost\" is {text}: give a whole number from 1 to {max_cost} (no sign, \
+                 fraction or exponent), or leave the field out (1)"
+            )))
+        }
+        Field::Absent => check_cost(1, max_cost)?,
+        Field::Null => return Err(null("cost", &instead())),
     };
     let plan = match raw.plan {
         Field::Given(text) => Some(text.0),
@@ -217,9 +279,7 @@ mod tests {
         assert!(error(&format!(r#"{{"client":"{}"}}"#, "x".repeat(257))).contains("257 bytes"));
         assert!(error(r#"{"client":"a","cost":0}"#).contains("at least 1"));
         assert!(error(r#"{"client":"a","cost":1001}"#).contains("over the maximum of 1000"));
-        assert!(error(r#"{"client":"a","cost":99999999999999999999}"#).contains("malformed JSON"));
-        assert!(error(r#"{"client":"a","cost":-1}"#).contains("malformed JSON"));
-        assert!(error(r#"{"client":"a","cost":1.5}"#).contains("malformed JSON"));
+        assert!(error(r#"{"client":"a","cots":1}"#).starts_with("invalid request body"));
         assert!(error(r#"{"client":"a","cots":1}"#).contains("unknown field"));
         assert!(error(r#"{"client":7}"#).contains("invalid type"));
         assert!(error(r#"{"client":"a","plan":""}"#).contains("plan"));
@@ -229,11 +289,44 @@ mod tests {
     fn strings_of_the_wrong_type_are_named_exactly() {
         assert_eq!(
             error(r#"{"client":7}"#),
-            "malformed JSON body: invalid type: integer `7`, expected a string at line 1 column 11"
+            "invalid request body: invalid type: integer `7`, expected a string at line 1 column 11"
         );
         assert_eq!(
             error(r#"{"client":"a","plan":{"x":1}}"#),
-            "malformed JSON body: invalid type: map, expected a string at line 1 column 21"
+            "invalid request body: invalid type: map, expected a string at line 1 column 21"
+        );
+    }
+
+    /// A cost that is not a whole number of units is refused naming the
+    /// field and the range, not serde's Rust types ("expected u64"); one
+    /// past 2^64 is not shown as a float the caller never wrote.
+    #[test]
+    fn a_cost_that_is_not_a_whole_number_names_the_field_and_the_range() {
+        let instead =
+            "give a whole number from 1 to 1000 (no sign, fraction or exponent), or leave the \
+             field out (1)";
+        for (cost, shown) in [
+            ("-1", "-1"),
+            ("1.5", "1.5"),
+            ("1.0", "1.0"),
+            ("1e3", "1000.0"),
+        ] {
+            let body = format!(r#"{{"client":"a","cost":{cost}}}"#);
+            let message = format!("\"cost\" is {shown}: {instead}");
+            assert_eq!(error(&body), message, "{cost}");
+        }
+        assert_eq!(
+            error(r#"{"client":"a","cost":18446744073709551616}"#),
+            "cost is over the maximum of 1000 per request (got a number past 2^64)"
+        );
+        assert_eq!(
+            error(r#"{"client":"a","cost":18446744073709551615}"#),
+            "cost 18446744073709551615 is over the maximum of 1000 per request"
+        );
+        assert_eq!(
+            error(r#"{"client":"a","cost":"1"}"#),
+            "invalid request body: invalid type: string \"1\", expected \"cost\" as a whole \
+             number of units at line 1 column 24"
         );
     }
 }
