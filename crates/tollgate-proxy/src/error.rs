@@ -21,6 +21,11 @@ pub enum Error {
         /// What is wrong with its value.
         reason: String,
     },
+    /// A command-line option refused by a check that names the option in
+    /// its own message (the Redis flags' checks, which `tollgate serve`
+    /// shares: e.g. `--redis-replicas-to-ack 1 needs a Redis store`).
+    #[error("{0}")]
+    RefusedOption(String),
     /// The Redis store that an option names (`--redis`, `--redis-cluster`,
     /// or the `--config` file's `[store]`) could not be used at start-up: it
     /// refused the connection (a wrong password, an untrusted certificate, a

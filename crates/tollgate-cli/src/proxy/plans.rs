@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tollgate::{Store, SystemClock};
 use tollgate_config::store::RejectionCache;
-use tollgate_config::{ClientMemory, Config, Overrides, StoreConfig, StoreHandle};
+use tollgate_config::{
+    ClientMemory, Config, Error as ConfigError, Overrides, StoreConfig, StoreHandle,
+};
 use tollgate_connections::Limits;
 use tollgate_proxy::Error;
 use tollgate_tower::{Plans, PlansHandle, RateLimitConfig};
@@ -76,19 +78,33 @@ pub(super) fn redis_option(overrides: &Overrides, otherwise: &'static str) -> &'
     }
 }
 
-/// The Redis flags of `overrides` refused with `error`, named by the flag
-/// at fault: `--redis-ca` for its CA file (unreadable, or not a CA) or
-/// when it is given without a Redis store, else the flag that names the
-/// Redis store.
-pub(super) fn invalid_redis(overrides: &Overrides, error: impl ToString) -> Error {
+/// The Redis flags of `overrides` refused with `error`. A check that names
+/// its flag (one that only a Redis store uses, given without one or out of
+/// its range; a cluster seed) says so itself, as in `tollgate serve`;
+/// otherwise the flag at fault is named: `--redis-ca` for its CA file
+/// (unreadable, or not a CA), else the flag that names the Redis store.
+pub(super) fn invalid_redis(overrides: &Overrides, error: &ConfigError) -> Error {
     let reason = error.to_string();
-    let about_ca = reason.contains(" CA ") || reason.starts_with("--redis-ca ");
-    let option = if overrides.redis_ca.is_some() && about_ca {
-        "--redis-ca"
-    } else {
-        redis_option(overrides, "--redis")
+    let option = match error {
+        ConfigError::FlagWithoutRedis { .. }
+        | ConfigError::InvalidReplicasToAck { .. }
+        | ConfigError::InvalidClusterSeed { .. } => return Error::RefusedOption(reason),
+        _ if overrides.redis_ca.is_some() && reason.contains(" CA ") => "--redis-ca",
+        _ => redis_option(overrides, "--redis"),
     };
     Error::InvalidOption { option, reason }
+}
+
+/// A `--config` file refused with `error`, or a Redis flag refused with it
+/// ([`invalid_redis`]): each named by what is at fault.
+fn refused_config(overrides: &Overrides, error: &ConfigError) -> Error {
+    match error {
+        ConfigError::FlagWithoutRedis { .. }
+        | ConfigError::InvalidReplicasToAck { .. }
+        | ConfigError::InvalidClusterSeed { .. }
+        | ConfigError::InvalidRedisUrl { .. } => invalid_redis(overrides, error),
+        _ => invalid_config(error.to_string()),
+    }
 }
 
 fn invalid_config(reason: String) -> Error {
@@ -114,7 +130,7 @@ pub(super) async fn plan_config(
     path: &Path,
     overrides: &Overrides,
 ) -> Result<(RateLimitConfig, Running, Sweep), Error> {
-    let config = Config::load_with(path, overrides).map_err(|e| invalid_config(e.to_string()))?;
+    let config = Config::load_with(path, overrides).map_err(|e| refused_config(overrides, &e))?;
     let (store, cache, sweep) = connect_store(&config, redis_option(overrides, "--config")).await?;
     let limits = RateLimitConfig::new(config.default_plan().clone(), store, Arc::new(SystemClock))
         .plans(plans_of(&config));
