@@ -235,3 +235,49 @@ fn a_callers_clock_ahead_of_redis_keeps_the_keys_that_much_longer() {
         }
     });
 }
+
+/// The same for a call that writes no state, a look (cost 0) or a refused
+/// request, from a server whose clock runs ahead: it moves the client's
+/// last-seen time forward, so that key must live that much longer too, or
+/// the client's calls at the true time would be decided at their own times
+/// after about a minute, where the memory store decides them at the latest
+/// seen time until its clock has passed it. It kept the expiry of the
+/// earlier write (61 s where 181 s was due).
+#[test]
+fn a_look_or_a_refusal_from_a_clock_ahead_keeps_the_last_seen_time_that_much_longer() {
+    let Some(server) = RedisServer::spawn("a_look_from_a_clock_ahead_keeps_the_last_seen_time")
+    else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        for policy in POLICY_NAMES {
+            let plan = plan(policy, 1, 1_000);
+            // A cost over the limit is refused whenever it comes.
+            for (what, cost) in [("look", 0), ("refusal", 2)] {
+                let client = format!("{what}-{policy}");
+                let now = redis_ms(&server);
+                let used = store.check(&plan, &client, now, 1).await.expect("use");
+                assert!(used.allowed, "{client}");
+                let ahead = store.check(&plan, &client, now + 120_000, cost);
+                let ahead = ahead.await.expect("ahead");
+                assert_eq!(ahead.allowed, cost == 0, "{client}");
+                let pattern = format!("*{{c:{client}}}:seen");
+                let keys = server.cli(&["--scan", "--pattern", &pattern]);
+                let seen_key = keys.lines().next().expect("the last-seen key").to_owned();
+                let ttl: i64 = server.cli(&["PTTL", &seen_key]).trim().parse().expect("PTTL");
+                let expected = 60_000 + 1_000 + 120_000;
+                assert!(
+                    (expected - 5_000..=expected).contains(&ttl),
+                    "{client}: last-seen key {seen_key} expires in {ttl} ms, expected about {expected}"
+                );
+            }
+        }
+    });
+}

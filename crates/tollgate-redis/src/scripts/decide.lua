@@ -252,15 +252,21 @@ end
 -- another plan set (PTTL). A call that wrote none changes no state key's
 -- expiry, so the one already set still outlives them all: the new time
 -- keeps it (KEEPTTL, Redis 6.0 or newer), and a call at the stored time
--- writes nothing.
-local function write_seen(seen_key, seen, now, wrote, seen_ttl)
-  if wrote or not seen then
-    if seen then
-      local left = redis.call('PTTL', seen_key)
-      if left > seen_ttl then
-        seen_ttl = left
-      end
+-- writes nothing. But a time ahead of Redis's clock (`ahead` > 0, see
+-- ahead_of_redis) must be kept until a caller stepped back to the true
+-- time has passed it again, as the memory store keeps it: such a call
+-- lengthens the expiry to `seen_ttl` (which counts `ahead`) when it is
+-- shorter.
+local function write_seen(seen_key, seen, now, wrote, seen_ttl, ahead)
+  local keep = wrote or not seen
+  if seen and (wrote or (ahead > 0 and now ~= seen)) then
+    local left = redis.call('PTTL', seen_key)
+    if left > seen_ttl then
+      seen_ttl = left
     end
+    keep = true
+  end
+  if keep then
     redis.call('SET', seen_key, fmt_shared(now), 'PX', fmt_shared(seen_ttl))
   elseif now ~= seen then
     redis.call('SET', seen_key, fmt_shared(now), 'KEEPTTL')
@@ -362,9 +368,9 @@ local function decide_call(keys, argv, receipts_at)
   local seen
   now, seen = time_after_seen(keys[1], now, limits)
   local allowed = decide_limits(limits, now, cost)
-  margin = margin + ahead_of_redis(now, redis_us, limits, margin)
-  local wrote, consumed, seen_ttl = write_limits(limits, now, allowed, cost, margin)
-  write_seen(keys[1], seen, now, wrote, seen_ttl)
+  local ahead = ahead_of_redis(now, redis_us, limits, margin)
+  local wrote, consumed, seen_ttl = write_limits(limits, now, allowed, cost, margin + ahead)
+  write_seen(keys[1], seen, now, wrote, seen_ttl, ahead)
   if consumed then
     write_receipt(at, receipts, id, tag, watermark, now, limits)
   end
