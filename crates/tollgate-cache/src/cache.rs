@@ -2,11 +2,12 @@
 //! the rules for when one of them answers a new request exactly.
 
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use parking_lot::Mutex;
-use tollgate::{DecidedBy, Plan, PlanDecision, Policy};
+use tollgate::{DecidedBy, MonotonicClock, Plan, PlanDecision, Policy};
 
 use crate::Error;
 
@@ -72,6 +73,7 @@ pub struct RejectionCache {
     hasher: RandomState,
     shard_cap: usize,
     max_clients: usize,
+    own_clock: Option<Arc<dyn MonotonicClock>>,
 }
 
 impl RejectionCache {
@@ -91,7 +93,27 @@ impl RejectionCache {
             hasher: RandomState::default(),
             shard_cap: max_clients.div_ceil(SHARDS),
             max_clients,
+            own_clock: None,
         })
+    }
+
+    /// The same cache, timing its entries by `clock` rather than by the
+    /// callers' times: for a store that times its decisions by a clock of
+    /// its own (the Redis store's `TimeSource::Redis`). There a caller's
+    /// clock says nothing of the store's, and a step of it would stretch or
+    /// cut an entry's wait by as much, while a monotonic clock measures a
+    /// wait as the store's clock passes it. [`CachedStore`](crate::CachedStore)
+    /// reads it ([`RejectionCache::own_now_ms`]).
+    pub fn on_own_clock(mut self, clock: Arc<dyn MonotonicClock>) -> Self {
+        self.own_clock = Some(clock);
+        self
+    }
+
+    /// The time, in milliseconds, of the clock given to
+    /// [`RejectionCache::on_own_clock`]; `None` when the cache takes the
+    /// callers' times.
+    pub fn own_now_ms(&self) -> Option<u64> {
+        self.own_clock.as_ref().map(|clock| clock.now_us() / 1_000)
     }
 
     /// The capacity asked for.

@@ -40,6 +40,31 @@ impl<S> CachedStore<S> {
     }
 }
 
+/// What the cache makes of a request at the caller's `now_ms`.
+enum Asked {
+    /// The cache's answer.
+    Answered(PlanDecision),
+    /// The store's to decide at `store_ms`; its answer is remembered at
+    /// `cache_ms`, the cache's time for the request.
+    Store { cache_ms: u64, store_ms: u64 },
+}
+
+impl<S> CachedStore<S> {
+    /// Looks the request up at the cache's time: the caller's, or the
+    /// cache's own clock's ([`RejectionCache::on_own_clock`]), where the
+    /// store keeps the caller's time (it reads a clock of its own).
+    fn ask(&self, plan: &Plan, client: &str, now_ms: u64, cost: u32) -> Asked {
+        let own = self.cache.own_now_ms();
+        match self.cache.lookup(plan, client, own.unwrap_or(now_ms), cost) {
+            Lookup::Answered(decision) => Asked::Answered(decision),
+            Lookup::AskStore { now_ms: cache_ms } => Asked::Store {
+                cache_ms,
+                store_ms: if own.is_some() { now_ms } else { cache_ms },
+            },
+        }
+    }
+}
+
 impl<S: Store> Store for CachedStore<S> {
     fn check<'a>(
         &'a self,
@@ -48,13 +73,13 @@ impl<S: Store> Store for CachedStore<S> {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        let now_ms = match self.cache.lookup(plan, client, now_ms, cost) {
-            Lookup::Answered(decision) => return StoreFuture::ready(Ok(decision)),
-            Lookup::AskStore { now_ms } => now_ms,
+        let (cache_ms, store_ms) = match self.ask(plan, client, now_ms, cost) {
+            Asked::Answered(decision) => return StoreFuture::ready(Ok(decision)),
+            Asked::Store { cache_ms, store_ms } => (cache_ms, store_ms),
         };
         StoreFuture::new(async move {
-            let decision = self.inner.check(plan, client, now_ms, cost).await?;
-            self.cache.remember(plan, client, now_ms, cost, &decision);
+            let decision = self.inner.check(plan, client, store_ms, cost).await?;
+            self.cache.remember(plan, client, cache_ms, cost, &decision);
             Ok(decision)
         })
     }
@@ -68,15 +93,15 @@ impl<S: Store> Store for CachedStore<S> {
         now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, Returnable> {
-        let now_ms = match self.cache.lookup(plan, client, now_ms, cost) {
-            Lookup::Answered(decision) => return StoreFuture::ready(Ok(decision.into())),
-            Lookup::AskStore { now_ms } => now_ms,
+        let (cache_ms, store_ms) = match self.ask(plan, client, now_ms, cost) {
+            Asked::Answered(decision) => return StoreFuture::ready(Ok(decision.into())),
+            Asked::Store { cache_ms, store_ms } => (cache_ms, store_ms),
         };
         StoreFuture::new(async move {
             let returnable = (self.inner)
-                .check_returnable(plan, client, now_ms, cost)
+                .check_returnable(plan, client, store_ms, cost)
                 .await?;
-            (self.cache).remember(plan, client, now_ms, cost, &returnable.decision);
+            (self.cache).remember(plan, client, cache_ms, cost, &returnable.decision);
             Ok(returnable)
         })
     }
@@ -91,14 +116,18 @@ impl<S: Store> Store for CachedStore<S> {
 
     /// Always the store's own reading (the cache knows rejections, not
     /// states, and an inspection changes nothing it could remember), at
-    /// the latest time the cache holds for the client when later.
+    /// the latest time the cache holds for the client when later (on the
+    /// cache's own clock, at the caller's: the store reads its own).
     fn inspect<'a>(
         &'a self,
         plan: &'a Plan,
         client: &'a str,
         now_ms: u64,
     ) -> StoreFuture<'a, Inspection> {
-        let now_ms = self.cache.time_for(client, now_ms);
+        let now_ms = match self.cache.own_now_ms() {
+            Some(_) => now_ms,
+            None => self.cache.time_for(client, now_ms),
+        };
         self.inner.inspect(plan, client, now_ms)
     }
 

@@ -81,14 +81,28 @@
 //!   stamped before that time and arriving after the entry went is
 //!   answered by the store at the time it has; and the entry is this
 //!   instance's alone (below).
-//! - **Clocks skewed across servers.** The waits are measured on the
-//!   caller's clock (`TimeSource::Caller`, the default of the Redis
-//!   store). If another server's clock runs ahead, the store answers this
-//!   client at that later time (its latest seen), and may allow a request
-//!   this instance's cache still rejects; the difference lasts at most the
-//!   skew. Servers sharing a store must keep their clocks close, cache or
-//!   not. With `TimeSource::Redis` the waits are measured on Redis's clock
-//!   and compared with this server's, so the same bound applies.
+//! - **Clocks skewed across servers.** Under `TimeSource::Caller` (the
+//!   default of the Redis store) the store decides a request at the later
+//!   of its caller's time and the client's latest time it has seen, and
+//!   the waits are measured on each caller's clock. If another server's
+//!   clock runs ahead, the store answers this client at that later time,
+//!   and may allow a request this instance's cache still rejects. If
+//!   another server's clock runs behind, its request is decided, and if
+//!   allowed counted, at Redis's latest time for the client, which lags
+//!   this instance's by the requests the cache answered (Redis never saw
+//!   them): earlier than without the cache, so a later request may be
+//!   allowed that would not have been. Never earlier than that server's
+//!   own time, so both differences stay within the bound the skew sets
+//!   without the cache (a skew of S can let a client in up to twice its
+//!   limit within S). Servers sharing a store must keep their clocks
+//!   close, cache or not.
+//! - **`TimeSource::Redis`** lifts that limit: Redis's clock decides, and
+//!   the cache times its entries by a monotonic clock of its own
+//!   ([`RejectionCache::on_own_clock`]; `tollgate-config` wires it), so no
+//!   caller's clock, skewed or stepped, moves an entry's end. A wait is
+//!   counted from when the request was sent, before Redis decided, so an
+//!   entry ends no later than Redis's wait does: a cached retry-after may
+//!   be shorter than Redis's by the call's round trip, never longer.
 //! - **Refunds.** One thing other than time gives budget back: the Redis
 //!   store takes back what a call consumed when its caller gave up before
 //!   the reply came (`tollgate_redis::refund`: Redis ran it in time, but

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{MemoryBackend, PlanLimiter, Store};
+use tollgate::{MemoryBackend, PlanLimiter, Store, SystemMonotonicClock};
 use tollgate_cache::CachedStore;
 pub use tollgate_cache::RejectionCache;
 use tollgate_guard::GuardedStore;
@@ -253,10 +253,15 @@ impl ClientMemory {
 }
 
 /// The rejection cache `config` asks for: `None` when off and for the
-/// memory store.
+/// memory store. Under `clock = "redis"` it times its entries by a
+/// monotonic clock of its own, as Redis times the decisions by its own.
 pub fn rejection_cache(config: &StoreConfig) -> Option<Arc<RejectionCache>> {
     let max_clients = config.shared_rejection_cache()?;
+    let on_redis_clock = config.clock == tollgate_redis::TimeSource::Redis;
     match RejectionCache::new(max_clients) {
+        Ok(cache) if on_redis_clock => Some(Arc::new(
+            cache.on_own_clock(Arc::new(SystemMonotonicClock::new())),
+        )),
         Ok(cache) => Some(Arc::new(cache)),
         // The config's bounds are the cache's: unreachable, but never a panic.
         Err(e) => {

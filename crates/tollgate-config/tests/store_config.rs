@@ -230,9 +230,14 @@ fn clock_is_the_callers_by_default_or_redis_for_a_redis_store() {
     let redis = "url = \"redis://127.0.0.1:6379/0\"\n";
     let config = Config::parse(&format!("[store]\n{redis}{LIMIT}")).unwrap();
     assert_eq!(config.store.clock, tollgate_redis::TimeSource::Caller);
+    let cache = tollgate_config::store::rejection_cache(&config.store).expect("cache");
+    assert_eq!(cache.own_now_ms(), None, "the callers' times");
     let set = format!("[store]\n{redis}clock = \"redis\"\n{LIMIT}");
     let config = Config::parse(&set).unwrap();
     assert_eq!(config.store.clock, tollgate_redis::TimeSource::Redis);
+    // Redis's clock times the decisions, a monotonic clock the cache's waits.
+    let cache = tollgate_config::store::rejection_cache(&config.store).expect("cache");
+    assert!(cache.own_now_ms().is_some(), "a clock of its own");
     assert!(
         config.summary().contains("timed by Redis's clock"),
         "{}",
