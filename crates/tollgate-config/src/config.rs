@@ -27,6 +27,7 @@ use tollgate::{AnyPolicy, Limit, Plan};
 
 use crate::Error;
 pub use auth::ClientIdSource;
+pub use clock::clock_name;
 pub use envoy::{EnvoyConfig, DEFAULT_GRPC_LISTEN, ON_STORE_ERROR_NAMES};
 use locate::error_at;
 pub use overrides::Overrides;

@@ -5,6 +5,7 @@ mod common;
 
 use common::{TestServer, CONFIG, START_MS};
 use reqwest::StatusCode;
+use serde_json::json;
 use tollgate_redis::testing::RedisServer;
 use tollgate_server::{Config, StoreHandle};
 
@@ -289,6 +290,38 @@ async fn the_config_in_force_is_public_without_secrets() {
         assert_eq!(a.json()["store"]["url"], shown);
         t.stop().await;
     }
+}
+
+/// The store's caps and clock as in force, not as written: `max_clients`
+/// under the memory store's floor of 128 showed the 1 written where 128
+/// are kept; the rejection cache's cap is rounded up to its shards.
+#[tokio::test]
+async fn the_store_shows_its_caps_and_clock_as_in_force() {
+    let text = format!("{CONFIG}\n[store]\nmax_clients = 1\n");
+    let t = TestServer::start(&text).await;
+    let store = t.get("/v1/config").await.json()["store"].clone();
+    assert_eq!(
+        (
+            &store["max_clients"],
+            &store["clock"],
+            &store["rejection_cache_max_clients"]
+        ),
+        (&json!(128), &json!("caller"), &json!(null))
+    );
+    t.stop().await;
+
+    let limit = "[[plans.p]]\nname = \"a\"\npolicy = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n";
+    let store = "[store]\nurl = \"redis://127.0.0.1:1/0\"\nclock = \"redis\"\n";
+    let text = format!("{store}rejection_cache_max_clients = 5\n{limit}");
+    let config = Config::parse(&text).unwrap();
+    let handle = StoreHandle::for_config(&config).unwrap();
+    let t = TestServer::start_with(&text, config, handle).await;
+    let store = t.get("/v1/config").await.json()["store"].clone();
+    assert_eq!(
+        (&store["clock"], &store["rejection_cache_max_clients"]),
+        (&json!("redis"), &json!(16))
+    );
+    t.stop().await;
 }
 
 #[tokio::test]

@@ -29,3 +29,10 @@ pub(super) fn build_clock(section: &file::StoreSection, at: &At<'_>) -> Result<T
         )
     })
 }
+
+/// The name `clock` gives `source` in a config file: `"caller"` or
+/// `"redis"` (what `/v1/config` shows).
+pub fn clock_name(source: TimeSource) -> &'static str {
+    let named = CLOCKS.iter().find(|(_, known)| *known == source);
+    named.map_or(CLOCKS[0].0, |(name, _)| *name)
+}

@@ -4,7 +4,9 @@
 //! nothing secret.
 
 use serde::Serialize;
-use tollgate::Policy;
+use tollgate::{MemoryStore, Policy};
+use tollgate_config::config::clock_name;
+use tollgate_config::store::RejectionCache;
 use tollgate_redis::redact_url;
 
 use crate::config::{ClientIdSource, Config, StoreKind};
@@ -50,8 +52,15 @@ pub struct StoreView {
     pub failure_policy: &'static str,
     /// Per-call timeout (shared stores), in ms.
     pub timeout_ms: u64,
-    /// Cap on clients tracked in memory.
+    /// Cap on clients kept in memory (the memory store, or a shared
+    /// store's local fallback), as in force: `max_clients`, at least 128.
     pub max_clients: usize,
+    /// Whose clock times the decisions: `"caller"` (this server's) or
+    /// `"redis"`.
+    pub clock: &'static str,
+    /// The rejection cache's cap on clients, as in force; `None` when off
+    /// (and for the memory store, which has none).
+    pub rejection_cache_max_clients: Option<usize>,
 }
 
 /// `GET /v1/config`'s answer.
@@ -121,7 +130,10 @@ impl ConfigView {
                 url,
                 failure_policy: config.store.failure_policy.as_str(),
                 timeout_ms: config.store.timeout_ms,
-                max_clients: config.store.max_clients,
+                max_clients: MemoryStore::<()>::clients_kept_at_most(config.store.max_clients),
+                clock: clock_name(config.store.clock),
+                rejection_cache_max_clients: (config.store.shared_rejection_cache())
+                    .map(RejectionCache::most_entries),
             },
             listen: config.listen.iter().map(ToString::to_string).collect(),
             grpc_listen: config.envoy.grpc_listen.map(|a| a.to_string()),
