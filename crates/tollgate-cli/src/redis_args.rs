@@ -13,23 +13,25 @@ use tollgate_config::Overrides;
 pub struct RedisArgs {
     /// Keep limit state in Redis, shared by every instance:
     /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS;
-    /// replaces the config's `[store] url`.
+    /// in `serve` and `proxy`, replaces the config's `[store] url`.
     #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
     pub redis: Option<String>,
     /// Keep limit state in a Redis Cluster, reached through these seed
     /// nodes (comma-separated `redis://` or `rediss://` URLs: write a comma
-    /// inside a password as `%2C`); replaces the config's `[store] cluster`.
+    /// inside a password as `%2C`); in `serve` and `proxy`, replaces the config's
+    /// `[store] cluster`.
     #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
     pub redis_cluster: Vec<String>,
     /// A PEM file of the CA that signed the Redis servers' certificates
-    /// (for `rediss://`; default: the system's trusted roots); replaces the
-    /// config's `[store] tls_ca`.
+    /// (for `rediss://`; default: the system's trusted roots); in `serve` and
+    /// `proxy`, replaces the config's `[store] tls_ca`.
     #[arg(long, value_name = "FILE")]
     pub redis_ca: Option<PathBuf>,
     /// Answer a decision that consumed only once this many replicas hold
     /// it (Redis's `WAIT`), so that a failover loses none; with fewer, it
     /// is taken back and answered by the failure policy (default 0: do not
-    /// wait); replaces the config's `[store] replicas_to_ack`.
+    /// wait); in `serve` and `proxy`, replaces the config's
+    /// `[store] replicas_to_ack`.
     #[arg(long, value_name = "N")]
     pub redis_replicas_to_ack: Option<u32>,
 }

@@ -291,11 +291,18 @@ pub fn replay_with<T: Target>(
 }
 
 impl Summary {
-    /// The `--summary` text: counts and the rate over `elapsed_ms`.
+    /// The `--summary` text: counts and the rate over `elapsed_ms` (none
+    /// under a millisecond, which the clock cannot time).
     pub fn render(&self, elapsed_ms: u64) -> String {
-        let rate = u128::from(self.lines) * 1000 / u128::from(elapsed_ms.max(1));
+        let rate = match elapsed_ms {
+            0 => "under a millisecond: too fast to give a rate".to_owned(),
+            _ => format!(
+                "{} lines/s",
+                u128::from(self.lines) * 1000 / u128::from(elapsed_ms)
+            ),
+        };
         format!(
-            "replay: {} lines, {} allowed, {} rejected, {} errors in {}.{:03} s ({rate} lines/s)\n",
+            "replay: {} lines, {} allowed, {} rejected, {} errors in {}.{:03} s ({rate})\n",
             self.lines,
             self.allowed,
             self.rejected,

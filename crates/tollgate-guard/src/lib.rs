@@ -6,8 +6,8 @@
 //! - a per-call timeout, so that a slow or paused store never hangs a
 //!   caller;
 //! - one [`tollgate::FailurePolicy`] for every failure (a timeout, a
-//!   transient error such as a lost connection, a permanent one such as an
-//!   out-of-memory Redis refusing the script): fail-open, fail-closed, a
+//!   transient error such as a lost connection or an out-of-memory Redis,
+//!   a permanent one such as a script Redis refuses to run): fail-open, fail-closed, a
 //!   local in-memory limiter, or `unavailable` (the error goes back and the
 //!   front end answers HTTP `503` / gRPC `UNAVAILABLE`). The answer says who
 //!   decided ([`tollgate::PlanDecision::decided_by`]) and is counted
