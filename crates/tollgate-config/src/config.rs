@@ -212,7 +212,14 @@ impl Config {
     ) -> Result<Self, Error> {
         let file: file::File = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |span| span.start);
-            error_at(text, offset, e.message().trim_end().to_owned())
+            // Every number of the file is read as a u64 and its range
+            // checked after, naming the key: serde refuses only a negative
+            // one or one past u64, in Rust's words.
+            let message = e.message().trim_end().replace(
+                "expected u64",
+                "expected a whole number from 0 to 18446744073709551615",
+            );
+            error_at(text, offset, message)
         })?;
         let at =
             |span: std::ops::Range<usize>, message: String| error_at(text, span.start, message);

@@ -73,7 +73,12 @@ fn semantic_errors_point_at_the_offending_value() {
             9,
             "limit must be at least 1",
         ),
-        (&LIMIT.replace("limit = 10", "limit = -3"), 4, 9, "u32"),
+        (
+            &LIMIT.replace("limit = 10", "limit = -3"),
+            4,
+            9,
+            "integer `-3`, expected a whole number from 0",
+        ),
         (
             &LIMIT.replace("window = \"1s\"", "window = \"1 week\""),
             5,
@@ -190,6 +195,19 @@ fn semantic_errors_point_at_the_offending_value() {
             1,
             18,
             "sweep_interval must be at least 100ms",
+        ),
+        // Numbers past their key's type, in words, not Rust's ("expected u32").
+        (
+            &LIMIT.replace("limit = 10", "limit = 4294967296"),
+            4,
+            9,
+            "plan \"free\", limit \"1s\": limit must be from 1 to 4294967295 (got 4294967296)",
+        ),
+        (
+            &format!("{LIMIT}[store]\nbreaker_failures = -1\n"),
+            7,
+            20,
+            "invalid value: integer `-1`, expected a whole number from 0 to 18446744073709551615",
         ),
     ];
     for (text, line, column, needle) in cases {

@@ -172,7 +172,7 @@ pub struct LimitSection {
     /// The policy's registered name.
     pub policy: Spanned<String>,
     /// Requests per window (or bucket capacity).
-    pub limit: Spanned<u32>,
+    pub limit: Spanned<u64>,
     /// The window.
     pub window: Spanned<Millis>,
     /// Decide and count, but never reject.

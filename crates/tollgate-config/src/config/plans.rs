@@ -147,19 +147,23 @@ fn build_plan(
                 format!("plan {name:?} names the limit {limit_name:?} twice"),
             ));
         }
-        let policy = AnyPolicy::from_name(
-            limit.policy.get_ref(),
-            *limit.limit.get_ref(),
-            limit.window.get_ref().0,
-        )
-        .map_err(|e| {
-            let span = match e {
-                tollgate::Error::UnknownPolicy { .. } => limit.policy.span(),
-                tollgate::Error::ZeroLimit => limit.limit.span(),
-                _ => limit.window.span(),
-            };
-            at(span, format!("plan {name:?}, limit {limit_name:?}: {e}"))
+        let count = u32::try_from(*limit.limit.get_ref()).map_err(|_| {
+            let got = limit.limit.get_ref();
+            let message = format!("limit must be from 1 to {} (got {got})", u32::MAX);
+            at(
+                limit.limit.span(),
+                format!("plan {name:?}, limit {limit_name:?}: {message}"),
+            )
         })?;
+        let policy = AnyPolicy::from_name(limit.policy.get_ref(), count, limit.window.get_ref().0)
+            .map_err(|e| {
+                let span = match e {
+                    tollgate::Error::UnknownPolicy { .. } => limit.policy.span(),
+                    tollgate::Error::ZeroLimit => limit.limit.span(),
+                    _ => limit.window.span(),
+                };
+                at(span, format!("plan {name:?}, limit {limit_name:?}: {e}"))
+            })?;
         built.push(Limit::new(limit_name.as_str(), policy, limit.shadow));
     }
     Plan::new(name, built).map_err(|e| at(span, e.to_string()))

@@ -51,11 +51,11 @@ fn check_bounds(
     }
     for (plan, limits) in &file.plans {
         for limit in &limits.get_ref().0 {
-            let (policy, count, window) = (
-                limit.policy.get_ref(),
-                *limit.limit.get_ref(),
-                limit.window.get_ref().0,
-            );
+            // A limit past u32 is refused by the plans' own check.
+            let Ok(count) = u32::try_from(*limit.limit.get_ref()) else {
+                continue;
+            };
+            let (policy, window) = (limit.policy.get_ref(), limit.window.get_ref().0);
             if let Err(error) = tollgate_redis::bounds::check_limit(policy, count, window) {
                 let span = match tollgate_redis::at_fault(policy, window) {
                     tollgate_redis::AtFault::Limit => limit.limit.span(),
