@@ -137,10 +137,16 @@
 //!   opt-in `sweep(now, reset_phase = true)`);
 //! - the client's last-seen key: the longest expiry of the client's limits,
 //!   so it outlives every state key (a call that writes no state key keeps
-//!   the key's expiry as it is: no state key's expiry moved); once it is
-//!   gone the client is forgotten, as after the core's `sweep` (which keeps
-//!   a client whose latest seen time is ahead of the sweep's: here, up to
-//!   a day ahead of Redis's clock).
+//!   the key's expiry as it is: no state key's expiry moved, unless its
+//!   time runs ahead of Redis's, which lengthens it as a write would); once
+//!   it is gone the client is forgotten, as after the core's `sweep` (which
+//!   keeps a client whose latest seen time is ahead of the sweep's: here, up
+//!   to a day ahead of Redis's clock);
+//! - the client's receipts (`:receipts`, what a call consumed, for a refund
+//!   or a claim of a reply that never came: [`crate::refund`],
+//!   [`crate::lost`]): 180 s after the last call that consumed, whatever the
+//!   window, since they serve the calls in flight, not the limits; an idle
+//!   client's keys are all gone by then.
 //!
 //! ## Time
 //!

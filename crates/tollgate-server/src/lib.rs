@@ -46,7 +46,6 @@ use tokio::sync::watch;
 pub use error::Error;
 pub use server::{
     sweep_idle, Decided, Observed, PartCircuit, ReloadReport, Server, StoreHealth, StoreRefunds,
-    SWEEP_BEHIND_MS,
 };
 use settle::Settling;
 use stop::StopSignal;

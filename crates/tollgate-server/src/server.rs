@@ -24,7 +24,7 @@ mod sweep;
 
 pub use observe::{Observed, PartCircuit, StoreHealth, StoreRefunds};
 pub use reload::ReloadReport;
-pub use sweep::{sweep_idle, SWEEP_BEHIND_MS};
+pub use sweep::sweep_idle;
 
 /// The config in force, with the counters of each of its plans.
 struct Active {

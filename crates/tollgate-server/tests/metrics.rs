@@ -321,7 +321,7 @@ async fn the_sweep_drops_idle_clients() {
     // Idle for their window, but not yet for the sweep's lag behind it.
     t.clock.advance(1_000);
     assert_eq!(t.server.sweep(), 0);
-    t.clock.advance(tollgate_server::SWEEP_BEHIND_MS);
+    t.clock.advance(tollgate::RECLAIM_BEHIND_MS);
     assert_eq!(t.server.sweep(), 10);
     let m = t.get("/metrics").await.body;
     assert_eq!(metric(&m, "tollgate_tracked_clients"), 0);

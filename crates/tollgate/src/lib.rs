@@ -80,4 +80,6 @@ pub use plan::{
 };
 pub use policy::{AnyPolicy, AnyState, Policy, Reclaim, POLICY_NAMES};
 pub use receipt::{GivenBack, Receipt, Returnable};
-pub use store::{Access, Entry, Eviction, LeastRecentlySeen, Lineage, MemoryStore, SameEntry};
+pub use store::{
+    Access, Entry, Eviction, LeastRecentlySeen, Lineage, MemoryStore, SameEntry, RECLAIM_BEHIND_MS,
+};

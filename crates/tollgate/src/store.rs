@@ -112,6 +112,20 @@ const SHARDS: usize = 64;
 /// newcomer: a spent client would win its quota back with one fresh id).
 const MIN_SHARD_CAP: usize = 2;
 
+/// How far behind a time the memory store judges whether a client's state
+/// can be dropped (ms): behind a new client's time when a full shard makes
+/// room, and behind the clock in `tollgate serve`'s sweep.
+///
+/// A dropped state changes no answer for calls at or after the time it was
+/// judged at, but a call at an earlier time finds a new client, its quota
+/// whole. Requests read the clock before they reach the store, so one read
+/// just before (its thread descheduled), or after the wall clock stepped
+/// back, arrives with an earlier time than a newer request's. Judged ten
+/// seconds behind, such a call finds the state it needs; idle clients stay
+/// that much longer. (Redis keeps a state a margin past its window the same
+/// way.)
+pub const RECLAIM_BEHIND_MS: u64 = 10_000;
+
 impl<S> Default for MemoryStore<S> {
     fn default() -> Self {
         Self::new()
@@ -263,8 +277,9 @@ impl<S> MemoryStore<S> {
     }
 
     /// Brings a full shard down to seven eighths of its cap: first by dropping
-    /// reclaimable entries, then by evicting those that give back the fewest
-    /// units (least recently seen first among equals).
+    /// the entries reclaimable [`RECLAIM_BEHIND_MS`] before the new client's
+    /// `now_ms`, then by evicting those that give back the fewest units
+    /// then (least recently seen first among equals).
     ///
     /// Two passes, because the states live behind pointers: the first (as
     /// short per entry as the caller's check) lets the processor fetch many
@@ -278,7 +293,8 @@ impl<S> MemoryStore<S> {
         eviction: &mut impl Eviction<S>,
     ) {
         let target = self.shard_cap - (self.shard_cap / 8).max(1);
-        let reclaimed = drop_where(shard, map, now_ms, &mut |state, now| {
+        let judged_at = now_ms.saturating_sub(RECLAIM_BEHIND_MS);
+        let reclaimed = drop_where(shard, map, judged_at, &mut |state, now| {
             eviction.reclaimable(state, now)
         });
         self.reclaimed
@@ -293,7 +309,7 @@ impl<S> MemoryStore<S> {
             .iter_buckets()
             .filter_map(|bucket| {
                 let slot = map.get_bucket(bucket)?;
-                let now = now_ms.max(slot.last_seen);
+                let now = judged_at.max(slot.last_seen);
                 let units = eviction.units_given_back(&slot.state, now);
                 Some((units, slot.last_seen, bucket))
             })
