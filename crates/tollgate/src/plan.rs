@@ -248,6 +248,13 @@ pub struct PlanLimiter {
     store: MemoryStore<PlanStates>,
     /// The limits met, to judge what evicting a client gives away.
     known_limits: KnownLimits,
+    /// The limits the last sweep found states of in none of its plans.
+    /// A sweep drops such a state only when its limit was of no plan at the
+    /// sweep before too: a reload while a sweep walks the shards may add a
+    /// limit whose first states the sweep, holding the plans it read
+    /// before, would take for a removed limit's (the client's use of it
+    /// forgotten); the next sweep reads the new plans.
+    unknown_limits: parking_lot::Mutex<Vec<u64>>,
 }
 
 impl PlanLimiter {
@@ -267,6 +274,7 @@ impl PlanLimiter {
         Self {
             store: MemoryStore::with_max_clients(max_clients),
             known_limits: KnownLimits::default(),
+            unknown_limits: parking_lot::Mutex::default(),
         }
     }
 
@@ -301,8 +309,10 @@ impl PlanLimiter {
 
     /// Drops limit states that no longer matter (see [`crate::Limiter::sweep`]),
     /// given the plans they belong to; states of limits in none of `plans`
-    /// (left behind by a config change) are dropped too. Returns how many
-    /// clients were dropped entirely.
+    /// (left behind by a config change) are dropped too, once two sweeps in
+    /// a row found their limit in none of their plans (a state written under
+    /// a plan newer than the sweep's stays). Returns how many clients were
+    /// dropped entirely.
     pub fn sweep(&self, plans: &[Plan], now_ms: u64, reset_phase: bool) -> usize {
         self.known_limits.replace(plans);
         let find = |id: u64| {
@@ -311,14 +321,22 @@ impl PlanLimiter {
                 .flat_map(|p| p.limits.iter())
                 .find(|l| l.id == id)
         };
-        self.store.sweep_with(now_ms, |states, now| {
-            states.retain(|(id, state)| {
-                find(*id).is_some_and(|limit| {
-                    !limit.policy.reclaim(state, now).allows_removal(reset_phase)
-                })
+        let unknown_before = std::mem::take(&mut *self.unknown_limits.lock());
+        let mut unknown = Vec::new();
+        let dropped = self.store.sweep_with(now_ms, |states, now| {
+            states.retain(|(id, state)| match find(*id) {
+                Some(limit) => !limit.policy.reclaim(state, now).allows_removal(reset_phase),
+                None => {
+                    if !unknown.contains(id) {
+                        unknown.push(*id);
+                    }
+                    !unknown_before.contains(id)
+                }
             });
             states.is_empty()
-        })
+        });
+        *self.unknown_limits.lock() = unknown;
+        dropped
     }
 
     /// Number of clients with stored state.

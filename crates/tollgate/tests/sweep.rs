@@ -144,3 +144,31 @@ proptest! {
         }
     }
 }
+
+fn day_plan(name: &str) -> tollgate::Plan {
+    let policy = tollgate::AnyPolicy::from_name("sliding-window", 2, 86_400_000).unwrap();
+    tollgate::Plan::new(name, vec![tollgate::Limit::new(name, policy, false)]).unwrap()
+}
+
+/// A sweep holding the plans it read before a reload added a plan finds the
+/// new plan's first states in none of its plans. Dropped then, a client
+/// that had spent its quota under the new plan had it whole again; they go
+/// only once the next sweep, reading the plans again, finds them of no
+/// plan either.
+#[test]
+fn a_limit_a_sweep_does_not_know_yet_keeps_its_states_until_the_next_sweep() {
+    let limiter = tollgate::PlanLimiter::new();
+    let (old, new) = (day_plan("old"), day_plan("new"));
+    assert!(limiter.check(&new, "c", 0, 2).allowed);
+    // The sweep's plans were read before the reload that added "new".
+    limiter.sweep(std::slice::from_ref(&old), 1_000, false);
+    assert!(!limiter.check(&new, "c", 2_000, 1).allowed, "c's use kept");
+    // The next sweep reads the plans again: "new" is there, the state stays.
+    limiter.sweep(&[old.clone(), new.clone()], 3_000, false);
+    assert!(!limiter.check(&new, "c", 4_000, 1).allowed, "c's use kept");
+    // Removed for good: two sweeps in a row without it drop its states.
+    limiter.sweep(std::slice::from_ref(&old), 5_000, false);
+    assert_eq!(limiter.clients(), 1);
+    limiter.sweep(std::slice::from_ref(&old), 6_000, false);
+    assert_eq!(limiter.clients(), 0);
+}
