@@ -17,6 +17,30 @@
 //!   [`signals`]: SIGHUP and the shutdown signals.
 //!
 //! Nothing here serves requests: this crate knows no HTTP server.
+//!
+//! ```
+//! use tollgate_config::{Config, StoreHandle};
+//!
+//! let config = Config::parse(
+//!     r#"
+//! [[plans.free]]
+//! name = "1s"
+//! policy = "sliding-window"
+//! limit = 2
+//! window = "1s"
+//! "#,
+//! )?;
+//! assert_eq!(config.default_plan().name(), "free");
+//! assert!(config.summary().contains("\"1s\" sliding-window 2 per 1s"));
+//! // The store it names: memory here, nothing to start first.
+//! let store = StoreHandle::for_config(&config)?;
+//! assert!(store.shared().is_err(), "not a shared store");
+//! // A mistake is refused with where it is.
+//! let text = "[[plans.free]]\nname = \"1s\"\npolicy = \"leaky\"\nlimit = 2\nwindow = \"1s\"\n";
+//! let refused = Config::parse(text);
+//! assert!(refused.unwrap_err().to_string().starts_with("line 3, column 10"));
+//! # Ok::<(), tollgate_config::Error>(())
+//! ```
 
 pub mod config;
 mod error;

@@ -24,6 +24,38 @@
 //! (`poll_again.rs`: hyper wakes a connection whenever its service reads a
 //! request body, which would otherwise send it to the back of Tokio's
 //! queue).
+//!
+//! ```
+//! use axum::{routing::get, Router};
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//! use tokio::net::{TcpListener, TcpStream};
+//! use tollgate_connections::{serve, Limits, Slots};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! let listener = TcpListener::bind("127.0.0.1:0").await?;
+//! let address = listener.local_addr()?;
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! // A router made for each connection's peer, under the default limits
+//! // and at most 64 connections open at once.
+//! let service_for = |peer| Router::new().route("/", get(move || async move { format!("{peer}") }));
+//! let server = tokio::spawn(serve(listener, service_for, Limits::default(), Slots::new(64), async {
+//!     let _ = stopped.await;
+//! }));
+//!
+//! let mut client = TcpStream::connect(address).await?;
+//! let me = client.local_addr()?;
+//! client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await?;
+//! let mut answer = String::new();
+//! client.read_to_string(&mut answer).await?;
+//! assert!(answer.starts_with("HTTP/1.1 200 OK"));
+//! assert!(answer.ends_with(&me.to_string()), "the service knew its peer");
+//!
+//! let _ = stop.send(());
+//! server.await?; // returns once the requests in flight are done
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod activity;
 mod error;

@@ -20,6 +20,29 @@
 //! The binary (`tollgate serve`) only parses flags: [`Options`] →
 //! [`prepare`] → [`Prepared::run`]. Tests build a [`Server`] with a
 //! [`tollgate::ManualClock`], bind port 0 and call [`run`].
+//!
+//! A decision in domain terms, without HTTP:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use tollgate::ManualClock;
+//! use tollgate_server::{Config, Server, StoreHandle};
+//!
+//! let text = "[[plans.free]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n";
+//! let config = Config::parse(text)?;
+//! let store = StoreHandle::for_config(&config)?;
+//! let server = Server::new(config, store, Arc::new(ManualClock::new(0)));
+//! let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+//! runtime.block_on(async {
+//!     let first = server.decide("alice", None, 1).await?;
+//!     assert!(first.decision.allowed);
+//!     let second = server.decide("alice", None, 1).await?;
+//!     assert_eq!((second.decision.allowed, second.decision.retry_after_ms), (false, Some(1_000)));
+//!     Ok::<(), tollgate_server::Error>(())
+//! })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod dashboard;
 mod error;
