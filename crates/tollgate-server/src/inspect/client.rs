@@ -5,6 +5,8 @@
 use serde::Serialize;
 use tollgate::{Inspection, LimitState, LogRun};
 
+use super::config_view::LimitView;
+
 /// Units allowed at one time in the sliding window's log.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct LogEntry {
@@ -16,19 +18,12 @@ pub struct LogEntry {
     pub leaves_in_ms: u64,
 }
 
-/// One limit's state.
+/// One limit's state: the limit as `/v1/config` shows it, then its numbers.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct LimitView {
-    /// The limit's name.
-    pub name: String,
-    /// Its policy.
-    pub policy: &'static str,
-    /// Requests per window, or the bucket's capacity.
-    pub limit: u32,
-    /// The window, in ms.
-    pub window_ms: u64,
-    /// Whether the limit only observes.
-    pub shadow: bool,
+pub struct LimitStateView {
+    /// The limit (name, policy, limit, window, shadow).
+    #[serde(flatten)]
+    pub limit: LimitView,
     /// Requests of cost 1 the client could make now.
     pub remaining: u32,
     /// How long until the full quota is back, in ms.
@@ -55,7 +50,7 @@ pub struct ClientState {
     /// How long until a request of cost 1 would pass, in ms.
     pub retry_after_ms: u64,
     /// Each limit, in the plan's order.
-    pub limits: Vec<LimitView>,
+    pub limits: Vec<LimitStateView>,
 }
 
 fn entry(run: &LogRun) -> LogEntry {
@@ -66,13 +61,15 @@ fn entry(run: &LogRun) -> LogEntry {
     }
 }
 
-fn limit_view(limit: &LimitState) -> LimitView {
-    LimitView {
-        name: limit.name.to_string(),
-        policy: limit.policy,
-        limit: limit.limit,
-        window_ms: limit.window_ms,
-        shadow: limit.shadow,
+fn limit_view(limit: &LimitState) -> LimitStateView {
+    LimitStateView {
+        limit: LimitView {
+            name: limit.name.to_string(),
+            policy: limit.policy,
+            limit: limit.limit,
+            window_ms: limit.window_ms,
+            shadow: limit.shadow,
+        },
         remaining: limit.remaining,
         reset_ms: limit.reset_after_ms,
         retry_after_ms: limit.retry_after_ms,
