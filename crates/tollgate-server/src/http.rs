@@ -16,13 +16,12 @@
 mod body;
 mod cross_origin;
 mod decision_json;
-mod hot_routes;
 mod request;
 mod response;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -34,28 +33,21 @@ use crate::metrics::BadRequest;
 use crate::server::Server;
 use body::read_body;
 pub use cross_origin::no_cross_origin;
-pub use hot_routes::HotRoutes;
 pub use request::{
     check_client, check_cost, decode_check, no_check_query, CheckRequest, PlanQuery,
     MAX_BODY_BYTES, MAX_CLIENT_BYTES,
 };
 pub use response::{decision_response, json, rate_limit_headers, Rejection};
 
-/// The routes, ready for `axum::serve` (`serve` itself answers the busiest
-/// ones first, with [`HotRoutes`]).
-pub fn router(server: Server) -> Router {
+/// The decision API's routes (the whole router, with the inspections and
+/// the dashboard: [`crate::routes::router`]).
+pub(crate) fn routes() -> Router<Server> {
     Router::new()
         .route("/v1/check", post(check))
         .route("/v1/remaining/{client}", get(remaining))
         .route("/v1/auth", get(auth))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .merge(crate::inspect::routes())
-        .merge(crate::dashboard::routes())
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(server)
 }
 
 /// Counts a refusal and turns it into its response.
@@ -242,7 +234,7 @@ async fn metrics(State(server): State<Server>) -> Response {
         .into_response()
 }
 
-async fn not_found(method: Method, uri: Uri) -> Response {
+pub(crate) async fn not_found(method: Method, uri: Uri) -> Response {
     Rejection::new(
         StatusCode::NOT_FOUND,
         format!(
@@ -253,7 +245,7 @@ async fn not_found(method: Method, uri: Uri) -> Response {
     .into_response()
 }
 
-async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+pub(crate) async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     Rejection::new(
         StatusCode::METHOD_NOT_ALLOWED,
         format!("{method} is not allowed on {}", uri.path()),

@@ -16,7 +16,8 @@
 //!   `tollgate_config` (re-exported as [`config`]), which `tollgate proxy`
 //!   shares; [`tasks`] runs the reload watcher and the idle-client sweeper.
 //!
-//! Modules depend one way: `http` → `server` → `metrics`, no cycle.
+//! Modules depend one way: [`routes`] → `http`, `inspect`, `dashboard` →
+//! `server` → `metrics`, no cycle.
 //! The binary (`tollgate serve`) only parses flags: [`Options`] →
 //! [`prepare`] → [`Prepared::run`]. Tests build a [`Server`] with a
 //! [`tollgate::ManualClock`], bind port 0 and call [`run`].
@@ -49,6 +50,7 @@ mod error;
 pub mod http;
 pub mod inspect;
 pub mod metrics;
+pub mod routes;
 mod server;
 mod settle;
 pub mod stats;
@@ -116,7 +118,7 @@ async fn serve_all(
 ) -> Result<(), Error> {
     // Read once: the connection limits need a restart to change.
     let limits = server.config().connections;
-    let service = http::HotRoutes::new(server);
+    let service = routes::HotRoutes::new(server);
     let (stop, stopped) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     for listener in listeners {

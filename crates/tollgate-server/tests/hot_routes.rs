@@ -1,5 +1,5 @@
 //! `serve` answers its busiest routes before the router
-//! (`tollgate_server::http::HotRoutes`); these must be the router's answers,
+//! (`tollgate_server::routes::HotRoutes`); these must be the router's answers,
 //! byte for byte. Two servers with the same config and the same hand-moved
 //! clock get the same requests, one through the router and one through the
 //! hot routes, and every status, header and body is compared, and so are
@@ -14,7 +14,8 @@ use axum::http::header::CONTENT_LENGTH;
 use axum::http::{HeaderValue, Method, Request, Response};
 use http_body_util::BodyExt;
 use tollgate::ManualClock;
-use tollgate_server::http::{router, HotRoutes, MAX_BODY_BYTES};
+use tollgate_server::http::MAX_BODY_BYTES;
+use tollgate_server::routes::{router, HotRoutes};
 use tollgate_server::{Config, Server, StoreHandle};
 use tower::{Service, ServiceExt};
 

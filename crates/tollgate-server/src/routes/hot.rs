@@ -21,7 +21,8 @@ use axum::response::Response;
 use axum::{BoxError, Router};
 use tower::{Service, ServiceExt};
 
-use super::{answer_auth, answer_check, healthz_response, router};
+use super::router;
+use crate::http::{answer_auth, answer_check, healthz_response};
 use crate::server::Server;
 
 /// `serve`'s HTTP service: the hot routes, then [`router`] for the rest.
