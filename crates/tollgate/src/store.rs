@@ -114,7 +114,8 @@ const MIN_SHARD_CAP: usize = 2;
 
 /// How far behind a time the memory store judges whether a client's state
 /// can be dropped (ms): behind a new client's time when a full shard makes
-/// room, and behind the clock in `tollgate serve`'s sweep.
+/// room (first; see `make_room` for what goes next), and behind the clock in
+/// `tollgate serve`'s sweep.
 ///
 /// A dropped state changes no answer for calls at or after the time it was
 /// judged at, but a call at an earlier time finds a new client, its quota
@@ -276,15 +277,21 @@ impl<S> MemoryStore<S> {
         result
     }
 
-    /// Brings a full shard down to seven eighths of its cap: first by dropping
-    /// the entries reclaimable [`RECLAIM_BEHIND_MS`] before the new client's
-    /// `now_ms`, then by evicting those that give back the fewest units
-    /// then (least recently seen first among equals).
+    /// Brings a full shard down to seven eighths of its cap, giving away as
+    /// little as it can, in this order:
     ///
-    /// Two passes, because the states live behind pointers: the first (as
-    /// short per entry as the caller's check) lets the processor fetch many
-    /// entries at once; the second computes what each gives back from the
-    /// cache.
+    /// 1. the entries reclaimable [`RECLAIM_BEHIND_MS`] before the new
+    ///    client's `now_ms`: no call of the last ten seconds needs them;
+    /// 2. the entries reclaimable at `now_ms`: only a call stamped before it
+    ///    (a stale clock) would find its quota whole, where evicting a
+    ///    client still in use gives back what it used for certain;
+    /// 3. those whose eviction gives back the fewest units at `now_ms`
+    ///    (least recently seen first among equals).
+    ///
+    /// The reclaiming passes and the eviction's weighing are apart, because
+    /// the states live behind pointers: a pass as short per entry as the
+    /// caller's check lets the processor fetch many entries at once; the
+    /// weighing computes what each gives back from the cache.
     fn make_room(
         &self,
         shard: &Shard<S>,
@@ -293,10 +300,12 @@ impl<S> MemoryStore<S> {
         eviction: &mut impl Eviction<S>,
     ) {
         let target = self.shard_cap - (self.shard_cap / 8).max(1);
+        let mut reclaimable = |state: &mut S, now| eviction.reclaimable(state, now);
         let judged_at = now_ms.saturating_sub(RECLAIM_BEHIND_MS);
-        let reclaimed = drop_where(shard, map, judged_at, &mut |state, now| {
-            eviction.reclaimable(state, now)
-        });
+        let mut reclaimed = drop_where(shard, map, judged_at, &mut reclaimable);
+        if map.len() > target {
+            reclaimed += drop_where(shard, map, now_ms, &mut reclaimable);
+        }
         self.reclaimed
             .fetch_add(reclaimed as u64, Ordering::Relaxed);
         if map.len() <= target {
@@ -309,7 +318,7 @@ impl<S> MemoryStore<S> {
             .iter_buckets()
             .filter_map(|bucket| {
                 let slot = map.get_bucket(bucket)?;
-                let now = judged_at.max(slot.last_seen);
+                let now = now_ms.max(slot.last_seen);
                 let units = eviction.units_given_back(&slot.state, now);
                 Some((units, slot.last_seen, bucket))
             })

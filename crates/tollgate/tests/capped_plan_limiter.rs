@@ -1,7 +1,7 @@
 //! The client cap of `PlanLimiter`: bounded memory, idle state reclaimed
 //! before any live state is evicted.
 
-use tollgate::{AnyPolicy, Limit, Plan, PlanLimiter, RECLAIM_BEHIND_MS};
+use tollgate::{AnyPolicy, Limit, Plan, PlanLimiter};
 
 fn plan() -> Plan {
     Plan::new(
@@ -56,16 +56,8 @@ fn live_clients_are_evicted_least_recently_seen_first() {
     assert!(!limiter.check(&day, "hot", 30_000, 1).allowed);
 }
 
-/// A full shard drops for room only what was idle `RECLAIM_BEHIND_MS`
-/// before the new client's time: a request that read the clock a moment
-/// earlier (or after the wall clock stepped back) still finds its client's
-/// state. Judged at the newcomer's own time, a spent client whose log had
-/// just left its window was dropped, and at 1 ms earlier it had its whole
-/// quota back: 6 allowed in one second where the limit is 3.
-#[test]
-fn a_full_shard_keeps_a_client_a_request_a_moment_earlier_still_needs() {
-    let limiter = PlanLimiter::with_max_clients(128);
-    let plan = Plan::new(
+fn three_per_second() -> Plan {
+    Plan::new(
         "p",
         vec![Limit::new(
             "1s",
@@ -73,24 +65,73 @@ fn a_full_shard_keeps_a_client_a_request_a_moment_earlier_still_needs() {
             false,
         )],
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// A full shard drops first what was idle `RECLAIM_BEHIND_MS` before the
+/// new client's time, so a request that read the clock a moment before the
+/// newcomer's (or after the wall clock stepped back) still finds its
+/// client's state. Judged at the newcomer's own time, a spent client whose
+/// log had just left its window went with the long-idle ones, and at 1 ms
+/// earlier it had its whole quota back: 6 allowed in one second where the
+/// limit is 3.
+#[test]
+fn a_full_shard_drops_the_long_idle_before_a_client_a_moment_earlier_needs() {
+    let limiter = PlanLimiter::with_max_clients(6_400);
+    let plan = three_per_second();
+    for i in 0..64 * 90 {
+        limiter.check(&plan, &format!("idle-{i}"), 0, 3);
+    }
     let spent: Vec<bool> = (0..4)
-        .map(|_| limiter.check(&plan, "x", 0, 1).allowed)
+        .map(|_| limiter.check(&plan, "x", 20_000, 1).allowed)
         .collect();
     assert_eq!(spent, [true, true, true, false]);
-    // Enough new clients at 1,000 to fill every shard, x's among them.
-    for i in 0..400 {
-        limiter.check(&plan, &format!("new-{i}"), 1_000, 1);
-    }
-    assert!(limiter.clients() <= 128);
-    let again: Vec<bool> = (0..4)
-        .map(|_| limiter.check(&plan, "x", 999, 1).allowed)
-        .collect();
-    assert_eq!(again, [false; 4], "x's log at 999 holds its three units");
-    // Past the lag, idle clients are dropped for room as before.
-    let later = 1_000 + RECLAIM_BEHIND_MS + 1_000;
-    for i in 0..400 {
-        limiter.check(&plan, &format!("later-{i}"), later, 1);
+    // Enough new clients at 21,000 to fill every shard, x's among them.
+    for i in 0..64 * 40 {
+        limiter.check(&plan, &format!("new-{i}"), 21_000, 1);
     }
     assert!(limiter.store().reclaimed() > 0);
+    let again: Vec<bool> = (0..4)
+        .map(|_| limiter.check(&plan, "x", 20_999, 1).allowed)
+        .collect();
+    assert_eq!(again, [false; 4], "x's log at 20,999 holds its three units");
+}
+
+/// When what was idle ten seconds before is not enough, what is idle now
+/// goes next, before any client still in use: evicting an active client
+/// hands it back what it used for certain. Weighed ten seconds back, the
+/// clients whose windows had just ended counted as spent and the active
+/// ones were evicted first, then let in again as new: 4 or more in one
+/// second for most of them.
+#[test]
+fn a_full_shard_drops_the_idle_before_evicting_clients_in_use() {
+    let limiter = PlanLimiter::with_max_clients(1_024);
+    let plan = three_per_second();
+    for i in 0..800 {
+        limiter.check(&plan, &format!("old-{i}"), 0, 3);
+    }
+    // (A shard that drew more than its 16 old clients evicted some then.)
+    let evicted_before = limiter.store().evicted();
+    for i in 0..400 {
+        assert!(limiter.check(&plan, &format!("new-{i}"), 2_000, 1).allowed);
+    }
+    let over: Vec<usize> = (0..400)
+        .filter(|i| {
+            let client = format!("new-{i}");
+            (0..3)
+                .filter(|_| limiter.check(&plan, &client, 2_100, 1).allowed)
+                .count()
+                > 2
+        })
+        .collect();
+    assert_eq!(
+        over,
+        Vec::<usize>::new(),
+        "clients let in a 4th time within 1 s"
+    );
+    assert_eq!(
+        limiter.store().evicted(),
+        evicted_before,
+        "nobody in use evicted"
+    );
 }
