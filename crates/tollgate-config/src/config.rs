@@ -212,14 +212,7 @@ impl Config {
     ) -> Result<Self, Error> {
         let file: file::File = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |span| span.start);
-            // Every number of the file is read as a u64 and its range
-            // checked after, naming the key: serde refuses only a negative
-            // one or one past u64, in Rust's words.
-            let message = e.message().trim_end().replace(
-                "expected u64",
-                "expected a whole number from 0 to 18446744073709551615",
-            );
-            error_at(text, offset, message)
+            error_at(text, offset, in_words(text, offset, e.message()))
         })?;
         let at =
             |span: std::ops::Range<usize>, message: String| error_at(text, span.start, message);
@@ -361,6 +354,23 @@ impl Error {
 /// Turns a span of the config text and a message into an
 /// [`Error::InvalidConfig`] at that span's line and column.
 pub(crate) type At<'a> = dyn Fn(std::ops::Range<usize>, String) -> Error + 'a;
+
+/// serde's refusal of a value, in the file's words. Every number of the
+/// file is read as a `u64` and its key's range checked after, with the
+/// key's name; serde refuses first only what is no `u64` at all (negative,
+/// a fraction, past 2^64), in Rust's words ("expected u64", "as i128"),
+/// which say neither the key nor what it takes. So the key at `offset` is
+/// named, and the types are told as numbers.
+fn in_words(text: &str, offset: usize, message: &str) -> String {
+    let message = message
+        .trim_end()
+        .replace("expected u64", "expected a whole number, 0 or more")
+        .replace("` as i128", "`, too large");
+    match locate::key_at(text, offset) {
+        Some(key) => format!("{key}: {message}"),
+        None => message,
+    }
+}
 
 #[cfg(test)]
 mod tests {

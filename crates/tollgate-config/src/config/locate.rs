@@ -39,6 +39,17 @@ pub fn error_at(text: &str, offset: usize, message: impl Into<String>) -> Error 
     }
 }
 
+/// The key of the `key = value` line holding byte `offset` of `text`, when
+/// the offset is in its value: what a refusal of that value is about.
+pub fn key_at(text: &str, offset: usize) -> Option<&str> {
+    let offset = offset.min(text.len());
+    let start = text.get(..offset)?.rfind('\n').map_or(0, |i| i + 1);
+    let (key, _) = text[start..offset].split_once('=')?;
+    let key = key.trim();
+    let bare = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    (!key.is_empty() && key.chars().all(bare)).then_some(key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
