@@ -162,3 +162,72 @@ fn long_logs_read_in_part_give_the_same_answers() {
         }
     });
 }
+
+/// Inspecting a long log reads at most 1,000 of its elements: read whole,
+/// a log of a limit in the hundreds of thousands held Redis (and its output
+/// buffer) for as long as it took, stalling every other client. The oldest
+/// runs are shown as they are, the later units as one run at the newest
+/// time, and the numbers are the memory store's.
+#[test]
+fn inspecting_a_long_log_reads_a_thousand_elements_and_the_numbers_stay_exact() {
+    let Some(server) = RedisServer::spawn("inspecting_a_long_log") else {
+        return;
+    };
+    current_thread_runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let reference = PlanLimiter::new();
+        let day = 86_400_000;
+        let plan = plan(3_000, day);
+        // 2,999 requests at distinct milliseconds, the last of cost 2.
+        for now in 0..2_999u64 {
+            let cost = if now == 2_998 { 2 } else { 1 };
+            let got = store
+                .decide(&plan, "long", now, cost)
+                .await
+                .expect("decide");
+            assert!(got.allowed, "at {now}");
+            reference.check(&plan, "long", now, cost);
+        }
+        let got = store.inspect(&plan, "long", 5_000).await.expect("inspect");
+        let want = reference.inspect(&plan, "long", 5_000);
+        let (got_limit, want_limit) = (&got.limits[0], &want.limits[0]);
+        assert_eq!(
+            (
+                got_limit.remaining,
+                got_limit.retry_after_ms,
+                got_limit.reset_after_ms
+            ),
+            (
+                want_limit.remaining,
+                want_limit.retry_after_ms,
+                want_limit.reset_after_ms
+            )
+        );
+        assert_eq!(
+            (got_limit.remaining, got_limit.retry_after_ms),
+            (0, day - 5_000)
+        );
+        assert_eq!(
+            (got.allowed, got.retry_after_ms),
+            (want.allowed, want.retry_after_ms)
+        );
+        let (got_log, want_log) = (
+            got_limit.log.as_ref().unwrap(),
+            want_limit.log.as_ref().unwrap(),
+        );
+        assert_eq!((got_log.len(), want_log.len()), (1_000, 2_999));
+        assert_eq!(
+            got_log[..999],
+            want_log[..999],
+            "the oldest runs as they are"
+        );
+        let rest = got_log.last().unwrap();
+        assert_eq!(
+            (rest.at_ms, rest.units),
+            (2_998, 2_001),
+            "the later units at the newest time"
+        );
+    });
+}

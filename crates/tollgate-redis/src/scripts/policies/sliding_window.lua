@@ -315,18 +315,41 @@ return function()
   -- stores nothing.
   sliding.anchors = false
 
+  -- The most elements inspect.lua reads: a log read whole would hold Redis,
+  -- and fill its output buffer, for as long as the log is long (a limit of
+  -- a million has logs a second long to read), stalling every other
+  -- client's decision. Past it, the later units are one run at the newest
+  -- element's time: the numbers the store computes from the log (the units
+  -- in the window, the wait until the oldest leaves, the reset when the
+  -- newest does) are the same; only the log shown is cut.
+  local INSPECT_RUNS = 1000
+
   -- The state for inspect.lua: the elements still inside the window, oldest
-  -- first, as { time_1, count_1, time_2, count_2, ... } (one LRANGE).
+  -- first, as { time_1, count_1, time_2, count_2, ... } (one LRANGE), at
+  -- most INSPECT_RUNS of them, the last standing for every later unit.
   function sliding.raw(state)
     local out = {}
     if not state or state.first >= state.n then
       return out
     end
-    local values = redis.call('LRANGE', state.key, fmt(state.first), '-1')
+    local newest = state.n - 1
+    local upto = newest
+    if state.n - state.first > INSPECT_RUNS then
+      upto = state.first + INSPECT_RUNS - 2
+    end
+    local values = redis.call('LRANGE', state.key, fmt(state.first), fmt(upto))
+    local stop = 0
     for j = 1, #values do
-      local time, count = parse_element(state.key, values[j], state.first + j - 1)
+      local time, count, e = parse_element(state.key, values[j], state.first + j - 1)
       out[#out + 1] = time
       out[#out + 1] = count
+      stop = e
+    end
+    if upto < newest then
+      local value = redis.call('LINDEX', state.key, fmt(newest))
+      local time, _, e = parse_element(state.key, value, newest)
+      out[#out + 1] = time
+      out[#out + 1] = wrapped_diff(e, stop)
     end
     return out
   end
