@@ -109,6 +109,30 @@ fn serve_warns_at_start_up_of_a_redis_that_evicts_keys_or_is_a_replica() {
     );
 }
 
+/// A user who may not read the memory policy or the role (the grant the
+/// README once recommended, or a managed Redis that renames `CONFIG`) is
+/// told what could not be checked and what to grant: before, the policy's
+/// refusal was logged at debug level and the role's not at all, so an
+/// evicting Redis or a replica went unwarned.
+#[test]
+fn serve_warns_when_it_cannot_check_the_memory_policy_or_the_role() {
+    let user = [
+        "--user", "app", "on", ">pw", "~*", "&*", "+@all", "-config", "-role",
+    ];
+    let Some(server) = RedisServer::spawn_with("unchecked_redis", &user) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = four_per_day(dir.path());
+    let url = format!("redis://app:pw@127.0.0.1:{}", server.port());
+    let stderr = start_up_log(serve_process(&config, &url, &[]));
+    assert!(stderr.contains("connected"), "{stderr}");
+    let policy = "cannot read Redis's maxmemory-policy (grant the user +config|get)";
+    assert!(stderr.contains(policy), "{stderr}");
+    let role = "cannot ask Redis whether it is a replica (grant the user +role)";
+    assert!(stderr.contains(role), "{stderr}");
+}
+
 /// `--redis-replicas-to-ack N` replaces the file's `[store]
 /// replicas_to_ack`: `serve` warns of a Redis with fewer replicas than the
 /// flag asks for over a file that asks for none, and not when the flag asks

@@ -152,13 +152,25 @@ async fn warn_of_risks(store: &RedisStore, target: &RedisTarget) {
             tollgate_redis::NO_EVICTION
         ),
         Ok(None) => {}
-        Err(error) => tracing::debug!(%error, "cannot read Redis's maxmemory-policy"),
+        // Unknown is not wrong, but an evicting policy would go unwarned.
+        Err(error) => tracing::warn!(
+            redis,
+            %error,
+            "cannot read Redis's maxmemory-policy (grant the user +config|get): an evicting policy, which lets a full Redis drop clients' state early, would go unnoticed; make sure it is {}",
+            tollgate_redis::NO_EVICTION
+        ),
     }
-    if let Ok(true) = replica {
-        tracing::warn!(
+    match replica {
+        Ok(true) => tracing::warn!(
             redis,
             "Redis is a replica: it refuses every write (READONLY), so the failure policy answers every call until it is promoted; give the primary's address"
-        );
+        ),
+        Ok(false) => {}
+        Err(error) => tracing::warn!(
+            redis,
+            %error,
+            "cannot ask Redis whether it is a replica (grant the user +role): a replica refuses every write"
+        ),
     }
 }
 

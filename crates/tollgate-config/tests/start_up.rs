@@ -158,6 +158,31 @@ fn a_redis_user_without_what_decisions_need_stops_start_up() {
     });
 }
 
+/// A Redis whose `EVALSHA` or `SCRIPT` is renamed away (`rename-command`, as
+/// managed services do with some commands) stops start-up naming the
+/// command, as a user without the permission does. It started, and every
+/// decision failed with "unknown command", answered by the failure policy.
+#[test]
+fn a_redis_without_a_command_decisions_need_stops_start_up() {
+    for command in ["EVALSHA", "SCRIPT"] {
+        let renamed = ["--rename-command", command, "\"\""];
+        let Some(server) = RedisServer::spawn_with("start_up_renamed", &renamed) else {
+            return;
+        };
+        let url = format!("url = \"redis://127.0.0.1:{}\"", server.port());
+        current_thread_runtime().block_on(async {
+            let refused = StoreHandle::connect(&config_with_store(&url)).await;
+            let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
+            let named = format!("Redis has no command {command} (disabled or renamed");
+            assert!(error.contains(&named), "{command}: {error:?}");
+            assert!(
+                !error.contains("with args"),
+                "{command}: arguments quoted: {error}"
+            );
+        });
+    }
+}
+
 /// Behind a slow link (each connection's first reply 0.8 s late), the
 /// start-up check waits for Redis up to its 5 s, and the service starts
 /// connected: it decides at once.

@@ -53,6 +53,19 @@ pub enum RedisStoreError {
         /// Redis's refusal.
         said: String,
     },
+    /// Redis has no such command (found at start-up): disabled or renamed
+    /// by the server's `rename-command`, as managed services do with some.
+    /// Every decision would fail with it, answered by the failure policy.
+    #[error(
+        "Redis has no command {command} (disabled or renamed with rename-command): tollgate \
+         needs EVALSHA, SCRIPT LOAD, TIME and PING (Redis said: {said})"
+    )]
+    MissingCommand {
+        /// The command Redis does not know, as Redis names it.
+        command: String,
+        /// Redis's refusal.
+        said: String,
+    },
     /// Redis could not be reached or the command failed. Shown without
     /// Redis's script hash and Lua line, so the message is fit to log.
     #[error("Redis error: {}", loggable(.0))]
@@ -131,6 +144,7 @@ impl RedisStoreError {
             | RedisStoreError::UnsupportedPolicy(_)
             | RedisStoreError::Script(_)
             | RedisStoreError::NotPermitted { .. }
+            | RedisStoreError::MissingCommand { .. }
             | RedisStoreError::Reply(_) => false,
         }
     }
@@ -274,7 +288,13 @@ pub(crate) fn loggable(e: &redis::RedisError) -> String {
         (Some(code), None) => code.to_owned(),
         _ => e.to_string(),
     };
-    match text.find(" script: ") {
+    // Redis quotes an unknown command's arguments: a script's hash and a
+    // client's keys, or a script's whole source.
+    let cut = [" script: ", ", with args beginning with:"]
+        .iter()
+        .filter_map(|marker| text.find(marker))
+        .min();
+    match cut {
         Some(at) => text[..at].to_owned(),
         None => text,
     }

@@ -34,13 +34,17 @@ impl RedisStore {
     /// client's keys under the prefix.
     ///
     /// # Errors
-    /// [`RedisStoreError::NotPermitted`] naming what the user lacks. Any
-    /// other error is not this check's to report (a node that serves no
-    /// slot yet, a busy script, a replica): the store's calls meet it, and
-    /// the failure policy answers them, as without the check.
+    /// [`RedisStoreError::NotPermitted`] naming what the user lacks, or
+    /// [`RedisStoreError::MissingCommand`] naming a command the server has
+    /// not (renamed or disabled). Any other error is not this check's to
+    /// report (a node that serves no slot yet, a busy script, a replica):
+    /// the store's calls meet it, and the failure policy answers them, as
+    /// without the check.
     pub(crate) async fn check_permissions(&self) -> Result<(), RedisStoreError> {
         match self.try_what_decisions_need().await {
-            Err(e @ RedisStoreError::NotPermitted { .. }) => Err(e),
+            Err(
+                e @ (RedisStoreError::NotPermitted { .. } | RedisStoreError::MissingCommand { .. }),
+            ) => Err(e),
             _ => Ok(()),
         }
     }
@@ -73,6 +77,17 @@ fn as_refusal(prefix: &str, error: RedisStoreError) -> RedisStoreError {
         return error;
     };
     let detail = e.detail().unwrap_or_default();
+    if e.code() == Some("ERR") && detail.starts_with("unknown command") {
+        let command = detail
+            .split('\'')
+            .nth(1)
+            .unwrap_or("?")
+            .to_ascii_uppercase();
+        return RedisStoreError::MissingCommand {
+            command,
+            said: loggable(e),
+        };
+    }
     let refused = e.code() == Some("NOPERM")
         || detail.contains("can't run this command")
         || detail.contains("ACL failure");
@@ -157,6 +172,24 @@ mod tests {
         assert!(refused_for(unknown).is_some());
         // Not a refusal: left to the failure policy, as without the check.
         assert_eq!(refused_for("CLUSTERDOWN The cluster is down"), None);
+        // A command the server has not (rename-command): named, its
+        // arguments (a script's hash, a client's keys) not quoted.
+        let missing = "ERR unknown command 'EVALSHA', with args beginning with: '1bf9' '3' \
+                       'tg:{c:alice}:seen'";
+        match as_refusal("tg", reply(missing)) {
+            e @ RedisStoreError::MissingCommand { .. } => {
+                let message = e.to_string();
+                assert!(
+                    message.starts_with("Redis has no command EVALSHA"),
+                    "{message}"
+                );
+                assert!(
+                    !message.contains("alice") && !message.contains("1bf9"),
+                    "{message}"
+                );
+            }
+            other => panic!("not a missing command: {other:?}"),
+        }
         assert_eq!(refused_for("BUSY Redis is busy running a script"), None);
     }
 }
