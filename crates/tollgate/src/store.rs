@@ -282,9 +282,10 @@ impl<S> MemoryStore<S> {
     ///
     /// 1. the entries reclaimable [`RECLAIM_BEHIND_MS`] before the new
     ///    client's `now_ms`: no call of the last ten seconds needs them;
-    /// 2. the entries reclaimable at `now_ms`: only a call stamped before it
-    ///    (a stale clock) would find its quota whole, where evicting a
-    ///    client still in use gives back what it used for certain;
+    /// 2. as many as the room still needs of the entries reclaimable at
+    ///    `now_ms`: only a call stamped before it (a stale clock) would find
+    ///    its quota whole, where evicting a client still in use gives back
+    ///    what it used for certain;
     /// 3. those whose eviction gives back the fewest units at `now_ms`
     ///    (least recently seen first among equals).
     ///
@@ -300,11 +301,18 @@ impl<S> MemoryStore<S> {
         eviction: &mut impl Eviction<S>,
     ) {
         let target = self.shard_cap - (self.shard_cap / 8).max(1);
-        let mut reclaimable = |state: &mut S, now| eviction.reclaimable(state, now);
         let judged_at = now_ms.saturating_sub(RECLAIM_BEHIND_MS);
-        let mut reclaimed = drop_where(shard, map, judged_at, &mut reclaimable);
-        if map.len() > target {
-            reclaimed += drop_where(shard, map, now_ms, &mut reclaimable);
+        let mut reclaimed = drop_where(shard, map, judged_at, &mut |state, now| {
+            eviction.reclaimable(state, now)
+        });
+        // Only as many as the room needs: each may be one a stale call needs.
+        let mut needed = map.len().saturating_sub(target);
+        if needed > 0 {
+            reclaimed += drop_where(shard, map, now_ms, &mut |state, now| {
+                let drop = needed > 0 && eviction.reclaimable(state, now);
+                needed -= usize::from(drop);
+                drop
+            });
         }
         self.reclaimed
             .fetch_add(reclaimed as u64, Ordering::Relaxed);

@@ -172,3 +172,24 @@ fn a_limit_a_sweep_does_not_know_yet_keeps_its_states_until_the_next_sweep() {
     limiter.sweep(std::slice::from_ref(&old), 6_000, false);
     assert_eq!(limiter.clients(), 0);
 }
+
+/// The same for a limit a reload put back: removed, found in no plan by a
+/// sweep, then restored (the same limit id) and spent while the next sweep,
+/// holding the plans it read before, walks the shards. The client was seen
+/// after that sweep's time, so its state stays; it was dropped, and the
+/// spent quota was whole again.
+#[test]
+fn a_limit_put_back_keeps_the_state_a_client_wrote_after_the_sweeps_time() {
+    let limiter = tollgate::PlanLimiter::new();
+    let (old, back) = (day_plan("old"), day_plan("back"));
+    limiter.check(&back, "other", 0, 1);
+    // "back" removed: a sweep finds its states in no plan.
+    limiter.sweep(std::slice::from_ref(&old), 1_000, false);
+    // Put back, and spent by c after the next sweep's time...
+    assert!(limiter.check(&back, "c", 3_000, 2).allowed);
+    // ...which still holds the plans without it.
+    limiter.sweep(std::slice::from_ref(&old), 2_000, false);
+    assert!(!limiter.check(&back, "c", 3_001, 1).allowed, "c's use kept");
+    // Idle since before the sweep's time, "other" goes.
+    assert!(limiter.store().get("other").is_none());
+}

@@ -76,9 +76,13 @@ impl PlanLimiter {
     /// Drops limit states that no longer matter (see [`crate::Limiter::sweep`]),
     /// given the plans they belong to; states of limits in none of `plans`
     /// (left behind by a config change) are dropped too, once two sweeps in
-    /// a row found their limit in none of their plans (a state written under
-    /// a plan newer than the sweep's stays). Returns how many clients were
-    /// dropped entirely.
+    /// a row found their limit in none of their plans and the client was
+    /// not seen after `now_ms` (a state written under a plan newer than the
+    /// sweep's stays). Returns how many clients were dropped entirely.
+    ///
+    /// One sweeper at a time: the list of limits found in no plan passes
+    /// from one sweep to the next, so two sweeps of one limiter at once
+    /// could each take the other's for their own.
     pub fn sweep(&self, plans: &[Plan], now_ms: u64, reset_phase: bool) -> usize {
         self.known_limits.replace(plans);
         let find = |id: u64| {
@@ -96,7 +100,10 @@ impl PlanLimiter {
                     if !unknown.contains(id) {
                         unknown.push(*id);
                     }
-                    !unknown_before.contains(id)
+                    // A client seen after the sweep's time may have written
+                    // it under plans newer than the sweep's (a limit put
+                    // back by a reload since the sweep before).
+                    !unknown_before.contains(id) || now > now_ms
                 }
             });
             states.is_empty()
