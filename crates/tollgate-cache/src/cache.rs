@@ -31,7 +31,8 @@ struct Slot {
     fingerprint: u64,
     /// The smallest cost rejected.
     cost: u32,
-    /// When the store rejected it (the caller's time).
+    /// When the store rejected it, on the cache's time (the caller's, or
+    /// its own clock's: [`RejectionCache::on_own_clock`]).
     rejected_at: u64,
     /// `rejected_at` plus the store's exact wait: from then on the request
     /// goes to the store again.
@@ -54,7 +55,11 @@ pub enum Lookup {
     /// The store's to decide, at `now_ms`: the request's own time, or the
     /// latest time the cache holds for the client when that is later.
     AskStore {
-        /// The time to hand the store.
+        /// The time to hand the store, and then to
+        /// [`RejectionCache::remember`]. On a cache with its own clock, the
+        /// cache's time for the request: hand the store the caller's own
+        /// time (it reads its own clock), and remember at this one
+        /// ([`crate::CachedStore`] does both).
         now_ms: u64,
     },
 }
@@ -158,7 +163,9 @@ impl RejectionCache {
     }
 
     /// What to do with a request of `cost` by `client` under `plan` at
-    /// `now_ms`. Its time is first brought up to the latest the cache holds
+    /// `now_ms`, the cache's time: the caller's, or, on a cache with its own
+    /// clock, [`RejectionCache::own_now_ms`] (read before the store is
+    /// asked, so that a wait counts from no later than the store's). Its time is first brought up to the latest the cache holds
     /// for the client (`t'`). It is answered when a remembered rejection
     /// proves the store would reject it too: same plan with the same
     /// limits, `cost` at least the rejected one (and able to pass some day:

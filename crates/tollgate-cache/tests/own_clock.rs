@@ -5,18 +5,20 @@
 //! clock stepped back a minute went on rejecting from the cache, with the
 //! same frozen wait, for that minute after the store would allow.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tollgate::{
-    AnyPolicy, Clock, DecidedBy, Limit, ManualClock, MonotonicClock, Plan, PlanDecision,
-    PlanLimiter, Store, StoreFuture,
+    AnyPolicy, Clock, DecidedBy, Inspection, Limit, ManualClock, MonotonicClock, Plan,
+    PlanDecision, PlanLimiter, Store, StoreFuture,
 };
 use tollgate_cache::{CachedStore, RejectionCache};
 
-/// A store that decides at its own clock's time, whatever the caller says.
+/// A store that decides at its own clock's time, whatever the caller says,
+/// and notes the times it was handed.
 struct OnItsOwnClock {
     limiter: PlanLimiter,
     clock: Arc<ManualClock>,
+    handed: Mutex<Vec<u64>>,
 }
 
 impl Store for OnItsOwnClock {
@@ -24,11 +26,23 @@ impl Store for OnItsOwnClock {
         &'a self,
         plan: &'a Plan,
         client: &'a str,
-        _now_ms: u64,
+        now_ms: u64,
         cost: u32,
     ) -> StoreFuture<'a, PlanDecision> {
-        let now_ms = self.clock.now_ms();
-        StoreFuture::ready(Ok(self.limiter.check(plan, client, now_ms, cost)))
+        self.handed.lock().unwrap().push(now_ms);
+        let own = self.clock.now_ms();
+        StoreFuture::ready(Ok(self.limiter.check(plan, client, own, cost)))
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        plan: &'a Plan,
+        client: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Inspection> {
+        self.handed.lock().unwrap().push(now_ms);
+        let own = self.clock.now_ms();
+        StoreFuture::ready(Ok(self.limiter.inspect(plan, client, own)))
     }
 }
 
@@ -53,6 +67,7 @@ async fn a_callers_clock_that_steps_changes_no_answer_and_no_wait() {
     let store = OnItsOwnClock {
         limiter: PlanLimiter::new(),
         clock: clock.clone(),
+        handed: Mutex::default(),
     };
     let store = CachedStore::new(store, cache);
     let wall = 1_700_000_000_000;
@@ -79,6 +94,15 @@ async fn a_callers_clock_that_steps_changes_no_answer_and_no_wait() {
         (forward.allowed, forward.decided_by, forward.retry_after_ms),
         (false, DecidedBy::Cache, Some(100))
     );
+    // check_returnable is answered the same way.
+    let returnable = store.check_returnable(&plan, "c", wall, 1).await.unwrap();
+    assert_eq!(
+        (
+            returnable.decision.decided_by,
+            returnable.decision.retry_after_ms
+        ),
+        (DecidedBy::Cache, Some(100))
+    );
     // At the end of the wait, stepped back again: the store's, and allowed.
     clock.advance(100);
     let allowed = store.check(&plan, "c", wall - 60_000, 1).await.unwrap();
@@ -86,4 +110,10 @@ async fn a_callers_clock_that_steps_changes_no_answer_and_no_wait() {
         (allowed.allowed, allowed.decided_by),
         (true, DecidedBy::Store)
     );
+    // The store is handed each caller's own time, inspections included:
+    // never the cache's clock, nor a latest time measured on it.
+    let inspection = store.inspect(&plan, "c", wall + 5).await.unwrap();
+    assert_eq!(inspection.limits[0].remaining, 0);
+    let handed = store.inner().handed.lock().unwrap().clone();
+    assert_eq!(handed, [wall, wall + 10, wall - 60_000, wall + 5]);
 }
