@@ -232,6 +232,38 @@ pub(super) mod tests {
         );
     }
 
+    /// With `--config`, a Redis flag at fault is named as without it: an
+    /// unreadable `--redis-ca` was "invalid --config", and a flag given
+    /// without a Redis store was printed under it.
+    #[test]
+    fn with_a_config_a_redis_flag_at_fault_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tollgate.toml");
+        let limit =
+            "[[plans.free]]\nname = \"1s\"\npolicy = \"gcra\"\nlimit = 2\nwindow = \"1s\"\n";
+        let tls = format!("{limit}[store]\nurl = \"rediss://127.0.0.1:1\"\n");
+        let cases = [
+            (
+                tls.as_str(),
+                ["--redis-ca", "/nonexistent.pem"],
+                "invalid --redis-ca: ",
+            ),
+            (
+                limit,
+                ["--redis-replicas-to-ack", "1"],
+                "--redis-replicas-to-ack 1 needs a Redis store",
+            ),
+        ];
+        for (text, flag, expected) in cases {
+            std::fs::write(&path, text).unwrap();
+            let path = path.to_str().unwrap();
+            let mut args = vec!["--upstream", "http://h", "--config", path];
+            args.extend(flag);
+            let err = config(&args).err().unwrap_or_default();
+            assert!(err.starts_with(expected), "{flag:?}: {err}");
+        }
+    }
+
     #[test]
     fn a_serve_config_gives_each_client_its_plan() {
         let dir = tempfile::tempdir().unwrap();

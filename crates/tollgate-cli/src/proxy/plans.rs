@@ -78,19 +78,37 @@ pub(super) fn redis_option(overrides: &Overrides, otherwise: &'static str) -> &'
     }
 }
 
-/// The Redis flags of `overrides` refused with `error`. A check that names
-/// its flag (one that only a Redis store uses, given without one or out of
-/// its range; a cluster seed) says so itself, as in `tollgate serve`;
-/// otherwise the flag at fault is named: `--redis-ca` for its CA file
-/// (unreadable, or not a CA), else the flag that names the Redis store.
+/// Whether `error` is a check of a Redis flag that names the flag itself
+/// (one that only a Redis store uses, given without one or out of its
+/// range; a cluster seed), as `tollgate serve` prints it.
+fn names_its_flag(error: &ConfigError) -> bool {
+    matches!(
+        error,
+        ConfigError::FlagWithoutRedis { .. }
+            | ConfigError::InvalidReplicasToAck { .. }
+            | ConfigError::InvalidClusterSeed { .. }
+    )
+}
+
+/// Whether `error` is about the `--redis-ca` file of `overrides`
+/// (unreadable, or not a CA).
+fn about_the_ca_flag(overrides: &Overrides, error: &ConfigError) -> bool {
+    overrides.redis_ca.is_some() && error.to_string().contains(" CA ")
+}
+
+/// The Redis flags of `overrides` refused with `error`: a check that names
+/// its flag says so itself ([`names_its_flag`]); otherwise the flag at
+/// fault is named: `--redis-ca` for its CA file, else the flag that names
+/// the Redis store.
 pub(super) fn invalid_redis(overrides: &Overrides, error: &ConfigError) -> Error {
     let reason = error.to_string();
-    let option = match error {
-        ConfigError::FlagWithoutRedis { .. }
-        | ConfigError::InvalidReplicasToAck { .. }
-        | ConfigError::InvalidClusterSeed { .. } => return Error::RefusedOption(reason),
-        _ if overrides.redis_ca.is_some() && reason.contains(" CA ") => "--redis-ca",
-        _ => redis_option(overrides, "--redis"),
+    if names_its_flag(error) {
+        return Error::RefusedOption(reason);
+    }
+    let option = if about_the_ca_flag(overrides, error) {
+        "--redis-ca"
+    } else {
+        redis_option(overrides, "--redis")
     };
     Error::InvalidOption { option, reason }
 }
@@ -98,12 +116,13 @@ pub(super) fn invalid_redis(overrides: &Overrides, error: &ConfigError) -> Error
 /// A `--config` file refused with `error`, or a Redis flag refused with it
 /// ([`invalid_redis`]): each named by what is at fault.
 fn refused_config(overrides: &Overrides, error: &ConfigError) -> Error {
-    match error {
-        ConfigError::FlagWithoutRedis { .. }
-        | ConfigError::InvalidReplicasToAck { .. }
-        | ConfigError::InvalidClusterSeed { .. }
-        | ConfigError::InvalidRedisUrl { .. } => invalid_redis(overrides, error),
-        _ => invalid_config(error.to_string()),
+    let flag = names_its_flag(error)
+        || matches!(error, ConfigError::InvalidRedisUrl { .. })
+        || about_the_ca_flag(overrides, error);
+    if flag {
+        invalid_redis(overrides, error)
+    } else {
+        invalid_config(error.to_string())
     }
 }
 
