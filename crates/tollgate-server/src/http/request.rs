@@ -58,9 +58,10 @@ fn null(field: &str, instead: &str) -> Rejection {
 
 /// A body's `cost` as sent. serde's own refusals of a `u64` speak of Rust's
 /// types and do not name the field ("invalid value: integer `-1`, expected
-/// u64"), and a number past `u64` reaches it as a float the caller never
-/// wrote: any JSON number is read here, and refused by
-/// [`decode_check`] in words.
+/// u64"), and show a number past `u64` as the float serde_json read it
+/// into: any JSON number is read here, and refused by [`decode_cost`] in
+/// words (a number written with a fraction or an exponent is shown as the
+/// float it is, e.g. `1e3` as `1000.0`).
 enum Cost {
     /// A whole number that fits a `u64`, written without a fraction.
     Whole(u64),
@@ -116,7 +117,8 @@ struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 ///
 /// # Errors
 /// A 400 [`Rejection`] naming the problem: not JSON, not an object, an unknown
-/// field, a missing, empty or over-long client, a cost of 0 or over `max_cost`.
+/// field or one of the wrong type, a missing, empty or over-long client, a
+/// cost that is not a whole number from 1 to `max_cost`.
 pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Rejection> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Rejection::bad_request(
@@ -146,24 +148,7 @@ pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Reje
         Field::Null => return Err(null("client", "say who is asking")),
     };
     check_client(&client)?;
-    let instead =
-        || format!("give a whole number from 1 to {max_cost}, or leave the field out (1)");
-    let cost = match raw.cost {
-        Field::Given(Cost::Whole(cost)) => check_cost(cost, max_cost)?,
-        Field::Given(Cost::Huge) => {
-            return Err(Rejection::bad_request(format!(
-                "cost is over the maximum of {max_cost} per request (got a number past 2^64)"
-            )))
-        }
-        Field::Given(Cost::NotWhole(text)) => {
-            return Err(Rejection::bad_request(format!(
-                "\"cost\" is {text}: give a whole number from 1 to {max_cost} (no sign, \
-                 fraction or exponent), or leave the field out (1)"
-            )))
-        }
-        Field::Absent => check_cost(1, max_cost)?,
-        Field::Null => return Err(null("cost", &instead())),
-    };
+    let cost = decode_cost(raw.cost, max_cost)?;
     let plan = match raw.plan {
         Field::Given(text) => Some(text.0),
         Field::Absent => None,
@@ -177,6 +162,31 @@ pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Reje
         }
     }
     Ok(CheckRequest { client, cost, plan })
+}
+
+/// The body's `cost`: 1 when left out, else a whole number from 1 to
+/// `max_cost`.
+///
+/// # Errors
+/// A 400 [`Rejection`] naming the field and its range: `null`, negative,
+/// written with a fraction or an exponent, 0, over `max_cost` or past 2^64.
+fn decode_cost(cost: Field<Cost>, max_cost: u32) -> Result<u32, Rejection> {
+    let range = format!("a whole number from 1 to {max_cost}");
+    match cost {
+        Field::Given(Cost::Whole(cost)) => check_cost(cost, max_cost),
+        Field::Absent => check_cost(1, max_cost),
+        Field::Given(Cost::Huge) => Err(Rejection::bad_request(format!(
+            "cost is over the maximum of {max_cost} per request (got a number past 2^64)"
+        ))),
+        Field::Given(Cost::NotWhole(text)) => Err(Rejection::bad_request(format!(
+            "\"cost\" is {text}: give {range} (no sign, fraction or exponent), or leave the \
+             field out (1)"
+        ))),
+        Field::Null => Err(null(
+            "cost",
+            &format!("give {range}, or leave the field out (1)"),
+        )),
+    }
 }
 
 /// `POST /v1/check` takes everything from its body, so a query string is
