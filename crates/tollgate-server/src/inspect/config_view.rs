@@ -9,7 +9,7 @@ use tollgate_config::config::clock_name;
 use tollgate_config::store::RejectionCache;
 use tollgate_redis::redact_url;
 
-use crate::config::{ClientIdSource, Config, StoreKind};
+use crate::config::{ClientIdSource, Config, StoreConfig, StoreKind};
 
 /// One limit.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -53,7 +53,8 @@ pub struct StoreView {
     /// Per-call timeout (shared stores), in ms.
     pub timeout_ms: u64,
     /// Cap on clients kept in memory (the memory store, or a shared
-    /// store's local fallback), as in force: `max_clients`, at least 128.
+    /// store's local fallback), as in force: `max_clients`, at least 128
+    /// (a bound: each of the store's 64 shards keeps its share).
     pub max_clients: usize,
     /// Whose clock times the decisions: `"caller"` (this server's) or
     /// `"redis"`.
@@ -80,6 +81,30 @@ pub struct ConfigView {
     pub max_cost: u32,
     /// Whether the dashboard and its counters are on.
     pub dashboard: bool,
+}
+
+impl StoreView {
+    /// The view of `[store]` as in force.
+    fn of(store: &StoreConfig) -> Self {
+        let (kind, url) = match &store.kind {
+            StoreKind::Memory => ("memory", None),
+            StoreKind::Redis { url } => ("redis", Some(redact_url(url))),
+            StoreKind::RedisCluster { seeds } => {
+                let seeds: Vec<String> = seeds.iter().map(|s| redact_url(s)).collect();
+                ("redis-cluster", Some(seeds.join(",")))
+            }
+        };
+        Self {
+            kind,
+            url,
+            failure_policy: store.failure_policy.as_str(),
+            timeout_ms: store.timeout_ms,
+            max_clients: MemoryStore::<()>::clients_kept_at_most(store.max_clients),
+            clock: clock_name(store.clock),
+            rejection_cache_max_clients: (store.shared_rejection_cache())
+                .map(RejectionCache::most_entries),
+        }
+    }
 }
 
 impl ConfigView {
@@ -109,32 +134,9 @@ impl ConfigView {
                     .collect(),
             })
             .collect();
-        let (kind, url) = match &config.store.kind {
-            StoreKind::Memory => ("memory", None),
-            StoreKind::Redis { url } => ("redis", Some(redact_url(url))),
-            StoreKind::RedisCluster { seeds } => (
-                "redis-cluster",
-                Some(
-                    seeds
-                        .iter()
-                        .map(|s| redact_url(s))
-                        .collect::<Vec<_>>()
-                        .join(","),
-                ),
-            ),
-        };
         Self {
             plans,
-            store: StoreView {
-                kind,
-                url,
-                failure_policy: config.store.failure_policy.as_str(),
-                timeout_ms: config.store.timeout_ms,
-                max_clients: MemoryStore::<()>::clients_kept_at_most(config.store.max_clients),
-                clock: clock_name(config.store.clock),
-                rejection_cache_max_clients: (config.store.shared_rejection_cache())
-                    .map(RejectionCache::most_entries),
-            },
+            store: StoreView::of(&config.store),
             listen: config.listen.iter().map(ToString::to_string).collect(),
             grpc_listen: config.envoy.grpc_listen.map(|a| a.to_string()),
             client_id: match &config.client_id {
