@@ -38,6 +38,69 @@ fn serve_refuses_to_start_with_a_redis_user_that_cannot_run_scripts() {
     );
 }
 
+/// A Redis down when `serve` starts (the usual order when both start
+/// together) is checked once it is up: a user without `EVALSHA`, and an
+/// evicting memory policy, are logged then. Before, the start-up checks
+/// ran only on a Redis up at start-up, and such a service answered every
+/// decision by its failure policy without a word of why.
+#[test]
+fn a_redis_that_comes_up_after_serve_is_checked_when_it_does() {
+    let acl = [
+        "--user",
+        "alice",
+        "on",
+        ">pw",
+        "~*",
+        "&*",
+        "+@all",
+        "-evalsha",
+        "--maxmemory-policy",
+        "allkeys-lru",
+    ];
+    let Some(mut redis) = RedisServer::spawn_with("late_no_evalsha", &acl) else {
+        return;
+    };
+    redis.kill();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("redis://alice:pw@127.0.0.1:{}", redis.port());
+    let mut serve = serve_process(&four_per_day(dir.path()), &url, &[]);
+    let banner = read_until(serve.stdout.take().expect("stdout"), "listening");
+    assert!(banner.contains("listening"), "{banner}");
+    let stderr = serve.stderr.take().expect("stderr");
+    // Read on a thread of its own: serve keeps its standard error open.
+    let (lines, read) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    redis.restart();
+    let mut log = String::new();
+    let wanted = ["grant it +evalsha", "maxmemory-policy"];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !wanted.iter().all(|w| log.contains(w)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(line) = read.recv_timeout(left) else {
+            break;
+        };
+        log.push_str(&line);
+        log.push('\n');
+    }
+    assert!(
+        log.contains("Redis is up, but every decision will be refused"),
+        "{log}"
+    );
+    for w in wanted {
+        assert!(log.contains(w), "{w}: {log}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_redis_is_reported_and_answered_by_the_failure_policy() {
     // Nothing listens on a port that was just free.

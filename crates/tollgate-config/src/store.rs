@@ -14,7 +14,7 @@ use tollgate::{MemoryBackend, PlanLimiter, Store, SystemMonotonicClock};
 use tollgate_cache::CachedStore;
 pub use tollgate_cache::RejectionCache;
 use tollgate_guard::GuardedStore;
-use tollgate_redis::{RedisStore, RedisStoreConfig, RedisTarget};
+use tollgate_redis::{RedisStore, RedisStoreConfig, RedisStoreError, RedisTarget};
 
 use crate::config::{Config, StoreConfig};
 use crate::Error;
@@ -100,7 +100,11 @@ impl StoreHandle {
             ),
         };
         tracing::error!(redis = %target.redacted(), %error, "Redis is unreachable or not ready at start-up; the failure policy answers until it is up");
-        Self::for_config(config)
+        let handle = Self::for_config(config)?;
+        if let StoreHandle::Redis(store) = &handle {
+            tokio::spawn(check_once_up(store.clone(), target));
+        }
+        Ok(handle)
     }
 
     fn memory(config: &Config) -> Self {
@@ -110,14 +114,50 @@ impl StoreHandle {
     }
 }
 
+/// How often [`check_once_up`] asks a Redis that was not up at start-up.
+const UP_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// The start-up checks of [`StoreHandle::connect`], once a Redis that was
+/// down at start-up first answers (the usual order when a service and its
+/// Redis start together): what no wait fixes (a user without a permission
+/// decisions need, a command renamed away) is logged as an error, since a
+/// running service cannot refuse to start; then [`warn_of_risks`]. Asked
+/// every [`UP_CHECK_EVERY`] until then.
+async fn check_once_up(store: Arc<RedisStore>, target: RedisTarget) {
+    let redis = target.redacted();
+    loop {
+        match store.check_what_decisions_need().await {
+            Err(
+                error @ (RedisStoreError::NotPermitted { .. }
+                | RedisStoreError::MissingCommand { .. }),
+            ) => {
+                tracing::error!(redis, %error, "Redis is up, but every decision will be refused and answered by the failure policy");
+                break;
+            }
+            Err(error) if error.is_transient() || error.is_not_up_yet() => {
+                tokio::time::sleep(UP_CHECK_EVERY).await;
+            }
+            Err(error) => {
+                tracing::error!(redis, %error, "Redis is up, but refused what decisions need");
+                break;
+            }
+            Ok(()) => {
+                tracing::info!(redis, "Redis is up: limit state in Redis");
+                break;
+            }
+        }
+    }
+    warn_of_risks(&store, &target).await;
+}
+
 /// Warns of a Redis that would silently cost exactness or every decision:
 /// one that may evict tollgate's keys (a `maxmemory-policy` other than
 /// `noeviction`: full, it would drop clients' state early and allow them
 /// again), a replica (it refuses every write, so the failure policy would
 /// answer every call), or one with fewer replicas connected than `[store]
 /// replicas_to_ack` (every decision that consumes would be answered by the
-/// failure policy). What cannot be read (`CONFIG` refused or renamed, as
-/// managed services do) is only noted at debug level.
+/// failure policy). What cannot be read (`CONFIG` or `ROLE` refused or
+/// renamed, as managed services do) is warned of too, with what to grant.
 async fn warn_of_risks(store: &RedisStore, target: &RedisTarget) {
     let redis = target.redacted();
     // Asked at once, under one bound: start-up waits for one round trip.

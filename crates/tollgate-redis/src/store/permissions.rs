@@ -41,7 +41,7 @@ impl RedisStore {
     /// the store's calls meet it, and the failure policy answers them, as
     /// without the check.
     pub(crate) async fn check_permissions(&self) -> Result<(), RedisStoreError> {
-        match self.try_what_decisions_need().await {
+        match self.check_what_decisions_need().await {
             Err(
                 e @ (RedisStoreError::NotPermitted { .. } | RedisStoreError::MissingCommand { .. }),
             ) => Err(e),
@@ -49,8 +49,15 @@ impl RedisStore {
         }
     }
 
-    /// What [`RedisStore::check_permissions`] does, every error as met.
-    async fn try_what_decisions_need(&self) -> Result<(), RedisStoreError> {
+    /// Does, harmlessly, what every decision needs (see the module doc):
+    /// what the start-up check of [`RedisStore::connect_to`] runs, for a
+    /// service that started while Redis was down to run once it is up.
+    ///
+    /// # Errors
+    /// Every error as met: [`RedisStoreError::NotPermitted`] and
+    /// [`RedisStoreError::MissingCommand`] for what no wait fixes, a
+    /// transient one while Redis is not up, or any other.
+    pub async fn check_what_decisions_need(&self) -> Result<(), RedisStoreError> {
         let policy = AnyPolicy::from_name("sliding-window", 1, 1_000)
             .map_err(|e| RedisStoreError::Config(e.to_string()))?;
         let plan = Plan::new("start-up-check", vec![Limit::new("check", policy, false)])
