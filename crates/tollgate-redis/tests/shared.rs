@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use tollgate::{AnyPolicy, Limit, Plan, Store, POLICY_NAMES};
-use tollgate_redis::testing::RedisServer;
+use tollgate_redis::testing::{current_thread_runtime, RedisServer};
 use tollgate_redis::{RedisStore, RedisStoreConfig, TimeSource};
 
 fn plan(policy: &str, limit: u32, window: u64) -> Plan {
@@ -249,11 +249,7 @@ fn a_look_or_a_refusal_from_a_clock_ahead_keeps_the_last_seen_time_that_much_lon
     else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
+    current_thread_runtime().block_on(async {
         let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
             .await
             .expect("connect");

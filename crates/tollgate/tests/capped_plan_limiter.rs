@@ -3,22 +3,16 @@
 
 use tollgate::{AnyPolicy, Limit, Plan, PlanLimiter};
 
-fn plan() -> Plan {
-    Plan::new(
-        "free",
-        vec![Limit::new(
-            "1s",
-            AnyPolicy::from_name("sliding-window", 2, 1_000).unwrap(),
-            false,
-        )],
-    )
-    .unwrap()
+/// A plan of one sliding window of `limit` per `window_ms`.
+fn sliding(limit: u32, window_ms: u64) -> Plan {
+    let policy = AnyPolicy::from_name("sliding-window", limit, window_ms).unwrap();
+    Plan::new("p", vec![Limit::new("l", policy, false)]).unwrap()
 }
 
 #[test]
 fn expired_windows_are_reclaimed_instead_of_evicting_live_clients() {
     let limiter = PlanLimiter::with_max_clients(6_400);
-    let plan = plan();
+    let plan = sliding(2, 1_000);
     // One new client per 10 ms: at any time only the last 100 hold a live
     // window, far fewer than the 100 per shard the cap allows.
     for i in 0..100_000u64 {
@@ -32,15 +26,7 @@ fn expired_windows_are_reclaimed_instead_of_evicting_live_clients() {
 #[test]
 fn live_clients_are_evicted_least_recently_seen_first() {
     let limiter = PlanLimiter::with_max_clients(640);
-    let day = Plan::new(
-        "daily",
-        vec![Limit::new(
-            "1d",
-            AnyPolicy::from_name("sliding-window", 2, 86_400_000).unwrap(),
-            false,
-        )],
-    )
-    .unwrap();
+    let day = sliding(2, 86_400_000);
     assert!(limiter.check(&day, "hot", 0, 1).allowed);
     // Nothing expires within the day, so the cap must evict live clients;
     // the hot client, seen again right after every newcomer, is never the
@@ -56,18 +42,6 @@ fn live_clients_are_evicted_least_recently_seen_first() {
     assert!(!limiter.check(&day, "hot", 30_000, 1).allowed);
 }
 
-fn three_per_second() -> Plan {
-    Plan::new(
-        "p",
-        vec![Limit::new(
-            "1s",
-            AnyPolicy::from_name("sliding-window", 3, 1_000).unwrap(),
-            false,
-        )],
-    )
-    .unwrap()
-}
-
 /// A full shard drops first what was idle `RECLAIM_BEHIND_MS` before the
 /// new client's time, so a request that read the clock a moment before the
 /// newcomer's (or after the wall clock stepped back) still finds its
@@ -78,7 +52,7 @@ fn three_per_second() -> Plan {
 #[test]
 fn a_full_shard_drops_the_long_idle_before_a_client_a_moment_earlier_needs() {
     let limiter = PlanLimiter::with_max_clients(6_400);
-    let plan = three_per_second();
+    let plan = sliding(3, 1_000);
     for i in 0..64 * 90 {
         limiter.check(&plan, &format!("idle-{i}"), 0, 3);
     }
@@ -108,7 +82,7 @@ fn a_full_shard_drops_the_idle_before_evicting_clients_in_use() {
     // 16 clients a shard. The new ones, about 3 a shard, never fill one
     // alone (15 in one of the 64: about once in 10^6 runs).
     let limiter = PlanLimiter::with_max_clients(1_024);
-    let plan = three_per_second();
+    let plan = sliding(3, 1_000);
     for i in 0..960 {
         limiter.check(&plan, &format!("old-{i}"), 0, 3);
     }
