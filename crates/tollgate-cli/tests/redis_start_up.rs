@@ -38,6 +38,51 @@ fn serve_refuses_to_start_with_a_redis_user_that_cannot_run_scripts() {
     );
 }
 
+/// `serve`'s standard error, line by line, read on a thread of its own
+/// (serve keeps it open): what it has said so far.
+struct Log {
+    lines: std::sync::mpsc::Receiver<String>,
+    text: String,
+}
+
+impl Log {
+    /// Follows `serve` once it listens.
+    fn of(serve: &mut ChildGuard) -> Self {
+        let banner = read_until(serve.stdout.take().expect("stdout"), "listening");
+        assert!(banner.contains("listening"), "{banner}");
+        let stderr = serve.stderr.take().expect("stderr");
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let lines = std::io::BufReader::new(stderr).lines();
+            for line in lines.map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            lines,
+            text: String::new(),
+        }
+    }
+
+    /// Reads on until every one of `wanted` was said, for at most 20 s:
+    /// what was said.
+    fn until(&mut self, wanted: &[&str]) -> &str {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !wanted.iter().all(|w| self.text.contains(w)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = self.lines.recv_timeout(left) else {
+                break;
+            };
+            self.text.push_str(&line);
+            self.text.push('\n');
+        }
+        &self.text
+    }
+}
+
 /// A Redis down when `serve` starts (the usual order when both start
 /// together) is checked once it is up: a user without `EVALSHA`, and an
 /// evicting memory policy, are logged then. Before, the start-up checks
@@ -64,41 +109,52 @@ fn a_redis_that_comes_up_after_serve_is_checked_when_it_does() {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("redis://alice:pw@127.0.0.1:{}", redis.port());
     let mut serve = serve_process(&four_per_day(dir.path()), &url, &[]);
-    let banner = read_until(serve.stdout.take().expect("stdout"), "listening");
-    assert!(banner.contains("listening"), "{banner}");
-    let stderr = serve.stderr.take().expect("stderr");
-    // Read on a thread of its own: serve keeps its standard error open.
-    let (lines, read) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let mut log = Log::of(&mut serve);
     redis.restart();
-    let mut log = String::new();
     let wanted = ["grant it +evalsha", "maxmemory-policy"];
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !wanted.iter().all(|w| log.contains(w)) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Ok(line) = read.recv_timeout(left) else {
-            break;
-        };
-        log.push_str(&line);
-        log.push('\n');
-    }
+    let said = log.until(&wanted);
     assert!(
-        log.contains("Redis is up, but every decision will be refused"),
-        "{log}"
+        said.contains("Redis is up, but every decision will be refused"),
+        "{said}"
     );
     for w in wanted {
-        assert!(log.contains(w), "{w}: {log}");
+        assert!(said.contains(w), "{w}: {said}");
     }
+}
+
+/// The same Redis up with a password the service does not have: said once,
+/// as such (not as a permission to grant), and checked again until it is
+/// put right, when the other checks run.
+#[test]
+fn a_late_redis_that_refuses_the_password_is_checked_again_once_it_does_not() {
+    let acl = [
+        "--user",
+        "alice",
+        "on",
+        ">other",
+        "~*",
+        "&*",
+        "+@all",
+        "--maxmemory-policy",
+        "allkeys-lru",
+    ];
+    let Some(mut redis) = RedisServer::spawn_with("late_wrong_password", &acl) else {
+        return;
+    };
+    redis.kill();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("redis://alice:pw@127.0.0.1:{}", redis.port());
+    let mut serve = serve_process(&four_per_day(dir.path()), &url, &[]);
+    let mut log = Log::of(&mut serve);
+    redis.restart();
+    let refused = "Redis is up, but refuses this service";
+    let said = log.until(&[refused]).to_owned();
+    assert!(said.contains(refused), "{said}");
+    assert!(!said.contains("grant the user"), "{said}");
+    assert_eq!(redis.cli(&["ACL", "SETUSER", "alice", ">pw"]).trim(), "OK");
+    let said = log.until(&["Redis is up: limit state in Redis", "maxmemory-policy"]);
+    assert!(said.contains("allkeys-lru"), "{said}");
+    assert_eq!(said.matches(refused).count(), 1, "said once: {said}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,28 +228,31 @@ fn serve_warns_at_start_up_of_a_redis_that_evicts_keys_or_is_a_replica() {
     );
 }
 
-/// A user who may not read the memory policy or the role (the grant the
-/// README once recommended, or a managed Redis that renames `CONFIG`) is
-/// told what could not be checked and what to grant: before, the policy's
+/// A user who may not read the memory policy (neither `CONFIG GET` nor
+/// `INFO`), the role or, with `replicas_to_ack`, the replicas (the grant
+/// the README once recommended) is told
+/// what could not be checked and what to grant: before, the policy's
 /// refusal was logged at debug level and the role's not at all, so an
 /// evicting Redis or a replica went unwarned.
 #[test]
 fn serve_warns_when_it_cannot_check_the_memory_policy_or_the_role() {
     let user = [
-        "--user", "app", "on", ">pw", "~*", "&*", "+@all", "-config", "-role",
+        "--user", "app", "on", ">pw", "~*", "&*", "+@all", "-config", "-info", "-role",
     ];
     let Some(server) = RedisServer::spawn_with("unchecked_redis", &user) else {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = four_per_day(dir.path());
+    let config = replicas_to_ack(dir.path(), 1);
     let url = format!("redis://app:pw@127.0.0.1:{}", server.port());
     let stderr = start_up_log(serve_process(&config, &url, &[]));
     assert!(stderr.contains("connected"), "{stderr}");
-    let policy = "cannot read Redis's maxmemory-policy (grant the user +config|get)";
+    let policy = "cannot read Redis's maxmemory-policy (grant the user +config|get or +info)";
     assert!(stderr.contains(policy), "{stderr}");
     let role = "cannot ask Redis whether it is a replica (grant the user +role)";
     assert!(stderr.contains(role), "{stderr}");
+    let replicas = "cannot read how many replicas Redis has (grant the user +info)";
+    assert!(stderr.contains(replicas), "{stderr}");
 }
 
 /// `--redis-replicas-to-ack N` replaces the file's `[store]

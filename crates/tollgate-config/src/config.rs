@@ -364,7 +364,7 @@ pub(crate) type At<'a> = dyn Fn(std::ops::Range<usize>, String) -> Error + 'a;
 fn in_words(text: &str, offset: usize, message: &str) -> String {
     let message = message
         .trim_end()
-        .replace("expected u64", "expected a whole number, 0 or more")
+        .replace("expected u64", "expected a whole number, not negative")
         .replace("` as i128", "`, too large");
     match locate::key_at(text, offset) {
         Some(key) => format!("{key}: {message}"),

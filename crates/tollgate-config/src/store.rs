@@ -125,8 +125,13 @@ const UP_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// every [`UP_CHECK_EVERY`] until then.
 async fn check_once_up(store: Arc<RedisStore>, target: RedisTarget) {
     let redis = target.redacted();
+    let mut told = false;
     loop {
         match store.check_what_decisions_need().await {
+            Ok(()) => {
+                tracing::info!(redis, "Redis is up: limit state in Redis");
+                break;
+            }
             Err(
                 error @ (RedisStoreError::NotPermitted { .. }
                 | RedisStoreError::MissingCommand { .. }),
@@ -134,18 +139,16 @@ async fn check_once_up(store: Arc<RedisStore>, target: RedisTarget) {
                 tracing::error!(redis, %error, "Redis is up, but every decision will be refused and answered by the failure policy");
                 break;
             }
-            Err(error) if error.is_transient() || error.is_not_up_yet() => {
-                tokio::time::sleep(UP_CHECK_EVERY).await;
+            Err(error) if error.is_transient() || error.is_not_up_yet() => {}
+            // A wrong password, say: told once, and asked again, so that
+            // the checks below run once it is put right.
+            Err(error) if !told => {
+                tracing::error!(redis, %error, "Redis is up, but refuses this service (check the URL's user:password@); every decision is answered by the failure policy until it does not");
+                told = true;
             }
-            Err(error) => {
-                tracing::error!(redis, %error, "Redis is up, but refused what decisions need");
-                break;
-            }
-            Ok(()) => {
-                tracing::info!(redis, "Redis is up: limit state in Redis");
-                break;
-            }
+            Err(_) => {}
         }
+        tokio::time::sleep(UP_CHECK_EVERY).await;
     }
     warn_of_risks(&store, &target).await;
 }
@@ -174,15 +177,20 @@ async fn warn_of_risks(store: &RedisStore, target: &RedisTarget) {
         return;
     };
     let wanted = store.config().replicas_to_ack;
-    if let Ok(Some(connected)) = replicas {
-        if connected < u64::from(wanted) {
-            tracing::warn!(
-                redis,
-                connected,
-                replicas_to_ack = wanted,
-                "Redis has fewer replicas connected than replicas_to_ack (on the primary with fewest): every decision that consumes is answered by the failure policy until enough are"
-            );
-        }
+    match replicas {
+        Ok(Some(connected)) if connected < u64::from(wanted) => tracing::warn!(
+            redis,
+            connected,
+            replicas_to_ack = wanted,
+            "Redis has fewer replicas connected than replicas_to_ack (on the primary with fewest): every decision that consumes is answered by the failure policy until enough are"
+        ),
+        Err(error) if wanted > 0 => tracing::warn!(
+            redis,
+            %error,
+            replicas_to_ack = wanted,
+            "cannot read how many replicas Redis has (grant the user +info): with fewer than replicas_to_ack, every decision that consumes is answered by the failure policy"
+        ),
+        _ => {}
     }
     match policy {
         Ok(Some(policy)) => tracing::warn!(
@@ -196,7 +204,7 @@ async fn warn_of_risks(store: &RedisStore, target: &RedisTarget) {
         Err(error) => tracing::warn!(
             redis,
             %error,
-            "cannot read Redis's maxmemory-policy (grant the user +config|get): an evicting policy, which lets a full Redis drop clients' state early, would go unnoticed; make sure it is {}",
+            "cannot read Redis's maxmemory-policy (grant the user +config|get or +info): an evicting policy, which lets a full Redis drop clients' state early, would go unnoticed; make sure it is {}",
             tollgate_redis::NO_EVICTION
         ),
     }

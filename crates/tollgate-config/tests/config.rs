@@ -77,20 +77,20 @@ fn semantic_errors_point_at_the_offending_value() {
             &LIMIT.replace("limit = 10", "limit = -3"),
             4,
             9,
-            "limit: invalid value: integer `-3`, expected a whole number, 0 or more",
+            "limit: invalid value: integer `-3`, expected a whole number, not negative",
         ),
         (
             &LIMIT.replace("limit = 10", "limit = 1.5"),
             4,
             9,
-            "limit: invalid type: floating point `1.5`, expected a whole number, 0 or more",
+            "limit: invalid type: floating point `1.5`, expected a whole number, not negative",
         ),
         (
             &LIMIT.replace("limit = 10", "limit = 99999999999999999999"),
             4,
             9,
             "limit: invalid type: integer `99999999999999999999`, too large, expected a whole \
-             number, 0 or more",
+             number, not negative",
         ),
         (
             &LIMIT.replace("window = \"1s\"", "window = \"1 week\""),
@@ -220,7 +220,7 @@ fn semantic_errors_point_at_the_offending_value() {
             &format!("{LIMIT}[store]\nbreaker_failures = -1\n"),
             7,
             20,
-            "breaker_failures: invalid value: integer `-1`, expected a whole number, 0 or more",
+            "breaker_failures: invalid value: integer `-1`, expected a whole number, not negative",
         ),
     ];
     for (text, line, column, needle) in cases {

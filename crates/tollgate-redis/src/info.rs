@@ -4,9 +4,14 @@
 /// The number after `field:` in `INFO`'s output (`connected_slaves`,
 /// `master_repl_offset`, ...), if the field is there and holds one.
 pub fn info_number(info: &str, field: &str) -> Option<u64> {
+    info_text(info, field).and_then(|value| value.parse().ok())
+}
+
+/// The text of `field` in an `INFO` reply (`field:value` lines), if present.
+pub fn info_text<'a>(info: &'a str, field: &str) -> Option<&'a str> {
     info.lines()
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|value| value.trim().parse().ok())
+        .map(str::trim)
 }
 
 #[cfg(test)]

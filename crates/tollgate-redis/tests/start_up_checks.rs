@@ -49,22 +49,50 @@ fn one_evicting_primary_of_a_cluster_is_named() {
     });
 }
 
-/// An ACL user without `CONFIG`: the policy is unknown, an error (which a
-/// service notes and goes on), not a wrong answer.
+/// An ACL user without `CONFIG` reads the policy from `INFO memory` (so a
+/// managed Redis that renames `CONFIG` is checked too); without `INFO`
+/// either, the policy is unknown, an error (which a service warns of and
+/// goes on), not a wrong answer.
 #[test]
-fn a_user_without_config_cannot_read_it() {
-    let user = [
-        "--user", "alice", "on", ">pw", "~*", "&*", "+@all", "-config",
+fn a_user_without_config_reads_it_from_info_and_without_both_cannot() {
+    let users = [
+        "--user",
+        "alice",
+        "on",
+        ">pw",
+        "~*",
+        "&*",
+        "+@all",
+        "-config",
+        "--user",
+        "bob",
+        "on",
+        ">pw",
+        "~*",
+        "&*",
+        "+@all",
+        "-config",
+        "-info",
+        "--maxmemory-policy",
+        "volatile-lru",
     ];
-    let Some(server) = RedisServer::spawn_with("memory_policy_acl", &user) else {
+    let Some(server) = RedisServer::spawn_with("memory_policy_acl", &users) else {
         return;
     };
     current_thread_runtime().block_on(async {
-        let url = format!("redis://alice:pw@127.0.0.1:{}", server.port());
-        let store = RedisStore::connect(&url, RedisStoreConfig::default())
-            .await
-            .expect("connect");
-        let error = store.evicting_memory_policy().await.expect_err("NOPERM");
+        let connect = |user: &str| {
+            let url = format!("redis://{user}:pw@127.0.0.1:{}", server.port());
+            async move {
+                RedisStore::connect(&url, RedisStoreConfig::default())
+                    .await
+                    .expect("connect")
+            }
+        };
+        let alice = connect("alice").await;
+        let policy = alice.evicting_memory_policy().await.expect("from INFO");
+        assert_eq!(policy.as_deref(), Some("volatile-lru"));
+        let bob = connect("bob").await;
+        let error = bob.evicting_memory_policy().await.expect_err("NOPERM");
         assert!(error.to_string().contains("NOPERM"), "{error}");
     });
 }

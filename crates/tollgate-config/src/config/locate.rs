@@ -39,17 +39,23 @@ pub fn error_at(text: &str, offset: usize, message: impl Into<String>) -> Error 
     }
 }
 
-/// The key whose value holds byte `offset` of `text`: the last `key =`
-/// before it on its line (an inline table holds several), when the offset
-/// is in a value. What a refusal of that value is about.
+/// The key whose value starts at byte `offset` of `text`: the last `key =`
+/// before it on its line (an inline table holds several). `None` when the
+/// offset is not at a value's start (an unknown key's refusal points at
+/// the key). What a refusal of that value is about.
 pub fn key_at(text: &str, offset: usize) -> Option<&str> {
-    let offset = offset.min(text.len());
-    let start = text.get(..offset)?.rfind('\n').map_or(0, |i| i + 1);
-    let (before, _) = text[start..offset].rsplit_once('=')?;
+    let before_offset = text.get(..offset.min(text.len()))?;
+    let line = before_offset
+        .rfind('\n')
+        .map_or(before_offset, |i| &before_offset[i + 1..]);
+    let (before, between) = line.rsplit_once('=')?;
+    if !between.trim().is_empty() {
+        return None;
+    }
     let before = before.trim_end();
     let bare = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-    let key_start = before.rfind(|c: char| !bare(c)).map_or(0, |i| i + 1);
-    let key = &before[key_start..];
+    // The run of bare characters that ends it (ASCII: a char boundary).
+    let key = &before[before.trim_end_matches(bare).len()..];
     (!key.is_empty()).then_some(key)
 }
 
@@ -65,6 +71,14 @@ mod tests {
         assert_eq!(key_at(text, inline), Some("limit"), "not \"free\"");
         assert_eq!(key_at(text, text.find("\"a\"").unwrap()), Some("name"));
         assert_eq!(key_at(text, text.find("plans").unwrap()), None);
+        // An unknown key is refused where it stands, not at a value.
+        let unknown = "free = [{ limit = 5, windw = \"2s\" }]\n";
+        assert_eq!(key_at(unknown, unknown.find("windw").unwrap()), None);
+        // Whatever comes before, never a panic (found by the config fuzz
+        // test: a multi-byte character before the key).
+        let accented = "é= 1\nlimité = -1\n";
+        assert_eq!(key_at(accented, accented.find("-1").unwrap()), None);
+        assert_eq!(key_at(accented, 1), None);
     }
 
     #[test]

@@ -86,7 +86,8 @@ fn as_refusal(prefix: &str, error: RedisStoreError) -> RedisStoreError {
     let detail = e.detail().unwrap_or_default();
     if e.code() == Some("ERR") && detail.starts_with("unknown command") {
         let command = detail
-            .split('\'')
+            // Quoted 'so' by Redis 7, `so` by Redis 6.
+            .split(['\'', '`'])
             .nth(1)
             .unwrap_or("?")
             .to_ascii_uppercase();
@@ -183,6 +184,16 @@ mod tests {
         // arguments (a script's hash, a client's keys) not quoted.
         let missing = "ERR unknown command 'EVALSHA', with args beginning with: '1bf9' '3' \
                        'tg:{c:alice}:seen'";
+        let redis_6 = "ERR unknown command `SCRIPT`, with args beginning with: `LOAD` `-- common`";
+        match as_refusal("tg", reply(redis_6)) {
+            e @ RedisStoreError::MissingCommand { .. } => {
+                assert!(
+                    e.to_string().starts_with("Redis has no command SCRIPT"),
+                    "{e}"
+                );
+            }
+            other => panic!("not a missing command: {other:?}"),
+        }
         match as_refusal("tg", reply(missing)) {
             e @ RedisStoreError::MissingCommand { .. } => {
                 let message = e.to_string();

@@ -13,7 +13,7 @@
 //!   fewer than [`crate::RedisStoreConfig::replicas_to_ack`], and every
 //!   decision that consumes is answered by the failure policy.
 
-use crate::info::info_number;
+use crate::info::{info_number, info_text};
 use crate::{RedisStore, RedisStoreError};
 
 /// The policy under which a full Redis refuses writes instead of dropping
@@ -25,16 +25,30 @@ impl RedisStore {
     /// may evict tollgate's keys (anything but [`NO_EVICTION`]); `None`
     /// when every node that answered refuses writes when full instead.
     ///
+    /// Read by `CONFIG GET`, or, where that is refused (an ACL user without
+    /// `+config|get`, or a managed service that renames or disables
+    /// `CONFIG`), from `INFO memory`'s `maxmemory_policy`.
+    ///
     /// # Errors
-    /// When Redis cannot be reached, or refuses `CONFIG GET` (an ACL user
-    /// without `+config|get`, or a managed service that renames or disables
-    /// `CONFIG`): the policy is then unknown, not wrong.
+    /// When Redis cannot be reached, or refuses both: the policy is then
+    /// unknown, not wrong. The error is `CONFIG GET`'s.
     pub async fn evicting_memory_policy(&self) -> Result<Option<String>, RedisStoreError> {
-        let policies = self
-            .scripts
-            .connection
-            .config_get("maxmemory-policy")
-            .await?;
+        let connection = &self.scripts.connection;
+        let policies = match connection.config_get("maxmemory-policy").await {
+            Ok(policies) => policies,
+            Err(refused) => {
+                let mut command = redis::cmd("INFO");
+                command.arg("memory");
+                let replies = connection
+                    .ask_every_primary(command)
+                    .await
+                    .map_err(|_| refused)?;
+                (replies.into_iter())
+                    .filter_map(|reply| redis::from_redis_value::<String>(reply).ok())
+                    .filter_map(|info| Some(info_text(&info, "maxmemory_policy")?.to_owned()))
+                    .collect()
+            }
+        };
         Ok(policies.into_iter().find(|policy| policy != NO_EVICTION))
     }
 
