@@ -1,7 +1,7 @@
 //! Where a sliding log keeps its entries: the first in place, more on the
 //! heap.
 
-use super::Entry;
+use super::log::Entry;
 
 /// A log's entries: one in place, or any number on the heap.
 ///
