@@ -83,6 +83,38 @@ impl Log {
     }
 }
 
+/// A `serve` started while its Redis (an evicting one, `alice` granted as
+/// `commands` and with the password `password`) is down, then the Redis
+/// started: the Redis, the serve (stopped when dropped), its log, and the
+/// temporary directory of its config.
+fn serve_before_redis(
+    test: &str,
+    password: &str,
+    commands: &str,
+) -> Option<(RedisServer, ChildGuard, Log, tempfile::TempDir)> {
+    let password = format!(">{password}");
+    let acl = [
+        "--user",
+        "alice",
+        "on",
+        &password,
+        "~*",
+        "&*",
+        "+@all",
+        commands,
+        "--maxmemory-policy",
+        "allkeys-lru",
+    ];
+    let mut redis = RedisServer::spawn_with(test, &acl)?;
+    redis.kill();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("redis://alice:pw@127.0.0.1:{}", redis.port());
+    let mut serve = serve_process(&four_per_day(dir.path()), &url, &[]);
+    let log = Log::of(&mut serve);
+    redis.restart();
+    Some((redis, serve, log, dir))
+}
+
 /// A Redis down when `serve` starts (the usual order when both start
 /// together) is checked once it is up: a user without `EVALSHA`, and an
 /// evicting memory policy, are logged then. Before, the start-up checks
@@ -90,27 +122,11 @@ impl Log {
 /// decision by its failure policy without a word of why.
 #[test]
 fn a_redis_that_comes_up_after_serve_is_checked_when_it_does() {
-    let acl = [
-        "--user",
-        "alice",
-        "on",
-        ">pw",
-        "~*",
-        "&*",
-        "+@all",
-        "-evalsha",
-        "--maxmemory-policy",
-        "allkeys-lru",
-    ];
-    let Some(mut redis) = RedisServer::spawn_with("late_no_evalsha", &acl) else {
+    let Some((_redis, _serve, mut log, _dir)) =
+        serve_before_redis("late_no_evalsha", "pw", "-evalsha")
+    else {
         return;
     };
-    redis.kill();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("redis://alice:pw@127.0.0.1:{}", redis.port());
-    let mut serve = serve_process(&four_per_day(dir.path()), &url, &[]);
-    let mut log = Log::of(&mut serve);
-    redis.restart();
     let wanted = ["grant it +evalsha", "maxmemory-policy"];
     let said = log.until(&wanted);
     assert!(
@@ -127,26 +143,11 @@ fn a_redis_that_comes_up_after_serve_is_checked_when_it_does() {
 /// put right, when the other checks run.
 #[test]
 fn a_late_redis_that_refuses_the_password_is_checked_again_once_it_does_not() {
-    let acl = [
-        "--user",
-        "alice",
-        "on",
-        ">other",
-        "~*",
-        "&*",
-        "+@all",
-        "--maxmemory-policy",
-        "allkeys-lru",
-    ];
-    let Some(mut redis) = RedisServer::spawn_with("late_wrong_password", &acl) else {
+    let Some((redis, _serve, mut log, _dir)) =
+        serve_before_redis("late_wrong_password", "other", "+@all")
+    else {
         return;
     };
-    redis.kill();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("redis://alice:pw@127.0.0.1:{}", redis.port());
-    let mut serve = serve_process(&four_per_day(dir.path()), &url, &[]);
-    let mut log = Log::of(&mut serve);
-    redis.restart();
     let refused = "Redis is up, but refuses this service";
     let said = log.until(&[refused]).to_owned();
     assert!(said.contains(refused), "{said}");
