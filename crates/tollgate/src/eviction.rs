@@ -65,15 +65,21 @@ impl KnownLimits {
         }
     }
 
-    /// Forgets every limit but those of `plans` (a sweep drops the states of
-    /// other limits anyway).
-    pub(crate) fn replace(&self, plans: &[Plan]) {
-        let limits = plans
-            .iter()
-            .flat_map(|plan| plan.limits())
-            .map(|limit| (limit.id(), limit.clone()))
-            .collect();
-        *self.limits.lock() = limits;
+    /// Learns the limits of `plans` (a sweep's), keeping those met before:
+    /// a limit a reload removed or changed still has states in the store
+    /// until they are dropped, and they must be judged by their own policy.
+    /// Forgotten, they were unknown, so that a full shard could neither
+    /// reclaim them nor weigh what evicting them gives back: it took them
+    /// for priceless, and evicted the clients of the limits in force, a
+    /// spent one first, which then had its quota whole again. Limits are
+    /// few (one per distinct limit the configs ever held).
+    pub(crate) fn include(&self, plans: &[Plan]) {
+        let mut known = self.limits.lock();
+        for limit in plans.iter().flat_map(|plan| plan.limits()) {
+            if known.get(&limit.id()) != Some(limit) {
+                known.insert(limit.id(), limit.clone());
+            }
+        }
     }
 }
 

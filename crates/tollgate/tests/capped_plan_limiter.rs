@@ -111,3 +111,31 @@ fn a_full_shard_drops_the_idle_before_evicting_clients_in_use() {
         "nobody in use evicted"
     );
 }
+
+/// A reload that changes a limit leaves the old limit's states in the store
+/// until they go. A sweep with the new plans forgot the old limit, so a
+/// full shard took those states for priceless (it could neither reclaim
+/// them nor weigh them) and evicted the clients of the limit in force, a
+/// spent one first, which then had its quota whole again: 8 allowed in a
+/// second where the limit is 4.
+#[test]
+fn a_limit_a_reload_changed_is_still_judged_by_its_own_policy() {
+    let limiter = PlanLimiter::with_max_clients(128);
+    let (old, new) = (sliding(4, 2_000), sliding(4, 1_000));
+    for i in 0..384 {
+        limiter.check(&old, &format!("old-{i}"), 0, 1);
+    }
+    // The reload: the sweeps now have the new plan only.
+    limiter.sweep(std::slice::from_ref(&new), 100, false);
+    let spent: Vec<bool> = (0..5)
+        .map(|_| limiter.check(&new, "spender", 500, 1).allowed)
+        .collect();
+    assert_eq!(spent, [true, true, true, true, false]);
+    for i in 0..256 {
+        limiter.check(&new, &format!("new-{i}"), 600, 1);
+    }
+    let again: Vec<bool> = (0..5)
+        .map(|_| limiter.check(&new, "spender", 700, 1).allowed)
+        .collect();
+    assert_eq!(again, [false; 5], "the spender kept its log");
+}

@@ -84,7 +84,7 @@ impl PlanLimiter {
     /// from one sweep to the next, so two sweeps of one limiter at once
     /// could each take the other's for their own.
     pub fn sweep(&self, plans: &[Plan], now_ms: u64, reset_phase: bool) -> usize {
-        self.known_limits.replace(plans);
+        self.known_limits.include(plans);
         let find = |id: u64| {
             plans
                 .iter()
