@@ -36,18 +36,11 @@ impl RedisStore {
         let connection = &self.scripts.connection;
         let policies = match connection.config_get("maxmemory-policy").await {
             Ok(policies) => policies,
-            Err(refused) => {
-                let mut command = redis::cmd("INFO");
-                command.arg("memory");
-                let replies = connection
-                    .ask_every_primary(command)
-                    .await
-                    .map_err(|_| refused)?;
-                (replies.into_iter())
-                    .filter_map(|reply| redis::from_redis_value::<String>(reply).ok())
-                    .filter_map(|info| Some(info_text(&info, "maxmemory_policy")?.to_owned()))
-                    .collect()
-            }
+            Err(refused) => (self.info_of_every_primary("memory").await)
+                .map_err(|_| refused)?
+                .iter()
+                .filter_map(|info| Some(info_text(info, "maxmemory_policy")?.to_owned()))
+                .collect(),
         };
         Ok(policies.into_iter().find(|policy| policy != NO_EVICTION))
     }
@@ -72,13 +65,22 @@ impl RedisStore {
     /// # Errors
     /// When Redis cannot be reached, or refuses `INFO`.
     pub async fn fewest_connected_replicas(&self) -> Result<Option<u64>, RedisStoreError> {
+        let infos = self.info_of_every_primary("replication").await?;
+        Ok(infos
+            .iter()
+            .filter_map(|info| info_number(info, "connected_slaves"))
+            .min())
+    }
+
+    /// `INFO section` of the node, or of every cluster primary, as text (a
+    /// reply that is not text left out).
+    async fn info_of_every_primary(&self, section: &str) -> Result<Vec<String>, RedisStoreError> {
         let mut command = redis::cmd("INFO");
-        command.arg("replication");
+        command.arg(section);
         let replies = self.scripts.connection.ask_every_primary(command).await?;
         Ok(replies
             .into_iter()
             .filter_map(|reply| redis::from_redis_value::<String>(reply).ok())
-            .filter_map(|info| info_number(&info, "connected_slaves"))
-            .min())
+            .collect())
     }
 }
