@@ -82,10 +82,37 @@ fn check_points_at_the_line_of_the_mistake() {
 fn serve_refuses_bad_flags() {
     let out = tollgate(&["serve", "--listen", "127.0.0.1:0", "--redis", "http://nope"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid redis URL"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid --redis URL \"http://nope\""),
+        "{stderr}"
+    );
     let out = tollgate(&["serve", "--listen", "nowhere"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid listen address"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid --listen address \"nowhere\""),
+        "{stderr}"
+    );
+    let out = tollgate(&["serve", "--grpc-listen", "nowhere"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid --grpc-listen address \"nowhere\""),
+        "{stderr}"
+    );
+    let seeds = "redis://127.0.0.1:1,redis://:pw@nowhere:x";
+    let out = tollgate(&["serve", "--redis-cluster", seeds]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid --redis-cluster URL \"redis://:***@nowhere:x\""),
+        "{stderr}"
+    );
+    let out = tollgate(&["replay", "--redis", "nope", "/nonexistent.replay"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("invalid --redis URL \"nope\""), "{stderr}");
 }
 
 /// A running `tollgate serve` and the address it printed.

@@ -56,11 +56,23 @@ pub enum Error {
         /// The largest accepted (`tollgate_redis::MAX_REPLICAS_TO_ACK`).
         max: u32,
     },
-    /// A Redis URL that is not one (given on the command line).
+    /// A Redis URL that is not one ([`crate::check_redis_url`]).
     #[error("invalid redis URL {url:?}: {reason}")]
     InvalidRedisUrl {
         /// The URL as given, its password masked
         /// ([`tollgate_redis::redact_url`]): this error is printed and logged.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A Redis URL given by a flag (`--redis`, `--redis-cluster`) that is
+    /// not one: [`Error::InvalidRedisUrl`] with the flag named, since the
+    /// command line may hold several URLs and a config file another.
+    #[error("invalid {flag} URL {url:?}: {reason}")]
+    InvalidRedisFlag {
+        /// The flag, e.g. `--redis`.
+        flag: &'static str,
+        /// The URL as given, its password masked.
         url: String,
         /// What is wrong with it.
         reason: String,
@@ -72,15 +84,17 @@ pub enum Error {
         /// Which seed, from 1.
         number: usize,
     },
-    /// A listen address that is not `IP:PORT` (given on the command line).
-    #[error("invalid listen address {addr:?}: expected IP:PORT, e.g. 127.0.0.1:8080")]
+    /// A listen address that is not `IP:PORT` (given by `--listen`).
+    #[error("invalid --listen address {addr:?}: expected IP:PORT, e.g. 127.0.0.1:8080")]
     InvalidListen {
         /// The address as given.
         addr: String,
     },
     /// A gRPC listen address that is neither `IP:PORT` nor `off` (given on
     /// the command line).
-    #[error("invalid gRPC listen address {addr:?}: expected IP:PORT, e.g. 127.0.0.1:8081, or off")]
+    #[error(
+        "invalid --grpc-listen address {addr:?}: expected IP:PORT, e.g. 127.0.0.1:8081, or off"
+    )]
     InvalidGrpcListen {
         /// The address as given.
         addr: String,

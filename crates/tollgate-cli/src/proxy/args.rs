@@ -311,7 +311,7 @@ pub(super) mod tests {
     fn each_bad_option_is_named() {
         // Each message starts with what names the option: once (a Redis
         // flag's own check was once prefixed with "invalid --redis: ").
-        let cases: [(&[&str], &str); 12] = [
+        let cases: [(&[&str], &str); 13] = [
             (
                 &["--upstream", "http://h", "--redis-ca", "/tmp/ca.pem"],
                 "--redis-ca /tmp/ca.pem needs a Redis store",
@@ -350,6 +350,10 @@ pub(super) mod tests {
                     "/nonexistent.pem",
                 ],
                 "invalid --redis-ca: ",
+            ),
+            (
+                &["--upstream", "http://h", "--redis", "nope"],
+                "invalid --redis URL \"nope\": expected redis://",
             ),
             (&["--upstream", "ftp://x"], "invalid upstream"),
             (

@@ -87,6 +87,7 @@ fn names_its_flag(error: &ConfigError) -> bool {
         ConfigError::FlagWithoutRedis { .. }
             | ConfigError::InvalidReplicasToAck { .. }
             | ConfigError::InvalidClusterSeed { .. }
+            | ConfigError::InvalidRedisFlag { .. }
     )
 }
 
@@ -116,9 +117,7 @@ pub(super) fn invalid_redis(overrides: &Overrides, error: &ConfigError) -> Error
 /// A `--config` file refused with `error`, or a Redis flag refused with it
 /// ([`invalid_redis`]): each named by what is at fault.
 fn refused_config(overrides: &Overrides, error: &ConfigError) -> Error {
-    let flag = names_its_flag(error)
-        || matches!(error, ConfigError::InvalidRedisUrl { .. })
-        || about_the_ca_flag(overrides, error);
+    let flag = names_its_flag(error) || about_the_ca_flag(overrides, error);
     if flag {
         invalid_redis(overrides, error)
     } else {

@@ -31,7 +31,7 @@ impl Overrides {
     ///
     /// # Errors
     /// [`Error::InvalidListen`], [`Error::InvalidGrpcListen`],
-    /// [`Error::InvalidRedisUrl`] or [`Error::InvalidClusterSeed`] for a
+    /// [`Error::InvalidRedisFlag`] or [`Error::InvalidClusterSeed`] for a
     /// flag's value that is not one,
     /// [`Error::Redis`] for a Redis target that cannot work (a CA without
     /// `rediss://`, an unreadable CA file, ...), [`Error::FlagWithoutRedis`]
@@ -55,7 +55,11 @@ impl Overrides {
                     .ok_or_else(|| Error::InvalidGrpcListen { addr: addr.clone() })?,
             ),
         };
-        let redis = self.redis.as_deref().map(check_redis_url).transpose()?;
+        let redis = self
+            .redis
+            .as_deref()
+            .map(|url| check_flag_url("--redis", url))
+            .transpose()?;
         check_cluster_seeds(&self.redis_cluster)?;
         let mut store = config.store.clone();
         if let Some(url) = &redis {
@@ -116,7 +120,15 @@ fn check_cluster_seeds(seeds: &[String]) -> Result<(), Error> {
     }
     seeds
         .iter()
-        .try_for_each(|seed| check_redis_url(seed).map(drop))
+        .try_for_each(|seed| check_flag_url("--redis-cluster", seed).map(drop))
+}
+
+/// [`check_redis_url`] of a URL given by `flag`, whose error names it.
+fn check_flag_url(flag: &'static str, url: &str) -> Result<String, Error> {
+    check_redis_url(url).map_err(|error| match error {
+        Error::InvalidRedisUrl { url, reason } => Error::InvalidRedisFlag { flag, url, reason },
+        other => other,
+    })
 }
 
 /// [`Error::FlagWithoutRedis`] for the flag `flag()` names when `store` is
