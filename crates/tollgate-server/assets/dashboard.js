@@ -9,6 +9,9 @@ let selectedClient = "";
 // The plan to inspect it under: a top row's (an Envoy client has no plan of
 // its own by its key), or "" for the client's own.
 let selectedPlan = "";
+// Why the selected client is shown on another plan than the one clicked
+// (a reload removed that plan), kept across the refreshes.
+let selectedNote = "";
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -197,9 +200,10 @@ function gauge(limit) {
   return box;
 }
 
-async function showClient(client, plan = "") {
+async function showClient(client, plan = "", note = "") {
   selectedClient = client;
   selectedPlan = plan;
+  selectedNote = note;
   const out = $("client");
   out.dataset.client = client;
   if (!client) { out.replaceChildren(); return; }
@@ -215,9 +219,27 @@ async function showClient(client, plan = "") {
     out.replaceChildren(
       el("div", { class: "client-head" }, el("b", {}, clientId(state.client)), " on plan ", el("b", {}, state.plan), " — ", verdict),
       el("div", { class: "gauges" }, ...state.limits.map(gauge)));
+    if (note) out.append(el("p", { class: "note plan-gone" }, note));
     out.dataset.loaded = "1";
   } catch (e) {
+    if (selectedClient !== client || selectedPlan !== plan) return;
+    // A row of the top clients names the plan of the client's latest
+    // request in the last minute, which a reload may have removed since.
+    if (plan && !(await planConfigured(plan))) {
+      return showClient(client, "", "Plan " + plan + " is no longer configured (a reload removed it): "
+        + "shown on the plan this client has now.");
+    }
     out.replaceChildren(el("p", { class: "error" }, e.message));
+  }
+}
+
+// Whether the config in force has `plan` (true when that cannot be read, so
+// that the error at hand is shown).
+async function planConfigured(plan) {
+  try {
+    return (await getJson("/v1/config")).plans.some((p) => p.name === plan);
+  } catch {
+    return true;
   }
 }
 
@@ -243,7 +265,7 @@ async function refreshConfig() {
 
 async function tick() {
   const jobs = [refreshStats(), refreshTop()];
-  if (selectedClient) jobs.push(showClient(selectedClient, selectedPlan));
+  if (selectedClient) jobs.push(showClient(selectedClient, selectedPlan, selectedNote));
   const results = await Promise.allSettled(jobs);
   const failed = results.find((r) => r.status === "rejected");
   if (failed) $("updated").textContent = "error: " + failed.reason.message;

@@ -1,0 +1,115 @@
+//! The dashboard after a reload that removed a plan: the top clients still
+//! list a client under the plan of its latest request in the last minute,
+//! and a click on that row shows the client on the plan it has now, saying
+//! why, where it showed the API's "unknown plan" error.
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestServer;
+use tollgate_testkit::browser::fantoccini::Locator;
+use tollgate_testkit::browser::Browser;
+
+const WITH_PRO: &str = r#"
+default_plan = "free"
+
+[clients]
+acme = "pro"
+
+[[plans.free]]
+name = "1m"
+policy = "sliding-window"
+limit = 5
+window = "1m"
+
+[[plans.pro]]
+name = "1s"
+policy = "gcra"
+limit = 3
+window = "1s"
+"#;
+
+/// The same without `pro` (and so without `acme`'s entry, which names it).
+const WITHOUT_PRO: &str = r#"
+default_plan = "free"
+
+[[plans.free]]
+name = "1m"
+policy = "sliding-window"
+limit = 5
+window = "1m"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_top_client_of_a_removed_plan_is_shown_on_its_plan_now() {
+    let Some(browser) = Browser::start("dashboard_removed_plan", 1280, 1000).await else {
+        return;
+    };
+    let t = TestServer::start(WITH_PRO).await;
+    for _ in 0..5 {
+        t.server.decide("acme", None, 1).await.expect("decided");
+    }
+    t.write_config(WITHOUT_PRO);
+    t.server.reload().expect("reloaded");
+
+    let b = browser.client();
+    b.goto(&format!("{}/", t.base))
+        .await
+        .expect("the page opens");
+    let wait = Duration::from_secs(15);
+    let row = "#top tbody tr[data-client=\"acme\"]";
+    let listed = browser
+        .wait_until(
+            &format!(
+                "const row = document.querySelector('{row}'); \
+                 return !!row && row.textContent.includes('pro');"
+            ),
+            wait,
+        )
+        .await;
+    assert!(listed, "acme is listed under the plan it was limited on");
+    // Found and clicked in one script: the table is redrawn every second.
+    b.execute(
+        "document.querySelector(arguments[0]).click();",
+        vec![serde_json::json!(row)],
+    )
+    .await
+    .expect("clicked");
+    let shown = browser
+        .wait_until(
+            "const head = document.querySelector('#client .client-head'); \
+             const note = document.querySelector('#client .plan-gone'); \
+             return !!head && head.textContent.startsWith('acme on plan free') \
+             && !!note && note.textContent.includes('Plan pro is no longer configured') \
+             && !!document.querySelector('#client .gauge[data-limit=\"1m\"]');",
+            wait,
+        )
+        .await;
+    let panel = b
+        .find(Locator::Id("client"))
+        .await
+        .expect("the client panel")
+        .text()
+        .await
+        .expect("its text");
+    assert!(shown, "acme shown on its plan now: {panel}");
+    // The note stays through the page's refreshes (once a second, each
+    // drawing the panel anew).
+    b.execute(
+        "window.firstNote = document.querySelector('#client .plan-gone');",
+        vec![],
+    )
+    .await
+    .expect("noted");
+    let kept = browser
+        .wait_until(
+            "const note = document.querySelector('#client .plan-gone'); \
+             return !!note && note !== window.firstNote;",
+            wait,
+        )
+        .await;
+    assert!(kept, "the note stays after refreshes");
+    browser.finish().await;
+    t.stop().await;
+}
