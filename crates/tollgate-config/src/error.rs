@@ -39,6 +39,16 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The private CA for the Redis store's TLS (`[store] tls_ca` or
+    /// `--redis-ca`) cannot work: its file cannot be read, holds no PEM
+    /// certificate, or is given for a URL without TLS.
+    #[error("cannot use the redis store at {url}: {reason}")]
+    RedisCa {
+        /// The Redis URL, without its password.
+        url: String,
+        /// Why.
+        reason: String,
+    },
     /// A flag that only a Redis store uses (`--redis-ca`,
     /// `--redis-replicas-to-ack`) for a store that is not Redis (no
     /// `--redis`, `--redis-cluster`, `[store] url` or `cluster`): it would

@@ -21,6 +21,12 @@ pub enum RedisStoreError {
     /// The store's configuration cannot work (e.g. a key prefix with `{`).
     #[error("invalid Redis store configuration: {0}")]
     Config(String),
+    /// The private CA given for TLS cannot work: its file cannot be read,
+    /// holds no PEM certificate, or is given for a URL without TLS. Told
+    /// apart from [`RedisStoreError::Config`] so that a front end can name
+    /// the flag or key that gave the CA.
+    #[error("invalid Redis store configuration: {0}")]
+    Ca(String),
     /// An argument lies outside the range where the Redis store is exact
     /// (Lua numbers are doubles: see [`crate::bounds`]). Checked before any
     /// call, so nothing was written.
@@ -140,6 +146,7 @@ impl RedisStoreError {
                 is_transient_redis(e)
             }
             RedisStoreError::Config(_)
+            | RedisStoreError::Ca(_)
             | RedisStoreError::OutOfRange(_)
             | RedisStoreError::UnsupportedPolicy(_)
             | RedisStoreError::Script(_)

@@ -65,10 +65,10 @@ impl RedisTarget {
     /// As [`RedisTarget::with_ca_pem`], reading the PEM file at `path`.
     ///
     /// # Errors
-    /// [`RedisStoreError::Config`] when the file cannot be read.
+    /// [`RedisStoreError::Ca`] when the file cannot be read.
     pub fn with_ca_file(self, path: &Path) -> Result<Self, RedisStoreError> {
         let pem = std::fs::read(path).map_err(|e| {
-            RedisStoreError::Config(format!(
+            RedisStoreError::Ca(format!(
                 "cannot read the Redis CA file {}: {e}",
                 path.display()
             ))
@@ -111,7 +111,8 @@ impl RedisTarget {
     /// `rediss://`, and a CA that holds a certificate.
     ///
     /// # Errors
-    /// [`RedisStoreError::Config`] saying what is wrong (never showing a password).
+    /// [`RedisStoreError::Config`] saying what is wrong (never showing a
+    /// password), or [`RedisStoreError::Ca`] for the CA.
     pub fn validate(&self) -> Result<(), RedisStoreError> {
         self.infos().map(|_| ())
     }
@@ -161,12 +162,13 @@ impl RedisTarget {
             return bad("the cluster's seeds mix redis:// and rediss://".to_owned());
         }
         if let Some(pem) = &self.ca_pem {
+            let bad_ca = |message: &str| Err(RedisStoreError::Ca(message.to_owned()));
             if tls == 0 {
-                return bad("a Redis CA is given but the URL is not rediss://".to_owned());
+                return bad_ca("a Redis CA is given but the URL is not rediss://");
             }
             let text = String::from_utf8_lossy(pem);
             if !text.contains("-----BEGIN CERTIFICATE-----") {
-                return bad("the Redis CA file holds no PEM certificate".to_owned());
+                return bad_ca("the Redis CA file holds no PEM certificate");
             }
         }
         Ok(infos)

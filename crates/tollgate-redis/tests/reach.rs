@@ -219,20 +219,22 @@ fn targets_are_checked_before_connecting() {
         Err(RedisStoreError::Config(message)) => message,
         other => panic!("{target:?} should be refused, got {other:?}"),
     };
+    let ca = |target: RedisTarget| match target.validate() {
+        Err(RedisStoreError::Ca(message)) => message,
+        other => panic!("{target:?} should be refused for its CA, got {other:?}"),
+    };
     let mixed = RedisTarget::cluster(["redis://127.0.0.1:7000", "rediss://127.0.0.1:7001"]);
     assert!(config(mixed).contains("mix"));
     let ca_without_tls = RedisTarget::single("redis://127.0.0.1:6379").with_ca_pem("x");
-    assert!(config(ca_without_tls).contains("not rediss://"));
+    assert!(ca(ca_without_tls).contains("not rediss://"));
     let not_pem = RedisTarget::single("rediss://127.0.0.1:6379").with_ca_pem("not a pem");
-    assert!(config(not_pem).contains("no PEM certificate"));
+    assert!(ca(not_pem).contains("no PEM certificate"));
     let database = RedisTarget::cluster(["redis://127.0.0.1:7000/2"]);
     assert!(config(database).contains("only database 0"));
     assert!(config(RedisTarget::single("http://x")).contains("URL number 1"));
     assert!(config(RedisTarget::cluster(Vec::<String>::new())).contains("no Redis node"));
     let missing = RedisTarget::single("rediss://h:1").with_ca_file("/nonexistent/ca.pem".as_ref());
-    assert!(
-        matches!(missing, Err(RedisStoreError::Config(m)) if m.contains("/nonexistent/ca.pem"))
-    );
+    assert!(matches!(missing, Err(RedisStoreError::Ca(m)) if m.contains("/nonexistent/ca.pem")));
     // Redacted for logs: no password, the database shown.
     let target = RedisTarget::single("rediss://alice:pw@10.0.0.5:6380/2");
     assert_eq!(target.redacted(), "rediss://alice:***@10.0.0.5:6380/2");

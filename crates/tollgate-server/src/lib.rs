@@ -181,7 +181,7 @@ pub struct Prepared {
 /// store and binds every listen address.
 ///
 /// # Errors
-/// The config's error (bad flags included), [`tollgate_config::Error::Redis`]
+/// The config's error (bad flags and a bad CA included), [`tollgate_config::Error::Redis`]
 /// for a Redis store that cannot be set up or refuses the connection (a
 /// wrong password, an untrusted certificate; Redis being down is logged,
 /// not an error: the failure policy answers until it is up, see

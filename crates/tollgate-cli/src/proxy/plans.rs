@@ -92,9 +92,9 @@ fn names_its_flag(error: &ConfigError) -> bool {
 }
 
 /// Whether `error` is about the `--redis-ca` file of `overrides`
-/// (unreadable, or not a CA).
+/// (unreadable, not a CA, or given without TLS).
 fn about_the_ca_flag(overrides: &Overrides, error: &ConfigError) -> bool {
-    overrides.redis_ca.is_some() && error.to_string().contains(" CA ")
+    overrides.redis_ca.is_some() && matches!(error, ConfigError::RedisCa { .. })
 }
 
 /// The Redis flags of `overrides` refused with `error`: a check that names

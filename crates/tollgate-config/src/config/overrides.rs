@@ -33,8 +33,9 @@ impl Overrides {
     /// [`Error::InvalidListen`], [`Error::InvalidGrpcListen`],
     /// [`Error::InvalidRedisFlag`] or [`Error::InvalidClusterSeed`] for a
     /// flag's value that is not one,
-    /// [`Error::Redis`] for a Redis target that cannot work (a CA without
-    /// `rediss://`, an unreadable CA file, ...), [`Error::FlagWithoutRedis`]
+    /// [`Error::RedisCa`] for a CA that cannot work (an unreadable file,
+    /// a CA without `rediss://`), [`Error::Redis`] for the rest of a Redis
+    /// target that cannot work, [`Error::FlagWithoutRedis`]
     /// for `--redis-ca` or `--redis-replicas-to-ack` on a memory store,
     /// [`Error::InvalidReplicasToAck`] for more replicas than the Redis
     /// store can wait for;

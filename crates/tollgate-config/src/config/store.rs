@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use tollgate_guard::BreakerConfig;
-use tollgate_redis::RedisTarget;
+use tollgate_redis::{RedisStoreError, RedisTarget};
 
 pub use super::redis_url::check_redis_url;
 use super::{file, At, DEFAULT_MAX_CLIENTS};
@@ -128,17 +128,24 @@ impl StoreConfig {
     /// CA file, if any, is read now.
     ///
     /// # Errors
-    /// [`Error::Redis`] (never showing a password) when the target cannot
-    /// work: see [`RedisTarget::validate`].
+    /// [`Error::RedisCa`] for the CA, [`Error::Redis`] for the rest (never
+    /// showing a password), when the target cannot work: see
+    /// [`RedisTarget::validate`].
     pub fn redis_target(&self) -> Result<Option<RedisTarget>, Error> {
         let target = match &self.kind {
             StoreKind::Memory => return Ok(None),
             StoreKind::Redis { url } => RedisTarget::single(url.clone()),
             StoreKind::RedisCluster { seeds } => RedisTarget::cluster(seeds.iter().cloned()),
         };
-        let refused = |target: &RedisTarget, e: tollgate_redis::RedisStoreError| Error::Redis {
-            url: target.redacted(),
-            reason: e.to_string(),
+        let refused = |target: &RedisTarget, e: RedisStoreError| match e {
+            RedisStoreError::Ca(_) => Error::RedisCa {
+                url: target.redacted(),
+                reason: e.to_string(),
+            },
+            _ => Error::Redis {
+                url: target.redacted(),
+                reason: e.to_string(),
+            },
         };
         let target = match &self.tls_ca {
             None => target,
