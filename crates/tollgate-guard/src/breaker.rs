@@ -11,7 +11,9 @@
 //! that meets one closes the circuit. So does a transient error that the
 //! store's part answered about one client alone
 //! ([`tollgate::StoreError::reached`]: a Redis Cluster slot being moved),
-//! which the failure policy still answers. Time comes from the guard's
+//! which the failure policy still answers. Nor does a timeout while the
+//! same part answered another call (one client's call slow, e.g. its slot
+//! moving under load, while its part serves the rest). Time comes from the guard's
 //! [`Clock`]; a time earlier than the opening (a clock stepped back) lets a
 //! probe through rather than keeping the circuit open.
 
@@ -66,6 +68,11 @@ pub(crate) enum Outcome {
     Reached,
     /// A transient error or a timeout.
     Unreached,
+    /// A timeout while the part answered another call (see
+    /// [`Breaker::answered`]): this call's own delay, which neither counts
+    /// toward opening nor breaks a run of failures. On a probe, which goes
+    /// alone, as [`Outcome::Unreached`].
+    Overtaken,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +96,8 @@ pub(crate) struct Breaker {
     /// Lock-free view of "not closed", so that the closed path takes no lock.
     open: AtomicBool,
     consecutive: AtomicU32,
+    /// Calls that reached the part so far ([`Breaker::answered`]).
+    answered: AtomicU64,
     state: Mutex<State>,
     short_circuited: AtomicU64,
 }
@@ -100,6 +109,7 @@ impl Breaker {
             domain,
             open: AtomicBool::new(false),
             consecutive: AtomicU32::new(0),
+            answered: AtomicU64::new(0),
             state: Mutex::new(State::Closed),
             short_circuited: AtomicU64::new(0),
         }
@@ -112,6 +122,13 @@ impl Breaker {
     /// Whether the circuit is open (or probing) now.
     pub(crate) fn is_open(&self) -> bool {
         self.open.load(Ordering::Acquire)
+    }
+
+    /// How many calls have reached the part so far: read before a call and
+    /// again when it timed out, a change shows the part answered meanwhile
+    /// ([`Outcome::Overtaken`]).
+    pub(crate) fn answered(&self) -> u64 {
+        self.answered.load(Ordering::Acquire)
     }
 
     /// Calls answered without the store since the guard was built.
@@ -158,8 +175,11 @@ impl Breaker {
 
     /// Records how a call admitted as `admission` ended at `now_ms`.
     pub(crate) fn record(&self, admission: Admission, outcome: Outcome, now_ms: u64) {
+        if outcome == Outcome::Reached {
+            self.answered.fetch_add(1, Ordering::AcqRel);
+        }
         match (admission, outcome) {
-            (Admission::ShortCircuit, _) => {}
+            (Admission::ShortCircuit, _) | (Admission::Call, Outcome::Overtaken) => {}
             (Admission::Call, Outcome::Reached) => {
                 if self.consecutive.load(Ordering::Relaxed) != 0 {
                     self.consecutive.store(0, Ordering::Relaxed);
@@ -184,7 +204,7 @@ impl Breaker {
                     "the store answered a probe; circuit closed"
                 );
             }
-            (Admission::Probe, Outcome::Unreached) => {
+            (Admission::Probe, Outcome::Unreached | Outcome::Overtaken) => {
                 let mut state = self.state();
                 *state = State::Open { since_ms: now_ms };
                 tracing::warn!(

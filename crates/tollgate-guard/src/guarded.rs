@@ -262,12 +262,16 @@ impl<S: Store> GuardedStore<S> {
             return self.answer_failure(plan, client, now_ms, cost, keep, error);
         }
         let probe = ProbeGuard::new(&breaker, &*self.clock, admission);
+        let answered_before = breaker.answered();
         let answer = self.timed_check(plan, client, now_ms, cost, keep).await;
         let outcome = match &answer {
             Ok(_) | Err((ErrorKind::Permanent, _)) => Outcome::Reached,
             // The part answered about this client alone (its slot moving):
             // its other clients are served, so its circuit stays closed.
             Err((ErrorKind::Transient, error)) if error.reached => Outcome::Reached,
+            Err((ErrorKind::Timeout, _)) if breaker.answered() != answered_before => {
+                Outcome::Overtaken
+            }
             Err(_) => Outcome::Unreached,
         };
         let now = self.clock.now_ms();

@@ -186,3 +186,58 @@ async fn a_part_no_longer_called_is_dropped_and_its_count_kept() {
     assert_eq!(ask(&guard, "a:1").await, CLOSED, "a fresh breaker calls");
     assert_eq!(store.calls(), calls + 1);
 }
+
+/// A call that times out while its part answers other calls is that call's
+/// own delay, not its part's: it does not count toward opening the part's
+/// circuit (an audit's drill under load: a client whose slot moved had its
+/// redis-rs retries outlast the guard's timeout, five such timeouts opened
+/// its master's circuit, and the master's other clients were answered by
+/// the failure policy for half a second). A part that answers nothing while
+/// its calls wait still opens on their timeouts.
+#[tokio::test(start_paused = true)]
+async fn timeouts_of_one_client_while_its_part_answers_others_leave_it_closed() {
+    let store = two_parts();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let guard = Arc::new(
+        GuardedStore::new(
+            store.clone(),
+            Duration::from_millis(100),
+            FailurePolicy::FailClosed,
+        )
+        .with_clock(clock.clone())
+        .with_breaker(BreakerConfig {
+            failures: 3,
+            probe_interval_ms: 500,
+        }),
+    );
+    store.set_client("a:moving", Switch::Hang);
+    let waiting: Vec<_> = (0..3)
+        .map(|_| {
+            let guard = guard.clone();
+            tokio::spawn(async move { ask(&guard, "a:moving").await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    assert_eq!(store.calls(), 3, "the three calls wait on the store");
+    assert_eq!(
+        ask(&guard, "a:1").await,
+        DecidedBy::Store,
+        "the part answers"
+    );
+    for call in waiting {
+        assert_eq!(call.await.unwrap(), CLOSED, "each timed out");
+    }
+    let counts = guard.counts();
+    assert_eq!((counts.timeouts, counts.fail_closed), (3, 3));
+    assert!(!counts.circuit_open, "the part answered while they waited");
+    assert_eq!(ask(&guard, "a:2").await, DecidedBy::Store);
+
+    store.set_part("a", Switch::Hang);
+    for _ in 0..3 {
+        assert_eq!(ask(&guard, "a:1").await, CLOSED);
+    }
+    assert!(
+        guard.counts().circuit_open,
+        "a part silent while its calls wait opens"
+    );
+}
