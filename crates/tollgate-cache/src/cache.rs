@@ -169,7 +169,10 @@ impl RejectionCache {
     /// for the client (`t'`). It is answered when a remembered rejection
     /// proves the store would reject it too: same plan with the same
     /// limits, `cost` at least the rejected one (and able to pass some day:
-    /// no larger than any enforced limit), and `t' < until`; the answer is
+    /// no larger than any enforced limit), `t' < until`, and every limit
+    /// answering it as it answered the rejected one (each that refused
+    /// still within its own wait, each that allowed with room for `cost`);
+    /// the answer is
     /// the store's rejection with `decided_by` [`DecidedBy::Cache`],
     /// `retry_after_ms = until - t'`, and each limit's waits counted down.
     /// Otherwise the store is asked at `t'`; hand its answer to
@@ -184,6 +187,7 @@ impl RejectionCache {
         let now_ms = now_ms.max(slot.latest);
         let answers = now_ms < slot.until
             && cost >= slot.cost
+            && every_limit_alike(slot, now_ms, cost)
             && *slot.plan == *plan.name()
             && can_pass_some_day(plan, cost)
             && slot.fingerprint == self.fingerprint(plan);
@@ -301,6 +305,25 @@ fn can_pass_some_day(plan: &Plan, cost: u32) -> bool {
         .iter()
         .filter(|l| !l.is_shadow())
         .all(|l| cost <= l.policy().limit())
+}
+
+/// Whether every limit of the remembered rejection would answer a request
+/// of `cost` at `now_ms` as it answered that one: each limit that refused
+/// still within its own wait (or refusing for good), each that allowed with
+/// room for `cost`. The metrics, the top clients and a shadow limit's count
+/// take each limit's answer from the cache's, so where one would differ
+/// (a larger cost than a limit has room for; a limit whose own wait is
+/// over while another's is not), the store answers.
+fn every_limit_alike(slot: &Slot, now_ms: u64, cost: u32) -> bool {
+    let passed = now_ms - slot.rejected_at;
+    slot.decision.limits.iter().all(|limit| {
+        let d = &limit.decision;
+        if d.allowed {
+            d.remaining >= cost
+        } else {
+            d.retry_after_ms.is_none_or(|wait| passed < wait)
+        }
+    })
 }
 
 /// The remembered rejection as of `now_ms`, answered by the cache.

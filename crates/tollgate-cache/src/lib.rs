@@ -45,10 +45,13 @@
 //!
 //! What may differ in a cached answer is only what the store would have
 //! *reported* with it: the retry-after is `t + w − now`, which is shorter
-//! than the true wait when someone consumed meanwhile or when the cost is
-//! larger than `c`; `remaining` and each limit's waits are those of the
+//! than the true wait when someone consumed meanwhile, when the cost is
+//! larger than `c`, or when the store decided the rejection at a time
+//! later than `t` (a shared store decides at the latest time it has seen
+//! for the client, and another instance's request stamped later may have
+//! reached it first; `w` then counts from that time); `remaining` and each limit's waits are those of the
 //! store's rejection at `t`, counted down. When `c = 1` and the plan has a
-//! single limit (the repeat offender's case), nobody can consume from `C`
+//! single limit (the repeat offender's case), and the store decided at `t`, nobody can consume from `C`
 //! before `t + w` (every request of cost ≥ 1 is rejected), so the client's
 //! state only ages and every number of the cached answer, retry-after
 //! included for cost 1, equals the store's.
@@ -62,6 +65,14 @@
 //!   the store;
 //! - at exactly `t + w` the request goes to the store (the wait is exact:
 //!   it is allowed then);
+//! - each limit's own answer is the store's too (the metrics, the top
+//!   clients and a shadow limit's count take them from the cached
+//!   answer): a limit that refused goes on refusing until its own wait is
+//!   over, and one that allowed with `remaining ≥ cost` goes on allowing,
+//!   as long as nobody consumes; so the cache answers only while every
+//!   limit would answer as it answered the rejection, and otherwise the
+//!   store does (a cost larger than an allowing limit's room; a refusing
+//!   limit at the end of its own wait while another still refuses);
 //! - a plan whose limits (policy, limit, window, shadow) changed answers
 //!   nothing from the old entries, and a reload drops them
 //!   ([`RejectionCache::forget_changed`]).
