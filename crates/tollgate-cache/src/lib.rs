@@ -50,9 +50,9 @@
 //! later than `t` (a shared store decides at the latest time it has seen
 //! for the client, and another instance's request stamped later may have
 //! reached it first; `w` then counts from that time); `remaining` and each limit's waits are those of the
-//! store's rejection at `t`, counted down. When `c = 1` and the plan has a
-//! single limit (the repeat offender's case), and the store decided at `t`, nobody can consume from `C`
-//! before `t + w` (every request of cost ≥ 1 is rejected), so the client's
+//! store's rejection at `t`, counted down. When `c = 1`, the plan has a
+//! single limit (the repeat offender's case) and the store decided at `t`,
+//! nobody can consume from `C` before `t + w` (every request of cost ≥ 1 is rejected), so the client's
 //! state only ages and every number of the cached answer, retry-after
 //! included for cost 1, equals the store's.
 //!
