@@ -86,7 +86,8 @@ pub struct Ranking {
     /// Units counted in the window, all clients.
     pub total: u64,
     /// The most any `count` can be over the truth: the sum over the window's
-    /// slots of (units in the slot / counters per slot).
+    /// slots of a full slot's smallest counter (0 for a slot that never
+    /// filled; at most the slot's units / counters per slot).
     pub error_bound: u64,
     /// The clients, by count (highest first), then id.
     pub clients: Vec<TopClient>,
@@ -157,16 +158,18 @@ impl TopClients {
         live.sort_unstable_by_key(|(epoch, _)| *epoch);
         let live: Vec<&SpaceSaving> = live.into_iter().map(|(_, s)| s).collect();
         let total = live.iter().map(|s| s.total()).sum();
-        let error_bound = live.iter().map(|s| s.total() / s.capacity() as u64).sum();
-        // A client missing from a full slot may have had up to its floor there.
-        let floors: u64 = live.iter().map(|s| s.floor()).sum();
+        // A count is at most a full slot's smallest counter above the true
+        // one (Space-Saving's bound, never above the slot's units / its
+        // counters), and exact in a slot that never filled; a client
+        // missing from a full slot may have had up to that floor there.
+        let error_bound: u64 = live.iter().map(|s| s.floor()).sum();
         let mut merged: HashMap<&str, TopClient> = HashMap::new();
         for summary in &live {
             for c in summary.counters() {
                 let entry = merged.entry(&c.key).or_insert_with(|| TopClient {
                     client: c.key.to_string(),
                     plan: String::new(),
-                    count: floors,
+                    count: error_bound,
                     at_least: 0,
                     limited_by: None,
                 });

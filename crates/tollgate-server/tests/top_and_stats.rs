@@ -43,6 +43,25 @@ async fn top_ranks_the_limited_client_and_forgets_after_a_minute() {
     t.stop().await;
 }
 
+/// Counts are exact while no slot's summary is full, however many requests
+/// it counted: the bound is 0 then (it was the slot's requests / 256, so
+/// the dashboard warned of counts "up to 2 high" that were exact).
+#[tokio::test]
+async fn a_few_clients_with_many_requests_are_counted_with_no_error_bound() {
+    let t = TestServer::start(CONFIG).await;
+    for _ in 0..600 {
+        t.server.decide("solo", None, 1).await.expect("decided");
+    }
+    t.server.decide("other", None, 1).await.expect("decided");
+    let body = t.get("/v1/top?by=requests").await.json();
+    assert_eq!(body["error_bound"], 0, "{body}");
+    assert_eq!(body["clients"][0]["count"], 600, "{body}");
+    assert_eq!(body["clients"][0]["at_least"], 600, "{body}");
+    let body = t.get("/v1/top?by=rejected").await.json();
+    assert_eq!(body["error_bound"], 0, "{body}");
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn top_stays_bounded_under_many_clients_and_keeps_the_heavy_one() {
     let t = TestServer::start(CONFIG).await;
