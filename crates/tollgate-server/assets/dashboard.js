@@ -273,7 +273,8 @@ async function tick() {
 
 $("search").addEventListener("submit", (event) => {
   event.preventDefault();
-  showClient($("client-id").value.trim());
+  // As typed: ids are their callers' to choose, spaces included.
+  showClient($("client-id").value);
 });
 window.addEventListener("resize", () => {
   for (const kind of Object.keys(charts)) {

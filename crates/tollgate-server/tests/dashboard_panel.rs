@@ -1,7 +1,5 @@
-//! The dashboard after a reload that removed a plan: the top clients still
-//! list a client under the plan of its latest request in the last minute,
-//! and a click on that row shows the client on the plan it has now, saying
-//! why, where it showed the API's "unknown plan" error.
+//! The dashboard's client panel in a real headless Chromium: what a search
+//! or a click on a top client shows.
 
 mod common;
 
@@ -41,6 +39,10 @@ limit = 5
 window = "1m"
 "#;
 
+/// After a reload that removed a plan, the top clients still list a client
+/// under the plan of its latest request in the last minute, and a click on
+/// that row shows the client on the plan it has now, saying why (it showed
+/// the API's "unknown plan" error).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_top_client_of_a_removed_plan_is_shown_on_its_plan_now() {
     let Some(browser) = Browser::start("dashboard_removed_plan", 1280, 1000).await else {
@@ -110,6 +112,49 @@ async fn a_top_client_of_a_removed_plan_is_shown_on_its_plan_now() {
         )
         .await;
     assert!(kept, "the note stays after refreshes");
+    browser.finish().await;
+    t.stop().await;
+}
+
+/// An id is searched for as typed, spaces included: ids are their callers'
+/// to choose, and " lead" is not "lead" (the search box trimmed it, and
+/// showed another client's full quota for a limited one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_finds_the_id_as_typed_spaces_included() {
+    let Some(browser) = Browser::start("dashboard_search_spaces", 1280, 1000).await else {
+        return;
+    };
+    let t = TestServer::start(WITHOUT_PRO).await;
+    for _ in 0..7 {
+        t.server.decide(" lead", None, 1).await.expect("decided");
+    }
+    let b = browser.client();
+    b.goto(&format!("{}/", t.base))
+        .await
+        .expect("the page opens");
+    b.execute(
+        "document.getElementById('client-id').value = ' lead'; \
+         document.getElementById('search').requestSubmit();",
+        vec![],
+    )
+    .await
+    .expect("searched");
+    let shown = browser
+        .wait_until(
+            "const gauge = document.querySelector('#client .gauge[data-limit=\"1m\"]'); \
+             return document.getElementById('client').dataset.client === ' lead' \
+             && !!gauge && gauge.dataset.remaining === '0';",
+            Duration::from_secs(15),
+        )
+        .await;
+    let panel = b
+        .find(Locator::Id("client"))
+        .await
+        .expect("the client panel")
+        .text()
+        .await
+        .expect("its text");
+    assert!(shown, "\" lead\" shown with its quota spent: {panel}");
     browser.finish().await;
     t.stop().await;
 }
