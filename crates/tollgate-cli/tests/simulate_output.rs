@@ -140,12 +140,13 @@ fn the_text_summary_shows_plans_limits_shadows_clients_and_malformed_lines() {
 /// A client id is the log's to choose: one holding ESC or a newline must
 /// not clear the terminal or forge a row of the text summary. It is shown
 /// escaped as plan names are (`"\u{1b}[2J..."`), and an ordinary id keeps
-/// its place in the columns.
+/// its place in the columns, quotes and backslashes included (they were
+/// shown quoted and escaped too).
 #[test]
 fn client_ids_with_control_characters_are_escaped_in_the_text_summary() {
     let forged = "\u{1b}[2J\u{1b}[Hfake row\nalice  free  1 0\r\u{7}";
     let mut text = String::new();
-    for client in ["bob", forged] {
+    for client in ["bob", forged, "quote\"id", "back\\slash"] {
         let id = serde_json::to_string(client).unwrap();
         for _ in 0..6 {
             text.push_str(&format!("{{\"client\":{id},\"time\":1764669600000}}\n"));
@@ -167,13 +168,15 @@ fn client_ids_with_control_characters_are_escaped_in_the_text_summary() {
         shown.contains(&format!("\n  {forged:?} free ")),
         "the id shown escaped: {shown}"
     );
-    assert!(
-        shown.contains(&format!(
-            "\n  {:<24} {:<12} {:>10} {:>10}  2025-12-02T10:00:00.000Z\n",
-            "bob", "free", 6, 1
-        )),
-        "an ordinary id in its column: {shown}"
-    );
+    for ordinary in ["bob", "quote\"id", "back\\slash"] {
+        assert!(
+            shown.contains(&format!(
+                "\n  {:<24} {:<12} {:>10} {:>10}  2025-12-02T10:00:00.000Z\n",
+                ordinary, "free", 6, 1
+            )),
+            "an ordinary id in its column: {shown}"
+        );
+    }
     // The JSON summary keeps the id as it is (serde escapes it).
     let (summary, _) = dir.simulate_json(&["--format", "json", &log]);
     assert!(summary.clients.iter().any(|row| row.client == forged));
