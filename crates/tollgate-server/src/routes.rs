@@ -12,7 +12,7 @@ use axum::Router;
 
 pub use hot::HotRoutes;
 
-use crate::http::{method_not_allowed, not_found, MAX_BODY_BYTES};
+use crate::http::{method_not_allowed, not_found, refuse_query_not_utf8, MAX_BODY_BYTES};
 use crate::server::Server;
 
 /// The routes, ready for `axum::serve` (`serve` itself answers the busiest
@@ -24,5 +24,9 @@ pub fn router(server: Server) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            server.clone(),
+            refuse_query_not_utf8,
+        ))
         .with_state(server)
 }

@@ -238,3 +238,38 @@ async fn bad_remaining_and_auth_requests_are_named() {
     );
     t.stop().await;
 }
+
+/// A query string whose percent-escapes are not UTF-8 is refused naming
+/// the escape: axum's `Query` decoded `?client=caf%E9` as "caf\u{FFFD}",
+/// another client, and showed that one's state, where the path form
+/// `/v1/clients/caf%E9` is refused (an audit).
+#[tokio::test]
+async fn a_query_that_is_not_utf8_is_refused_not_read_as_another_client() {
+    let t = TestServer::start(CONFIG).await;
+    t.server
+        .decide("caf\u{FFFD}", None, 1)
+        .await
+        .expect("decided");
+    for path in [
+        "/v1/clients?client=caf%E9",
+        "/v1/clients?client=%FF",
+        "/v1/clients/w?plan=%FF",
+        "/v1/remaining/w?plan=fr%E9e",
+        "/v1/top?by=%E9",
+    ] {
+        let a = t.get(path).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{path}: {}", a.body);
+        assert!(a.error().contains("not UTF-8"), "{path}: {}", a.body);
+    }
+    let a = t
+        .get_with("/v1/auth?plan=fr%E9e", &[("X-Client-Id", "w")])
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.body);
+    assert!(a.error().contains("not UTF-8"), "{}", a.body);
+    assert_eq!(t.remaining("w", 0).await, 2, "nothing consumed");
+    // The same id written as UTF-8 is read as it is.
+    let a = t.get("/v1/clients?client=caf%EF%BF%BD").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert_eq!(a.json()["client"], "caf\u{FFFD}");
+    t.stop().await;
+}
