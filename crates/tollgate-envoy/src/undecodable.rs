@@ -29,14 +29,22 @@ pub(crate) const SHOULD_RATE_LIMIT: &str =
     "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 /// Whether `response` is tonic's answer to a request message it could not
-/// decode (`INTERNAL`, "failed to decode", in a trailers-only answer).
+/// decode, in a trailers-only answer: `INTERNAL`, "failed to decode", or
+/// `OUT_OF_RANGE`, "decoded message length too large" (over its 4 MiB
+/// limit: descriptor values come from a client's headers). Its message is
+/// percent-encoded, or not, by tonic's version.
 pub(crate) fn is_undecodable(response: &Response<Body>) -> bool {
     let header = |name| response.headers().get(name).map(HeaderValue::as_bytes);
+    let words: [&[u8]; 2] = match header("grpc-status") {
+        Some(b"13") => [b"failed to decode", b"failed%20to%20decode"],
+        Some(b"11") => [
+            b"message length too large",
+            b"message%20length%20too%20large",
+        ],
+        _ => return false,
+    };
     let says = |message: &[u8], words: &[u8]| message.windows(words.len()).any(|w| w == words);
-    header("grpc-status") == Some(b"13")
-        && header("grpc-message").is_some_and(|message| {
-            says(message, b"failed%20to%20decode") || says(message, b"failed to decode")
-        })
+    header("grpc-message").is_some_and(|message| words.iter().any(|w| says(message, w)))
 }
 
 /// A successful call answering `OVER_LIMIT` for the whole request, with no

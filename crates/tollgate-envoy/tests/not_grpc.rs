@@ -327,3 +327,34 @@ async fn a_descriptor_value_that_is_not_utf8_is_over_limit_not_an_error() {
     assert_eq!(server.remaining_after_one_call("10.0.9.VALUE").await, 1);
     server.stop().await;
 }
+
+/// A message over tonic's 4 MiB decoding limit (descriptor values from a
+/// client's headers, up to Envoy's own header limit) is refused by tonic
+/// before the service sees it, with `OUT_OF_RANGE`: an error status, which
+/// Envoy's failure mode lets through by default. It is `OVER_LIMIT`, and
+/// nothing is charged (an audit: a 5 MB message was `OUT_OF_RANGE`).
+#[tokio::test]
+async fn a_message_over_the_decoding_limit_is_over_limit_not_an_error() {
+    let mut server = Server::start().await;
+    let mut message = request("10.0.9.9").encode_to_vec();
+    // An unknown field (number 99, length-delimited) of 5 MB: prost would
+    // skip it, were the message not over the limit.
+    let size = 5_000_000u32;
+    message.extend_from_slice(&[0x9a, 0x06]);
+    prost::encoding::encode_varint(u64::from(size), &mut message);
+    message.resize(message.len() + size as usize, b'x');
+    let mut body = vec![0];
+    body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    body.extend_from_slice(&message);
+    let answer = raw(
+        server.running.addr,
+        Method::POST,
+        "application/grpc",
+        body.into(),
+    )
+    .await;
+    assert_eq!(answer.grpc_status.as_deref(), Some("0"), "{answer:?}");
+    assert_eq!(answer.response().overall_code, Code::OverLimit as i32);
+    assert_eq!(server.remaining_after_one_call("10.0.9.9").await, 1);
+    server.stop().await;
+}
