@@ -32,7 +32,7 @@ use tollgate_config::ClientIdSource;
 
 use crate::metrics::BadRequest;
 use crate::server::Server;
-use body::read_body;
+use body::{only_chunked, read_body};
 pub use cross_origin::no_cross_origin;
 pub(crate) use query::refuse_query_not_utf8;
 pub use request::{
@@ -95,6 +95,9 @@ where
         return refuse(server, rejection);
     }
     if let Err(rejection) = no_check_query(uri.query()) {
+        return refuse(server, rejection);
+    }
+    if let Err(rejection) = only_chunked(headers) {
         return refuse(server, rejection);
     }
     let body = match read_body(body).await {

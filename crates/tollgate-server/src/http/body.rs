@@ -10,7 +10,8 @@
 use std::pin::pin;
 
 use axum::body::{Bytes, HttpBody};
-use axum::http::StatusCode;
+use axum::http::header::TRANSFER_ENCODING;
+use axum::http::{HeaderMap, StatusCode};
 use axum::BoxError;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
@@ -45,6 +46,28 @@ where
     whole.extend_from_slice(&first);
     whole.extend_from_slice(&rest);
     Ok(whole.into())
+}
+
+/// Refuses a body sent in a transfer coding besides `chunked` (`gzip,
+/// chunked`): hyper takes the chunks off and hands on the coded bytes, which
+/// would be read as the body. 501, as RFC 9112 §6.1 asks of a server that
+/// does not understand a coding.
+pub(crate) fn only_chunked(headers: &HeaderMap) -> Result<(), Rejection> {
+    for value in headers.get_all(TRANSFER_ENCODING) {
+        let codings = value.to_str().unwrap_or("?");
+        if codings
+            .split(',')
+            .any(|coding| !coding.trim().eq_ignore_ascii_case("chunked"))
+        {
+            return Err(Rejection::new(
+                StatusCode::NOT_IMPLEMENTED,
+                format!(
+                    "Transfer-Encoding {codings:?} is not supported: send the body as it is, by length or chunked"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a failed read tells the caller.
