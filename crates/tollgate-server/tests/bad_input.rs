@@ -38,6 +38,8 @@ async fn bad_check_bodies_are_named_and_change_nothing() {
     // struct from a sequence of its fields.
     refused(&t, "[\"victim\"]", bad, "must be a JSON object").await;
     refused(&t, "[\"victim\", 1, null]", bad, "must be a JSON object").await;
+    let bom = "\u{feff}{\"client\": \"victim\"}";
+    refused(&t, bom, bad, "byte-order mark").await;
     refused(
         &t,
         " [\"victim\", 1, \"free\"]",
@@ -174,7 +176,7 @@ async fn bad_check_bodies_are_named_and_change_nothing() {
     );
     let metrics = t.get("/metrics").await.body;
     assert!(
-        metrics.contains("tollgate_bad_requests_total{status=\"400\"} 25\n"),
+        metrics.contains("tollgate_bad_requests_total{status=\"400\"} 26\n"),
         "{metrics}"
     );
     assert!(

@@ -125,6 +125,11 @@ pub fn decode_check(body: &[u8], max_cost: u32) -> Result<CheckRequest<'_>, Reje
             "the request body is empty: expected JSON like {\"client\": \"alice\", \"cost\": 1}",
         ));
     }
+    if body.starts_with(b"\xEF\xBB\xBF") {
+        return Err(Rejection::bad_request(
+            "the request body begins with a byte-order mark (EF BB BF), which JSON does not allow: send the object alone",
+        ));
+    }
     // serde would read the struct from an array of its fields too.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(Rejection::bad_request(
