@@ -106,6 +106,13 @@ impl<'c> Simulation<'c> {
         self.watched_timelines = Timelines::on_axis_of(axis, clients.len());
     }
 
+    /// How many times a client's state in use was dropped for room
+    /// (`[store] max_clients` reached), as `serve` would: that client was
+    /// decided afresh after.
+    pub fn evicted(&self) -> u64 {
+        self.limiter.store().evicted()
+    }
+
     /// Decides one request of `client` at `time_ms`, as `serve` would.
     pub fn decide(&mut self, client: &str, time_ms: u64) {
         let tally = match self.clients.get_mut(client) {

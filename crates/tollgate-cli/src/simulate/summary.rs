@@ -68,6 +68,8 @@ pub struct Outcome {
     pub client_count: usize,
     /// The earliest and latest request times.
     pub span_ms: Option<(u64, u64)>,
+    /// Clients' states in use dropped for room ([`Simulation::evicted`]).
+    pub evicted: u64,
 }
 
 impl Outcome {
@@ -122,6 +124,7 @@ impl Outcome {
             lines,
             client_count: simulation.clients.len(),
             span_ms: simulation.span_ms,
+            evicted: simulation.evicted(),
         }
     }
 
@@ -152,6 +155,14 @@ impl Outcome {
             json.rejected,
             percent(json.rejected, json.requests)
         );
+        if self.evicted > 0 {
+            let _ = writeln!(
+                out,
+                "evicted: {} times a client's state was dropped for room ([store] max_clients = {}, as serve \
+                 would), and that client decided afresh: fewer rejections than with room for every client",
+                self.evicted, config.store.max_clients
+            );
+        }
         render_plans(&mut out, config, simulation);
         self.render_clients(&mut out, shown_clients);
         self.render_malformed(&mut out);
