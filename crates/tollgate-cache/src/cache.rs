@@ -47,6 +47,21 @@ struct Slot {
     latest: u64,
 }
 
+impl Slot {
+    /// Takes in that the store allowed a request of `cost` (a smaller one
+    /// than the rejected) while this entry is held: it consumed `cost` from
+    /// every limit, so a limit the rejection said had room has that much
+    /// less, and may refuse a cost it allowed then. (A limit that refused
+    /// refuses at least as long.)
+    fn consumed(&mut self, cost: u32) {
+        for limit in &mut self.decision.limits {
+            if limit.decision.allowed {
+                limit.decision.remaining = limit.decision.remaining.saturating_sub(cost);
+            }
+        }
+    }
+}
+
 /// What [`RejectionCache::lookup`] makes of a request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lookup {
@@ -245,6 +260,9 @@ impl RejectionCache {
                 } else {
                     let slot = held.into_mut();
                     slot.latest = slot.latest.max(now_ms);
+                    if decision.allowed {
+                        slot.consumed(cost);
+                    }
                 }
             }
             return;

@@ -69,7 +69,9 @@
 //!   clients and a shadow limit's count take them from the cached
 //!   answer): a limit that refused goes on refusing until its own wait is
 //!   over, and one that allowed with `remaining ≥ cost` goes on allowing,
-//!   as long as nobody consumes; so the cache answers only while every
+//!   as long as nobody consumes (what the store allowed this instance
+//!   since is taken off an entry's `remaining`; another instance's
+//!   consumption it cannot see); so the cache answers only while every
 //!   limit would answer as it answered the rejection, and otherwise the
 //!   store does (a cost larger than an allowing limit's room; a refusing
 //!   limit at the end of its own wait while another still refuses);
