@@ -9,7 +9,9 @@
 //!   [`tollgate::RateLimitHeaders`] formats them, into an [`http::HeaderMap`];
 //! - [`header_key`] and [`api_key`]: who is calling, read from a named header
 //!   or from `Authorization: Bearer KEY` / `X-Api-Key: KEY`, with a
-//!   [`KeyError`] saying what is wrong when there is no usable key.
+//!   [`KeyError`] saying what is wrong when there is no usable key;
+//! - [`unsupported_transfer_coding`]: a body no front end reads (any
+//!   transfer coding but one `chunked`).
 //!
 //! A front end translates: the server turns a [`KeyError`] into a 400 with
 //! its message, the tower layer into its missing-key policy.
@@ -27,7 +29,9 @@
 mod error;
 mod headers;
 mod key;
+mod transfer_coding;
 
 pub use error::KeyError;
 pub use headers::{insert_headers, RATELIMIT, RATELIMIT_POLICY};
 pub use key::{api_key, header_key, X_API_KEY};
+pub use transfer_coding::unsupported_transfer_coding;

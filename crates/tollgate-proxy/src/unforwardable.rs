@@ -10,19 +10,23 @@
 //! extractors ([`crate::KeySource`]), so that like a request without a key
 //! it uses no quota and never reaches the upstream.
 
-use http::header::{HOST, TRANSFER_ENCODING};
+use http::header::HOST;
 use http::{Method, Request};
 
-/// Why `request` cannot be forwarded as it is, if it cannot. One pass over
-/// its few headers: two lookups by name cost more than reading them all.
+/// Why `request` cannot be forwarded as it is, if it cannot: its transfer
+/// coding by the check every front end shares
+/// ([`tollgate_http::unsupported_transfer_coding`]), its `Host` lines in one
+/// pass over its few headers.
 pub(crate) fn why_unforwardable<B>(request: &Request<B>) -> Option<String> {
     if request.method() == Method::CONNECT {
         return Some(
             "CONNECT is not supported: the proxy forwards requests, it opens no tunnels".to_owned(),
         );
     }
+    if let Some(why) = tollgate_http::unsupported_transfer_coding(request.headers()) {
+        return Some(why);
+    }
     let mut seen_host = false;
-    let mut chunked = 0;
     for (name, value) in request.headers() {
         if name == HOST {
             if seen_host {
@@ -31,18 +35,6 @@ pub(crate) fn why_unforwardable<B>(request: &Request<B>) -> Option<String> {
             seen_host = true;
             if !is_host(value.as_bytes()) {
                 return Some(format!("the Host header {value:?} is not a host[:port]"));
-            }
-        } else if name == TRANSFER_ENCODING {
-            let codings = value.to_str().unwrap_or("?");
-            for coding in codings.split(',') {
-                chunked += 1;
-                // hyper takes one chunked coding off: a second one's bytes
-                // would reach the upstream as the body.
-                if !coding.trim().eq_ignore_ascii_case("chunked") || chunked > 1 {
-                    return Some(format!(
-                        "Transfer-Encoding {codings:?} is not supported: the proxy passes bodies on chunked once or by length only"
-                    ));
-                }
             }
         }
     }

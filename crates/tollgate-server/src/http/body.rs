@@ -10,7 +10,6 @@
 use std::pin::pin;
 
 use axum::body::{Bytes, HttpBody};
-use axum::http::header::TRANSFER_ENCODING;
 use axum::http::{HeaderMap, StatusCode};
 use axum::BoxError;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -48,26 +47,15 @@ where
     Ok(whole.into())
 }
 
-/// Refuses a body sent in a transfer coding besides `chunked` (`gzip,
-/// chunked`): hyper takes the chunks off and hands on the coded bytes, which
-/// would be read as the body. 501, as RFC 9112 §6.1 asks of a server that
+/// Refuses a body sent in a transfer coding other than one `chunked`
+/// ([`tollgate_http::unsupported_transfer_coding`]), whose coded bytes
+/// would be read as the body: 501, as RFC 9112 §6.1 asks of a server that
 /// does not understand a coding.
 pub(crate) fn only_chunked(headers: &HeaderMap) -> Result<(), Rejection> {
-    for value in headers.get_all(TRANSFER_ENCODING) {
-        let codings = value.to_str().unwrap_or("?");
-        if codings
-            .split(',')
-            .any(|coding| !coding.trim().eq_ignore_ascii_case("chunked"))
-        {
-            return Err(Rejection::new(
-                StatusCode::NOT_IMPLEMENTED,
-                format!(
-                    "Transfer-Encoding {codings:?} is not supported: send the body as it is, by length or chunked"
-                ),
-            ));
-        }
+    match tollgate_http::unsupported_transfer_coding(headers) {
+        None => Ok(()),
+        Some(why) => Err(Rejection::new(StatusCode::NOT_IMPLEMENTED, why)),
     }
-    Ok(())
 }
 
 /// What a failed read tells the caller.
