@@ -34,7 +34,7 @@ use crate::metrics::BadRequest;
 use crate::server::Server;
 use body::{only_chunked, read_body};
 pub use cross_origin::no_cross_origin;
-pub(crate) use query::refuse_query_not_utf8;
+pub(crate) use query::{query_utf8, refuse_query_not_utf8};
 pub use request::{
     check_client, check_cost, decode_check, no_check_query, CheckRequest, PlanQuery,
     MAX_BODY_BYTES, MAX_CLIENT_BYTES,
@@ -198,7 +198,7 @@ async fn auth(State(server): State<Server>, request: Request) -> Response {
 /// `GET /v1/auth`: the plan from the query, the client from the headers,
 /// decided at cost 1; 204 when allowed.
 pub(crate) async fn answer_auth(server: &Server, uri: &Uri, headers: &HeaderMap) -> Response {
-    let plan = match query::query_utf8(uri).and_then(|()| plan_query(Query::try_from_uri(uri))) {
+    let plan = match plan_query(Query::try_from_uri(uri)) {
         Ok(plan) => plan,
         Err(rejection) => return refuse(server, rejection),
     };

@@ -134,6 +134,17 @@ fn the_asks() -> Vec<Ask> {
     asks.push(Ask::auth("/v1/auth", &[]));
     // The health check, and the hot paths with other methods (the router's).
     asks.push(Ask::new(Method::GET, "/healthz"));
+    // A query that is not UTF-8, refused before any route reads it (the
+    // router's layer; the hot routes answered /healthz 200).
+    asks.push(Ask::new(Method::GET, "/healthz?x=%E9"));
+    asks.push(Ask {
+        uri: "/v1/check?x=%E9",
+        ..Ask::check(r#"{"client":"alice"}"#)
+    });
+    asks.push(Ask::auth(
+        "/v1/auth?plan=fr%E9e",
+        &[("x-client-id", "dave")],
+    ));
     asks.push(Ask::new(Method::HEAD, "/healthz"));
     asks.push(Ask::new(Method::POST, "/healthz"));
     asks.push(Ask::new(Method::GET, "/v1/check"));

@@ -26,8 +26,8 @@ pub(crate) async fn refuse_query_not_utf8(
     }
 }
 
-/// [`check_utf8`] of `uri`'s query, if it has one; for the routes answered
-/// before the router too.
+/// [`check_utf8`] of `uri`'s query, if it has one: the router's layer, and
+/// the routes answered before the router (`routes/hot.rs`).
 pub(crate) fn query_utf8(uri: &Uri) -> Result<(), Rejection> {
     uri.query().map_or(Ok(()), check_utf8)
 }

@@ -22,7 +22,7 @@ use axum::{BoxError, Router};
 use tower::{Service, ServiceExt};
 
 use super::router;
-use crate::http::{answer_auth, answer_check, healthz_response};
+use crate::http::{answer_auth, answer_check, healthz_response, query_utf8, refuse};
 use crate::server::Server;
 
 /// `serve`'s HTTP service: the hot routes, then [`router`] for the rest.
@@ -59,6 +59,11 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Answer {
+        // As the router's layer does: a query that is not UTF-8 is refused
+        // before any route reads it (a request without one pays a look).
+        if let Err(rejection) = query_utf8(request.uri()) {
+            return Box::pin(std::future::ready(Ok(refuse(&self.server, rejection))));
+        }
         match (request.method(), request.uri().path()) {
             (&Method::POST, "/v1/check") => {
                 let server = self.server.clone();
