@@ -38,8 +38,8 @@ pub(crate) fn is_undecodable(response: &Response<Body>) -> bool {
     let words: [&[u8]; 2] = match header("grpc-status") {
         Some(b"13") => [b"failed to decode", b"failed%20to%20decode"],
         Some(b"11") => [
-            b"message length too large",
-            b"message%20length%20too%20large",
+            b"decoded message length too large",
+            b"decoded%20message%20length%20too%20large",
         ],
         _ => return false,
     };

@@ -229,14 +229,19 @@ impl Outcome {
 
 /// `text` (a client id from a log, a plan name) as the table shows it: as
 /// it is when Debug formatting would escape nothing in it but quotes and
-/// backslashes, so that an ordinary id keeps its column; else quoted and
-/// escaped by Debug formatting, as the summary writes plan and limit names
-/// and malformed lines their fields (`{:?}`), so that an id holding ESC, CR
-/// or LF cannot clear the terminal, move the cursor or start a forged row.
+/// backslashes and it does not begin with a quote, so that an ordinary id
+/// keeps its column; else quoted and escaped by Debug formatting, as the
+/// summary writes plan and limit names and malformed lines their fields
+/// (`{:?}`), so that an id holding ESC, CR or LF cannot clear the terminal,
+/// move the cursor or start a forged row. An id shown quoted is always an
+/// escaped one: an id that begins with a quote is quoted too, so that the
+/// id `"\u{1b}"`, written with its quotes, cannot pass for the one holding
+/// ESC.
 fn terminal_safe(text: &str) -> Cow<'_, str> {
     let quoted = format!("{text:?}");
     let only_quotes_escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
-    if quoted.get(1..quoted.len() - 1) == Some(&only_quotes_escaped) {
+    let as_it_is = !text.starts_with('"');
+    if as_it_is && quoted.get(1..quoted.len() - 1) == Some(&only_quotes_escaped) {
         Cow::Borrowed(text)
     } else {
         Cow::Owned(quoted)

@@ -42,8 +42,8 @@ impl RedisStore {
     /// for as long as the proxy serves).
     ///
     /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix or target (see
-    /// [`RedisTarget::validate`]), [`RedisStoreError::Connect`] when the
+    /// [`RedisStoreError::Config`] for a bad prefix or target, or
+    /// [`RedisStoreError::Ca`] for its CA (see [`RedisTarget::validate`]), [`RedisStoreError::Connect`] when the
     /// first connection fails, saying why;
     /// [`RedisStoreError::NotPermitted`] when the ACL user may not run
     /// `TIME`, load or run the store's scripts, or read and write the keys
@@ -93,8 +93,8 @@ impl RedisStore {
     /// [`RedisStore::connect_to`]).
     ///
     /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix or target (see
-    /// [`RedisTarget::validate`]), or outside a Tokio runtime.
+    /// [`RedisStoreError::Config`] for a bad prefix or target, or
+    /// [`RedisStoreError::Ca`] for its CA (see [`RedisTarget::validate`]), or outside a Tokio runtime.
     pub fn connect_lazy_to(
         target: &RedisTarget,
         config: RedisStoreConfig,
