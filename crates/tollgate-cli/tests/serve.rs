@@ -109,6 +109,26 @@ fn serve_refuses_bad_flags() {
         stderr.contains("invalid --redis-cluster URL \"redis://:***@nowhere:x\""),
         "{stderr}"
     );
+    let ca = [
+        "--redis",
+        "rediss://127.0.0.1:1",
+        "--redis-ca",
+        "/nonexistent.pem",
+    ];
+    let out = tollgate(&[&["serve"][..], &ca].concat());
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid --redis-ca /nonexistent.pem: "),
+        "{stderr}"
+    );
+    let out = tollgate(&[&["replay"][..], &ca, &["/nonexistent.replay"]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid --redis-ca /nonexistent.pem: "),
+        "{stderr}"
+    );
     let out = tollgate(&["replay", "--redis", "nope", "/nonexistent.replay"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);

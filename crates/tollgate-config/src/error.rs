@@ -49,6 +49,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The CA file `--redis-ca` gives cannot work ([`Error::RedisCa`],
+    /// named by its flag).
+    #[error("invalid --redis-ca {path}: {reason}")]
+    InvalidRedisCaFlag {
+        /// The file as given.
+        path: String,
+        /// Why it cannot work.
+        reason: String,
+    },
     /// A flag that only a Redis store uses (`--redis-ca`,
     /// `--redis-replicas-to-ack`) for a store that is not Redis (no
     /// `--redis`, `--redis-cluster`, `[store] url` or `cluster`): it would

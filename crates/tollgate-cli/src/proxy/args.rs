@@ -246,7 +246,7 @@ pub(super) mod tests {
             (
                 tls.as_str(),
                 ["--redis-ca", "/nonexistent.pem"],
-                "invalid --redis-ca: ",
+                "invalid --redis-ca /",
             ),
             (
                 limit,
@@ -349,7 +349,7 @@ pub(super) mod tests {
                     "--redis-ca",
                     "/nonexistent.pem",
                 ],
-                "invalid --redis-ca: ",
+                "invalid --redis-ca /",
             ),
             (
                 &["--upstream", "http://h", "--redis", "nope"],

@@ -80,7 +80,7 @@ pub(super) fn redis_option(overrides: &Overrides, otherwise: &'static str) -> &'
 
 /// Whether `error` is a check of a Redis flag that names the flag itself
 /// (one that only a Redis store uses, given without one or out of its
-/// range; a cluster seed), as `tollgate serve` prints it.
+/// range; a URL, a cluster seed, a CA file), as `tollgate serve` prints it.
 fn names_its_flag(error: &ConfigError) -> bool {
     matches!(
         error,
@@ -88,37 +88,26 @@ fn names_its_flag(error: &ConfigError) -> bool {
             | ConfigError::InvalidReplicasToAck { .. }
             | ConfigError::InvalidClusterSeed { .. }
             | ConfigError::InvalidRedisFlag { .. }
+            | ConfigError::InvalidRedisCaFlag { .. }
     )
 }
 
-/// Whether `error` is about the `--redis-ca` file of `overrides`
-/// (unreadable, not a CA, or given without TLS).
-fn about_the_ca_flag(overrides: &Overrides, error: &ConfigError) -> bool {
-    overrides.redis_ca.is_some() && matches!(error, ConfigError::RedisCa { .. })
-}
-
 /// The Redis flags of `overrides` refused with `error`: a check that names
-/// its flag says so itself ([`names_its_flag`]); otherwise the flag at
-/// fault is named: `--redis-ca` for its CA file, else the flag that names
-/// the Redis store.
+/// its flag says so itself ([`names_its_flag`]); otherwise the flag that
+/// names the Redis store is named.
 pub(super) fn invalid_redis(overrides: &Overrides, error: &ConfigError) -> Error {
     let reason = error.to_string();
     if names_its_flag(error) {
         return Error::RefusedOption(reason);
     }
-    let option = if about_the_ca_flag(overrides, error) {
-        "--redis-ca"
-    } else {
-        redis_option(overrides, "--redis")
-    };
+    let option = redis_option(overrides, "--redis");
     Error::InvalidOption { option, reason }
 }
 
 /// A `--config` file refused with `error`, or a Redis flag refused with it
 /// ([`invalid_redis`]): each named by what is at fault.
 fn refused_config(overrides: &Overrides, error: &ConfigError) -> Error {
-    let flag = names_its_flag(error) || about_the_ca_flag(overrides, error);
-    if flag {
+    if names_its_flag(error) {
         invalid_redis(overrides, error)
     } else {
         invalid_config(error.to_string())

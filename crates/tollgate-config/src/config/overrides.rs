@@ -33,8 +33,9 @@ impl Overrides {
     /// [`Error::InvalidListen`], [`Error::InvalidGrpcListen`],
     /// [`Error::InvalidRedisFlag`] or [`Error::InvalidClusterSeed`] for a
     /// flag's value that is not one,
-    /// [`Error::RedisCa`] for a CA that cannot work (an unreadable file,
-    /// a CA without `rediss://`), [`Error::Redis`] for the rest of a Redis
+    /// [`Error::InvalidRedisCaFlag`] for a `--redis-ca` that cannot work
+    /// (an unreadable file, a CA without `rediss://`; [`Error::RedisCa`]
+    /// for the config file's), [`Error::Redis`] for the rest of a Redis
     /// target that cannot work, [`Error::FlagWithoutRedis`]
     /// for `--redis-ca` or `--redis-replicas-to-ack` on a memory store,
     /// [`Error::InvalidReplicasToAck`] for more replicas than the Redis
@@ -86,7 +87,15 @@ impl Overrides {
             }
             store.replicas_to_ack = replicas;
         }
-        store.redis_target()?;
+        store
+            .redis_target()
+            .map_err(|error| match (error, &self.redis_ca) {
+                (Error::RedisCa { reason, .. }, Some(path)) => Error::InvalidRedisCaFlag {
+                    path: path.display().to_string(),
+                    reason,
+                },
+                (error, _) => error,
+            })?;
         if !listen.is_empty() {
             config.listen = listen;
         }

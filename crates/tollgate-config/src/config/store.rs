@@ -138,9 +138,9 @@ impl StoreConfig {
             StoreKind::RedisCluster { seeds } => RedisTarget::cluster(seeds.iter().cloned()),
         };
         let refused = |target: &RedisTarget, e: RedisStoreError| match e {
-            RedisStoreError::Ca(_) => Error::RedisCa {
+            RedisStoreError::Ca(reason) => Error::RedisCa {
                 url: target.redacted(),
-                reason: e.to_string(),
+                reason,
             },
             _ => Error::Redis {
                 url: target.redacted(),
