@@ -155,6 +155,16 @@ async fn a_search_finds_the_id_as_typed_spaces_included() {
         .await
         .expect("its text");
     assert!(shown, "\" lead\" shown with its quota spent: {panel}");
+    // Its leading space shown too: " lead" must not read as "lead", another
+    // client (HTML collapses white space unless told not to).
+    let head = b
+        .execute(
+            "return document.querySelector('#client .client-head .client-id').innerText;",
+            vec![],
+        )
+        .await
+        .expect("the id's text");
+    assert_eq!(head, serde_json::json!(" lead"), "{panel}");
     browser.finish().await;
     t.stop().await;
 }
