@@ -11,7 +11,7 @@
 //! it uses no quota and never reaches the upstream.
 
 use http::header::HOST;
-use http::{Method, Request};
+use http::{Method, Request, Version};
 
 /// Why `request` cannot be forwarded as it is, if it cannot: its transfer
 /// coding by the check every front end shares
@@ -37,6 +37,10 @@ pub(crate) fn why_unforwardable<B>(request: &Request<B>) -> Option<String> {
                 return Some(format!("the Host header {value:?} is not a host[:port]"));
             }
         }
+    }
+    // HTTP/2 names the host in `:authority`, HTTP/1.0 may name none.
+    if !seen_host && request.version() == Version::HTTP_11 {
+        return Some("the Host header is missing: an HTTP/1.1 request must have one".to_owned());
     }
     None
 }
@@ -118,12 +122,16 @@ mod tests {
             request("GET", &[("host", "127.0.0.1:8080")]),
             request("GET", &[("host", "caf%C3%A9.example")]),
             request("GET", &[("host", "h:")]),
-            request("GET", &[]),
         ] {
             assert_eq!(why_unforwardable(&fine), None, "{fine:?}");
         }
+        for version in [Version::HTTP_10, Version::HTTP_2] {
+            let hostless = Request::builder().version(version).uri("/").body(());
+            assert_eq!(why_unforwardable(&hostless.unwrap()), None, "{version:?}");
+        }
         for (bad, why) in [
             (request("CONNECT", &[("host", "h:443")]), "CONNECT"),
+            (request("GET", &[]), "Host header is missing"),
             (
                 request("GET", &[("host", "a"), ("host", "b")]),
                 "more than once",

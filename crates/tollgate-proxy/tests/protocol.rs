@@ -131,6 +131,18 @@ async fn requests_the_proxy_cannot_forward_are_refused_before_their_decision() {
             "POST / HTTP/1.1\r\nHost: h\r\nX-Client-Id: c\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
             "\"gzip, chunked\" is not supported",
         ),
+        (
+            "POST / HTTP/1.1\r\nHost: h\r\nX-Client-Id: c\r\nTransfer-Encoding: chunked, chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            "\"chunked, chunked\" is not supported",
+        ),
+        (
+            "GET / HTTP/1.1\r\nX-Client-Id: c\r\nConnection: close\r\n\r\n",
+            "Host header is missing",
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: h:1:2\r\nX-Client-Id: c\r\nConnection: close\r\n\r\n",
+            "is not a host",
+        ),
     ] {
         let answer = exchange(proxy, request.as_bytes()).await;
         assert_eq!(status(&answer), "400", "{request:?}: {answer}");
