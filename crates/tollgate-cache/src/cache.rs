@@ -9,6 +9,7 @@ use hashbrown::HashTable;
 use parking_lot::Mutex;
 use tollgate::{DecidedBy, MonotonicClock, Plan, PlanDecision, Policy};
 
+use crate::in_flight::{CallInFlight, InFlight};
 use crate::Error;
 
 /// The default [`RejectionCache`] capacity: 100,000 clients.
@@ -53,7 +54,8 @@ impl Slot {
     /// every limit, so a limit the rejection said had room has that much
     /// less, and may refuse a cost it allowed then. (A limit that refused
     /// refuses at least as long.)
-    fn consumed(&mut self, cost: u32) {
+    fn consumed(&mut self, cost: u64) {
+        let cost = u32::try_from(cost).unwrap_or(u32::MAX);
         for limit in &mut self.decision.limits {
             if limit.decision.allowed {
                 limit.decision.remaining = limit.decision.remaining.saturating_sub(cost);
@@ -94,6 +96,7 @@ pub struct RejectionCache {
     shard_cap: usize,
     max_clients: usize,
     own_clock: Option<Arc<dyn MonotonicClock>>,
+    in_flight: InFlight,
 }
 
 impl RejectionCache {
@@ -114,6 +117,7 @@ impl RejectionCache {
             shard_cap: max_clients.div_ceil(SHARDS),
             max_clients,
             own_clock: None,
+            in_flight: InFlight::new(),
         })
     }
 
@@ -233,7 +237,11 @@ impl RejectionCache {
     /// remembered, replacing the client's entry when that is of another
     /// plan, for a larger cost, or run out. Any other answer moves the
     /// entry's latest time, and ends an entry run out once the store has
-    /// seen a time at or past every one the cache answered at.
+    /// seen a time at or past every one the cache answered at; an allowed
+    /// one takes its cost off the room the entry says its limits have.
+    ///
+    /// For a call that was in flight beside others of the same client, use
+    /// [`RejectionCache::remember_call`].
     pub fn remember(
         &self,
         plan: &Plan,
@@ -241,6 +249,52 @@ impl RejectionCache {
         now_ms: u64,
         cost: u32,
         decision: &PlanDecision,
+    ) {
+        self.remember_after(plan, client, now_ms, cost, decision, 0);
+    }
+
+    /// Notes a call of `client` sent to the store now, until the returned
+    /// value is dropped: hand it to [`RejectionCache::remember_call`] with
+    /// the store's answer.
+    pub fn begin_call<'a>(&'a self, client: &'a str) -> CallInFlight<'a> {
+        self.in_flight.begin(client)
+    }
+
+    /// [`RejectionCache::remember`] of the answer to `call`, knowing what
+    /// the store allowed the client's other calls in flight since `call`
+    /// was sent: the store may have run them after it, so a rejection takes
+    /// that off the room its limits had (see `in_flight.rs`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn remember_call(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+        decision: &PlanDecision,
+        call: &CallInFlight<'_>,
+    ) {
+        if decision.decided_by == DecidedBy::Store && decision.allowed {
+            self.in_flight.allowed(client, cost);
+        }
+        let allowed_since = call.allowed_since();
+        self.remember_after(plan, client, now_ms, cost, decision, allowed_since);
+    }
+
+    /// Clients with calls in flight ([`RejectionCache::begin_call`]).
+    pub fn clients_in_flight(&self) -> usize {
+        self.in_flight.clients()
+    }
+
+    /// [`RejectionCache::remember`], a rejection's room less `allowed_since`.
+    fn remember_after(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+        decision: &PlanDecision,
+        allowed_since: u64,
     ) {
         if decision.decided_by != DecidedBy::Store {
             return;
@@ -261,13 +315,13 @@ impl RejectionCache {
                     let slot = held.into_mut();
                     slot.latest = slot.latest.max(now_ms);
                     if decision.allowed {
-                        slot.consumed(cost);
+                        slot.consumed(u64::from(cost));
                     }
                 }
             }
             return;
         };
-        let slot = Slot {
+        let mut slot = Slot {
             client: client.into(),
             plan: plan.name().into(),
             fingerprint: self.fingerprint(plan),
@@ -277,6 +331,7 @@ impl RejectionCache {
             decision: decision.clone(),
             latest: now_ms,
         };
+        slot.consumed(allowed_since);
         if let Ok(mut held) = held {
             let old = held.get_mut();
             let latest = old.latest.max(now_ms);

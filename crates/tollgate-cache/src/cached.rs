@@ -78,8 +78,9 @@ impl<S: Store> Store for CachedStore<S> {
             Asked::Store { cache_ms, store_ms } => (cache_ms, store_ms),
         };
         StoreFuture::new(async move {
+            let call = self.cache.begin_call(client);
             let decision = self.inner.check(plan, client, store_ms, cost).await?;
-            self.cache.remember(plan, client, cache_ms, cost, &decision);
+            (self.cache).remember_call(plan, client, cache_ms, cost, &decision, &call);
             Ok(decision)
         })
     }
@@ -98,10 +99,12 @@ impl<S: Store> Store for CachedStore<S> {
             Asked::Store { cache_ms, store_ms } => (cache_ms, store_ms),
         };
         StoreFuture::new(async move {
+            let call = self.cache.begin_call(client);
             let returnable = (self.inner)
                 .check_returnable(plan, client, store_ms, cost)
                 .await?;
-            (self.cache).remember(plan, client, cache_ms, cost, &returnable.decision);
+            let decision = &returnable.decision;
+            (self.cache).remember_call(plan, client, cache_ms, cost, decision, &call);
             Ok(returnable)
         })
     }

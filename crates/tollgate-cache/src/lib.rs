@@ -70,8 +70,9 @@
 //!   answer): a limit that refused goes on refusing until its own wait is
 //!   over, and one that allowed with `remaining ≥ cost` goes on allowing,
 //!   as long as nobody consumes (what the store allowed this instance
-//!   since is taken off an entry's `remaining`; another instance's
-//!   consumption it cannot see); so the cache answers only while every
+//!   since is taken off an entry's `remaining`, a call in flight beside
+//!   the rejection included: [`RejectionCache::remember_call`]; another
+//!   instance's consumption it cannot see); so the cache answers only while every
 //!   limit would answer as it answered the rejection, and otherwise the
 //!   store does (a cost larger than an allowing limit's room; a refusing
 //!   limit at the end of its own wait while another still refuses);
@@ -150,7 +151,9 @@
 mod cache;
 mod cached;
 mod error;
+mod in_flight;
 
 pub use cache::{Lookup, RejectionCache, DEFAULT_MAX_CLIENTS, MAX_MAX_CLIENTS};
 pub use cached::CachedStore;
 pub use error::Error;
+pub use in_flight::CallInFlight;

@@ -108,3 +108,67 @@ fn a_refusing_limit_at_the_end_of_its_own_wait_sends_the_request_to_the_store() 
     assert_eq!(verdicts(&cached), [true, false]);
     assert_eq!(cached.retry_after_ms, Some(5_000));
 }
+
+/// Two calls of one client in flight together: the store runs a rejection
+/// first, then an allowed request of a smaller cost, and the cache takes in
+/// the allowed answer first (with no entry yet, nothing to take it off).
+/// The rejection, remembered then, takes off its room what the store
+/// allowed the client since it was sent (a re-check: 14 of 300 such pairs
+/// left a limit answered "allowed" that the store refused).
+#[test]
+fn a_rejection_remembered_after_an_allowed_answer_it_preceded_takes_that_off() {
+    let plan = plan(&[
+        ("a", "sliding-window", 5, 10_000, false),
+        ("b", "token-bucket", 10, 1_000_000, false),
+    ]);
+    let (limiter, cache) = (PlanLimiter::new(), RejectionCache::new(100).unwrap());
+    for _ in 0..4 {
+        assert!(limiter.check(&plan, "c", 0, 1).allowed);
+    }
+    for _ in 0..3 {
+        assert!(limiter.check(&plan, "c", 20_000, 1).allowed);
+    }
+    let rejection = cache.begin_call("c");
+    let allowed = cache.begin_call("c");
+    let rejected = limiter.check(&plan, "c", 20_000, 3);
+    assert_eq!(verdicts(&rejected), [false, true]);
+    assert_eq!(rejected.limits[1].decision.remaining, 3);
+    let let_in = limiter.check(&plan, "c", 20_000, 1);
+    assert!(let_in.allowed);
+    cache.remember_call(&plan, "c", 20_000, 1, &let_in, &allowed);
+    drop(allowed);
+    cache.remember_call(&plan, "c", 20_000, 3, &rejected, &rejection);
+    drop(rejection);
+    assert_eq!(cache.clients_in_flight(), 0, "no note outlives its calls");
+
+    // `b` has 2 left: it refuses a cost of 3, which the store answers.
+    assert_eq!(
+        cache.lookup(&plan, "c", 20_001, 3),
+        Lookup::AskStore { now_ms: 20_001 }
+    );
+    let store = limiter.check(&plan, "c", 20_001, 3);
+    assert_eq!(verdicts(&store), [false, false], "{store:?}");
+}
+
+/// A call abandoned while in flight (its caller gone) leaves no note of it
+/// behind: the notes live only while a client has calls in flight.
+#[tokio::test]
+async fn an_abandoned_call_leaves_no_note_behind() {
+    use std::sync::Arc;
+    use tollgate::testing::HangingStore;
+    use tollgate::Store;
+    use tollgate_cache::CachedStore;
+
+    let plan = plan(&[("a", "sliding-window", 5, 10_000, false)]);
+    let cache = Arc::new(RejectionCache::new(100).unwrap());
+    let store = CachedStore::new(HangingStore, cache.clone());
+    let mut call = store.check(&plan, "c", 0, 1);
+    tokio::select! {
+        biased;
+        _ = &mut call => panic!("the store never answers"),
+        () = std::future::ready(()) => {}
+    }
+    assert_eq!(cache.clients_in_flight(), 1, "polled once: sent");
+    drop(call);
+    assert_eq!(cache.clients_in_flight(), 0);
+}
