@@ -10,15 +10,10 @@ use tollgate_config::{Config, Overrides, StoreKind};
 const LIMIT: &str =
     "[[plans.default]]\nname = \"s\"\npolicy = \"sliding-window\"\nlimit = 1\nwindow = \"1s\"\n";
 
-/// A PEM file holding a (syntactically) real certificate block.
+/// A PEM file holding a real CA certificate (the one a test Redis's TLS
+/// certificates are made with).
 fn ca_file(dir: &tempfile::TempDir) -> PathBuf {
-    let path = dir.path().join("ca.pem");
-    std::fs::write(
-        &path,
-        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
-    )
-    .unwrap();
-    path
+    tollgate_redis::testing::TestCerts::generate(dir.path()).ca
 }
 
 fn error(text: &str) -> String {

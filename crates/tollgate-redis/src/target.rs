@@ -17,6 +17,9 @@ use std::time::Duration;
 
 use redis::cluster::ClusterClient;
 use redis::{Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use rustls::RootCertStore;
 
 use crate::{redact_url, RedisStoreError};
 
@@ -166,9 +169,8 @@ impl RedisTarget {
             if tls == 0 {
                 return bad_ca("a Redis CA is given but the URL is not rediss://");
             }
-            let text = String::from_utf8_lossy(pem);
-            if !text.contains("-----BEGIN CERTIFICATE-----") {
-                return bad_ca("the Redis CA file holds no PEM certificate");
+            if let Err(why) = check_ca_pem(pem) {
+                return bad_ca(&why);
             }
         }
         Ok(infos)
@@ -241,6 +243,27 @@ fn retry_wait_unit_ms(timeout: Duration) -> u64 {
     u64::try_from(timeout.as_millis() / u128::from(waits))
         .unwrap_or(u64::MAX >> CLUSTER_RETRIES)
         .clamp(1, u64::MAX >> CLUSTER_RETRIES)
+}
+
+/// Checks that `pem` holds certificates that can serve as trust anchors,
+/// as redis-rs will read them when it connects (rustls's root store): a
+/// file that only looks like one (PEM armour around anything) was refused
+/// only then, with "Unable to parse TLS trust anchors", after `tollgate
+/// check` had passed it.
+fn check_ca_pem(pem: &[u8]) -> Result<(), String> {
+    let certificates = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("the Redis CA file is not valid PEM: {e}"))?;
+    if certificates.is_empty() {
+        return Err("the Redis CA file holds no PEM certificate".to_owned());
+    }
+    let (_, unreadable) = RootCertStore::empty().add_parsable_certificates(certificates);
+    if unreadable > 0 {
+        return Err(format!(
+            "{unreadable} certificate(s) in the Redis CA file cannot be read as a CA (not X.509 DER inside the PEM armour)"
+        ));
+    }
+    Ok(())
 }
 
 fn is_tls(info: &ConnectionInfo) -> bool {

@@ -229,6 +229,12 @@ fn targets_are_checked_before_connecting() {
     assert!(ca(ca_without_tls).contains("not rediss://"));
     let not_pem = RedisTarget::single("rediss://127.0.0.1:6379").with_ca_pem("not a pem");
     assert!(ca(not_pem).contains("no PEM certificate"));
+    // PEM armour around what is no certificate: redis-rs refused it only
+    // when connecting ("Unable to parse TLS trust anchors"), after
+    // `tollgate check` had passed it.
+    let not_der = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+    let not_der = RedisTarget::single("rediss://127.0.0.1:6379").with_ca_pem(not_der);
+    assert!(ca(not_der).contains("cannot be read as a CA"));
     let database = RedisTarget::cluster(["redis://127.0.0.1:7000/2"]);
     assert!(config(database).contains("only database 0"));
     assert!(config(RedisTarget::single("http://x")).contains("URL number 1"));
