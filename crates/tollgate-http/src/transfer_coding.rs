@@ -17,13 +17,24 @@ pub fn unsupported_transfer_coding(headers: &HeaderMap) -> Option<String> {
         for coding in codings.split(',') {
             chunked += 1;
             if !coding.trim().eq_ignore_ascii_case("chunked") || chunked > 1 {
-                return Some(format!(
-                    "Transfer-Encoding {codings:?} is not supported: send the body by length, or chunked once"
-                ));
+                return Some(refusal(headers));
             }
         }
     }
     None
+}
+
+/// The refusal, quoting the whole field (its lines joined, as one list).
+fn refusal(headers: &HeaderMap) -> String {
+    let field: Vec<&str> = headers
+        .get_all(TRANSFER_ENCODING)
+        .iter()
+        .map(|value| value.to_str().unwrap_or("?"))
+        .collect();
+    format!(
+        "Transfer-Encoding {:?} is not supported: send the body by length, or chunked once",
+        field.join(", ")
+    )
 }
 
 #[cfg(test)]
@@ -57,6 +68,10 @@ mod tests {
         ] {
             let why = unsupported_transfer_coding(&headers(bad)).expect("refused");
             assert!(why.contains("chunked once"), "{bad:?}: {why}");
+            assert!(
+                why.contains(&format!("{:?}", bad.join(", "))),
+                "{bad:?}: {why}"
+            );
         }
     }
 }

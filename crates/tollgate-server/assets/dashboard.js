@@ -26,8 +26,12 @@ function el(tag, attrs, ...children) {
 // element of its own, bidi-isolated (a U+202E in it reverses nothing around
 // it) and, by the style, broken anywhere when it has no break point. Its
 // text goes in as text, never as markup.
+// An id as text of its own, its spaces kept; one that begins or ends with
+// white space is shown between quotes drawn by the page (not part of its
+// text), so that "trail " never reads as "trail", another client.
 function clientId(id) {
-  return el("bdi", { class: "client-id" }, id);
+  const padded = id.length > 0 && id !== id.trim();
+  return el("bdi", { class: "client-id" + (padded ? " padded" : "") }, id);
 }
 
 function duration(ms) {

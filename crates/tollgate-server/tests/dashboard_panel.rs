@@ -165,6 +165,17 @@ async fn a_search_finds_the_id_as_typed_spaces_included() {
         .await
         .expect("the id's text");
     assert_eq!(head, serde_json::json!(" lead"), "{panel}");
+    // And drawn between quotes, so that " lead" and "trail " stand apart
+    // from "lead" and "trail" (a trailing space is invisible otherwise).
+    let quoted = b
+        .execute(
+            "const id = document.querySelector('#client .client-head .client-id'); \
+             return getComputedStyle(id, '::before').content + getComputedStyle(id, '::after').content;",
+            vec![],
+        )
+        .await
+        .expect("the quotes");
+    assert_eq!(quoted, serde_json::json!("\"\\\"\"\"\\\"\""), "{panel}");
     browser.finish().await;
     t.stop().await;
 }
