@@ -147,7 +147,7 @@ fn client_ids_with_control_characters_are_escaped_in_the_text_summary() {
     let forged = "\u{1b}[2J\u{1b}[Hfake row\nalice  free  1 0\r\u{7}";
     let mut text = String::new();
     let lookalike = "\"\\u{1b}[2J\"";
-    for client in ["bob", forged, "quote\"id", "back\\slash", lookalike] {
+    for client in ["bob", forged, "quote\"id", "back\\slash", lookalike, "bob "] {
         let id = serde_json::to_string(client).unwrap();
         for _ in 0..6 {
             text.push_str(&format!("{{\"client\":{id},\"time\":1764669600000}}\n"));
@@ -172,6 +172,10 @@ fn client_ids_with_control_characters_are_escaped_in_the_text_summary() {
     assert!(
         shown.contains(&format!("\n  {:<24} free ", format!("{lookalike:?}"))),
         "an id beginning with a quote shown escaped, unlike the escaped ESC: {shown}"
+    );
+    assert!(
+        shown.contains(&format!("\n  {:<24} free ", "\"bob \"")),
+        "a trailing space shown between quotes: {shown}"
     );
     for ordinary in ["bob", "quote\"id", "back\\slash"] {
         assert!(

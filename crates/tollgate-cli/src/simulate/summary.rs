@@ -236,11 +236,12 @@ impl Outcome {
 /// move the cursor or start a forged row. An id shown quoted is always an
 /// escaped one: an id that begins with a quote is quoted too, so that the
 /// id `"\u{1b}"`, written with its quotes, cannot pass for the one holding
-/// ESC.
+/// ESC; and so is one that begins or ends with white space, which would
+/// read as the id without it.
 fn terminal_safe(text: &str) -> Cow<'_, str> {
     let quoted = format!("{text:?}");
     let only_quotes_escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
-    let as_it_is = !text.starts_with('"');
+    let as_it_is = !text.starts_with('"') && text.trim() == text;
     if as_it_is && quoted.get(1..quoted.len() - 1) == Some(&only_quotes_escaped) {
         Cow::Borrowed(text)
     } else {
