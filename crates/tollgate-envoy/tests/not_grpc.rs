@@ -97,12 +97,30 @@ fn request(address: &str) -> RateLimitRequest {
 fn framed(messages: &[RateLimitRequest]) -> Bytes {
     let mut body = Vec::new();
     for message in messages {
-        let bytes = message.encode_to_vec();
-        body.push(0);
-        body.extend_from_slice(&u32::try_from(bytes.len()).unwrap().to_be_bytes());
-        body.extend_from_slice(&bytes);
+        frame(&mut body, &message.encode_to_vec());
     }
     body.into()
+}
+
+/// Appends `message`'s bytes to `body` as one gRPC frame: not compressed,
+/// its length (big endian), then the bytes.
+fn frame(body: &mut Vec<u8>, message: &[u8]) {
+    body.push(0);
+    body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    body.extend_from_slice(message);
+}
+
+/// POSTs the one already encoded `message` to the server as a gRPC call.
+async fn send_encoded(server: &Server, message: &[u8]) -> Answer {
+    let mut body = Vec::new();
+    frame(&mut body, message);
+    raw(
+        server.running.addr,
+        Method::POST,
+        "application/grpc",
+        body.into(),
+    )
+    .await
 }
 
 /// What the server answered one raw request.
@@ -310,16 +328,7 @@ async fn a_descriptor_value_that_is_not_utf8_is_over_limit_not_an_error() {
         .position(|w| w == b"VALUE")
         .expect("the value's bytes");
     message[at + 3] = 0xff;
-    let mut body = vec![0];
-    body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
-    body.extend_from_slice(&message);
-    let answer = raw(
-        server.running.addr,
-        Method::POST,
-        "application/grpc",
-        body.into(),
-    )
-    .await;
+    let answer = send_encoded(&server, &message).await;
     assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
     assert_eq!(answer.grpc_status.as_deref(), Some("0"), "{answer:?}");
     assert_eq!(answer.response().overall_code, Code::OverLimit as i32);
@@ -343,16 +352,7 @@ async fn a_message_over_the_decoding_limit_is_over_limit_not_an_error() {
     message.extend_from_slice(&[0x9a, 0x06]);
     prost::encoding::encode_varint(u64::from(size), &mut message);
     message.resize(message.len() + size as usize, b'x');
-    let mut body = vec![0];
-    body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
-    body.extend_from_slice(&message);
-    let answer = raw(
-        server.running.addr,
-        Method::POST,
-        "application/grpc",
-        body.into(),
-    )
-    .await;
+    let answer = send_encoded(&server, &message).await;
     assert_eq!(answer.grpc_status.as_deref(), Some("0"), "{answer:?}");
     assert_eq!(answer.response().overall_code, Code::OverLimit as i32);
     assert_eq!(server.remaining_after_one_call("10.0.9.9").await, 1);

@@ -39,6 +39,13 @@ limit = 5
 window = "1m"
 "#;
 
+/// The client panel's text, for a failed assertion's message.
+async fn panel_text(browser: &Browser) -> String {
+    let panel = browser.client().find(Locator::Id("client")).await;
+    let panel = panel.expect("the client panel");
+    panel.text().await.expect("its text")
+}
+
 /// After a reload that removed a plan, the top clients still list a client
 /// under the plan of its latest request in the last minute, and a click on
 /// that row shows the client on the plan it has now, saying why (it showed
@@ -88,13 +95,7 @@ async fn a_top_client_of_a_removed_plan_is_shown_on_its_plan_now() {
             wait,
         )
         .await;
-    let panel = b
-        .find(Locator::Id("client"))
-        .await
-        .expect("the client panel")
-        .text()
-        .await
-        .expect("its text");
+    let panel = panel_text(&browser).await;
     assert!(shown, "acme shown on its plan now: {panel}");
     // The note stays through the page's refreshes (once a second, each
     // drawing the panel anew).
@@ -147,13 +148,7 @@ async fn a_search_finds_the_id_as_typed_spaces_included() {
             Duration::from_secs(15),
         )
         .await;
-    let panel = b
-        .find(Locator::Id("client"))
-        .await
-        .expect("the client panel")
-        .text()
-        .await
-        .expect("its text");
+    let panel = panel_text(&browser).await;
     assert!(shown, "\" lead\" shown with its quota spent: {panel}");
     // Its leading space shown too: " lead" must not read as "lead", another
     // client (HTML collapses white space unless told not to).
