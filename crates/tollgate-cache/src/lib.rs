@@ -49,12 +49,13 @@
 //! larger than `c`, or when the store decided the rejection at a time
 //! later than `t` (a shared store decides at the latest time it has seen
 //! for the client, and another instance's request stamped later may have
-//! reached it first; `w` then counts from that time); `remaining` and each limit's waits are those of the
-//! store's rejection at `t`, counted down. When `c = 1`, the plan has a
-//! single limit (the repeat offender's case) and the store decided at `t`,
-//! nobody can consume from `C` before `t + w` (every request of cost ≥ 1 is rejected), so the client's
-//! state only ages and every number of the cached answer, retry-after
-//! included for cost 1, equals the store's.
+//! reached it first; `w` then counts from that time); `remaining` and each
+//! limit's waits are those of the store's rejection at `t`, counted down.
+//! When `c = 1`, the plan has a single limit (the repeat offender's case)
+//! and the store decided at `t`, nobody can consume from `C` before
+//! `t + w` (every request of cost ≥ 1 is rejected), so the client's state
+//! only ages and every number of the cached answer, retry-after included
+//! for cost 1, equals the store's.
 //!
 //! The rules that keep it exact ([`RejectionCache`]):
 //! - only the store's own rejections are remembered: never a failure
@@ -72,10 +73,11 @@
 //!   as long as nobody consumes (what the store allowed this instance
 //!   since is taken off an entry's `remaining`, a call in flight beside
 //!   the rejection included: [`RejectionCache::remember_call`]; another
-//!   instance's consumption it cannot see); so the cache answers only while every
-//!   limit would answer as it answered the rejection, and otherwise the
-//!   store does (a cost larger than an allowing limit's room; a refusing
-//!   limit at the end of its own wait while another still refuses);
+//!   instance's consumption it cannot see); so the cache answers only
+//!   while every limit would answer as it answered the rejection, and
+//!   otherwise the store does (a cost larger than an allowing limit's
+//!   room; a refusing limit at the end of its own wait while another still
+//!   refuses);
 //! - a plan whose limits (policy, limit, window, shadow) changed answers
 //!   nothing from the old entries, and a reload drops them
 //!   ([`RejectionCache::forget_changed`]).

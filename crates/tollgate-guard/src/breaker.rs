@@ -13,9 +13,9 @@
 //! ([`tollgate::StoreError::reached`]: a Redis Cluster slot being moved),
 //! which the failure policy still answers. Nor does a timeout while the
 //! same part answered another call (one client's call slow, e.g. its slot
-//! moving under load, while its part serves the rest). Time comes from the guard's
-//! [`Clock`]; a time earlier than the opening (a clock stepped back) lets a
-//! probe through rather than keeping the circuit open.
+//! moving under load, while its part serves the rest). Time comes from the
+//! guard's [`Clock`]; a time earlier than the opening (a clock stepped
+//! back) lets a probe through rather than keeping the circuit open.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -43,8 +43,9 @@ impl RedisStore {
     ///
     /// # Errors
     /// [`RedisStoreError::Config`] for a bad prefix or target, or
-    /// [`RedisStoreError::Ca`] for its CA (see [`RedisTarget::validate`]), [`RedisStoreError::Connect`] when the
-    /// first connection fails, saying why;
+    /// [`RedisStoreError::Ca`] for its CA (see [`RedisTarget::validate`]),
+    /// [`RedisStoreError::Connect`] when the first connection fails, saying
+    /// why;
     /// [`RedisStoreError::NotPermitted`] when the ACL user may not run
     /// `TIME`, load or run the store's scripts, or read and write the keys
     /// under its prefix (checked by loading the scripts and running the
@@ -93,8 +94,9 @@ impl RedisStore {
     /// [`RedisStore::connect_to`]).
     ///
     /// # Errors
-    /// [`RedisStoreError::Config`] for a bad prefix or target, or
-    /// [`RedisStoreError::Ca`] for its CA (see [`RedisTarget::validate`]), or outside a Tokio runtime.
+    /// [`RedisStoreError::Config`] for a bad prefix or target, or outside a
+    /// Tokio runtime; [`RedisStoreError::Ca`] for its CA (see
+    /// [`RedisTarget::validate`]).
     pub fn connect_lazy_to(
         target: &RedisTarget,
         config: RedisStoreConfig,
