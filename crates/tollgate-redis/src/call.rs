@@ -299,10 +299,17 @@ impl Scripts {
         let invocation = call.decision(&self.plan);
         self.count(1);
         let sent_us = self.clock.now_us();
-        let (reply, acked): (Vec<i64>, Acked) = connection
-            .invoke_acked(&invocation, call.wait)
-            .await
-            .map_err(script_error)?;
+        let sent = connection.invoke_acked(&invocation, call.wait).await;
+        let (reply, acked): (Vec<i64>, Acked) = match sent {
+            Err(dropped) if resend_after(connection, &dropped) => {
+                let again = connection.invoke_acked::<Vec<i64>>(&invocation, call.wait);
+                match again.await {
+                    Ok((reply, acked)) if !started_late(&reply) => (reply, acked),
+                    _ => return Err(script_error(dropped)),
+                }
+            }
+            sent => sent.map_err(script_error)?,
+        };
         self.record(sent_us, &reply);
         acked.answer(self, call, reply)
     }
@@ -335,11 +342,27 @@ impl Scripts {
         self.count(calls.len());
         let sent_us = self.clock.now_us();
         let wait = replicas::strictest(calls.iter().copied());
-        let (reply, acked): (Value, Acked) = connection
-            .invoke_acked(&invocation, wait)
-            .await
-            .map_err(script_error)?;
-        let replies = batched::answers(reply, calls.len())?;
+        let sent = connection.invoke_acked(&invocation, wait).await;
+        let (reply, acked, dropped): (Value, Acked, _) = match sent {
+            Err(dropped) if resend_after(connection, &dropped) => {
+                match connection.invoke_acked(&invocation, wait).await {
+                    Ok((reply, acked)) => (reply, acked, Some(script_error(dropped))),
+                    Err(_) => return Err(script_error(dropped)),
+                }
+            }
+            sent => {
+                let (reply, acked) = sent.map_err(script_error)?;
+                (reply, acked, None)
+            }
+        };
+        let mut replies = batched::answers(reply, calls.len())?;
+        if let Some(dropped) = dropped {
+            for reply in &mut replies {
+                if matches!(reply, Batched::Answered(Ok(r)) if started_late(r)) {
+                    *reply = Batched::Answered(Err(dropped.clone()));
+                }
+            }
+        }
         if let Some(Batched::Answered(Ok(first))) = replies
             .iter()
             .find(|r| matches!(r, Batched::Answered(Ok(_))))
@@ -385,6 +408,26 @@ impl Scripts {
 
 /// A Redis error of a script call as the store's error: the script's own
 /// refusals ("TOLLGATE ...") without Redis's script hash and line.
+/// Whether a call whose connection turned out dropped is sent once more,
+/// on the new one: on one node, whose connection manager never resends
+/// (a cluster's client does, [`Connection::resends`]). A connection that
+/// died while idle (Redis restarted) fails the first call sent on it, which
+/// never reached any Redis; the failure policy answered it, after every
+/// restart, on every connection. Sent again, a call that did run before
+/// the connection dropped runs once all the same (its receipt answers it
+/// again), and one that now starts past its deadline
+/// ([`started_late`]) writes nothing: it keeps the first error, so that an
+/// attempt that may have run is claimed ([`crate::lost`]).
+fn resend_after(connection: &Connection, error: &redis::RedisError) -> bool {
+    !connection.resends() && error.is_connection_dropped()
+}
+
+/// Whether a decision's reply says it started past its deadline and wrote
+/// nothing (`{ redis_time_us, -1 }`).
+fn started_late(reply: &[i64]) -> bool {
+    reply.get(1) == Some(&-1)
+}
+
 pub(crate) fn script_error(e: redis::RedisError) -> RedisStoreError {
     match e.code() {
         Some("TOLLGATE") => {

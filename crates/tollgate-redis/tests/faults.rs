@@ -200,6 +200,56 @@ fn the_first_call_after_redis_is_back_reaches_it_on_a_store_made_while_down() {
     });
 }
 
+/// Redis killed and back while no call came: the store's connection died
+/// with it, and its first calls after, sent on the dead connection, failed
+/// ("broken pipe") and were answered by the failure policy, on every
+/// connection and after every restart (under fail-open, requests let in
+/// uncounted; an audit). They are sent once more on the new connection,
+/// alone and batched, and answered by Redis; each counted once.
+#[test]
+fn the_first_calls_after_a_restart_with_no_call_during_it_are_answered() {
+    let Some(mut server) = RedisServer::spawn("the_first_calls_after_a_restart_are_answered")
+    else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let plan = plan("sliding-window", 3, 60_000);
+        let first = store.check(&plan, "c", 0, 1).await.expect("Redis up");
+        assert_eq!(first.limits[0].decision.remaining, 2);
+        server.kill();
+        server.restart();
+        let after = store
+            .check(&plan, "c", 1, 1)
+            .await
+            .expect("the first call after the restart");
+        // The restart lost the state (no persistence): a new client.
+        assert_eq!(after.limits[0].decision.remaining, 2);
+        let next = store.check(&plan, "c", 2, 1).await.expect("Redis up");
+        assert_eq!(
+            next.limits[0].decision.remaining, 1,
+            "the first counted once"
+        );
+
+        // Again, with calls of 8 clients at once (batched).
+        server.kill();
+        server.restart();
+        let mut calls = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let (store, plan) = (store.clone(), plan.clone());
+            calls.spawn(async move { store.check(&plan, &format!("b{i}"), 3, 1).await });
+        }
+        while let Some(answer) = calls.join_next().await {
+            let answer = answer
+                .expect("joined")
+                .expect("each first call after the restart");
+            assert_eq!(answer.limits[0].decision.remaining, 2);
+        }
+    });
+}
+
 #[test]
 fn unguarded_store_reports_a_dead_redis_as_transient() {
     let Some(mut server) = RedisServer::spawn("unguarded_store_reports_a_dead_redis_as_transient")
