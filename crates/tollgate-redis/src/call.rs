@@ -418,7 +418,7 @@ impl Scripts {
 /// again), and one that now starts past its deadline
 /// ([`started_late`]) writes nothing: it keeps the first error, so that an
 /// attempt that may have run is claimed ([`crate::lost`]).
-fn resend_after(connection: &Connection, error: &redis::RedisError) -> bool {
+pub(crate) fn resend_after(connection: &Connection, error: &redis::RedisError) -> bool {
     !connection.resends() && error.is_connection_dropped()
 }
 

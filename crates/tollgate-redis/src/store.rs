@@ -7,7 +7,7 @@ use redis::Script;
 use tollgate::{Inspection, Plan, PlanDecision, Policy};
 
 use crate::bounds;
-use crate::call::{script_error, Arg, Call, CallCounts, Scripts};
+use crate::call::{resend_after, script_error, Arg, Call, CallCounts, Scripts};
 use crate::deadline::{self, Offset};
 use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
@@ -219,7 +219,15 @@ impl RedisStore {
         // At home, as every call of the store (`connection::home`).
         let reply: Vec<i64> = self
             .scripts
-            .spawn(async move { connection.invoke(&inspection.invocation(&script)).await })
+            .spawn(async move {
+                let invocation = inspection.invocation(&script);
+                match connection.invoke(&invocation).await {
+                    // Read only: sent once more on a connection found
+                    // dropped, as a decision is (`call::resend_after`).
+                    Err(e) if resend_after(&connection, &e) => connection.invoke(&invocation).await,
+                    answer => answer,
+                }
+            })
             .await
             .map_err(|_| RedisStoreError::BatchLost)?
             .map_err(script_error)?;

@@ -205,7 +205,8 @@ fn the_first_call_after_redis_is_back_reaches_it_on_a_store_made_while_down() {
 /// ("broken pipe") and were answered by the failure policy, on every
 /// connection and after every restart (under fail-open, requests let in
 /// uncounted; an audit). They are sent once more on the new connection,
-/// alone and batched, and answered by Redis; each counted once.
+/// alone and batched, and answered by Redis, each counted once; and so is
+/// an inspection.
 #[test]
 fn the_first_calls_after_a_restart_with_no_call_during_it_are_answered() {
     let Some(mut server) = RedisServer::spawn("the_first_calls_after_a_restart_are_answered")
@@ -232,6 +233,12 @@ fn the_first_calls_after_a_restart_with_no_call_during_it_are_answered() {
             next.limits[0].decision.remaining, 1,
             "the first counted once"
         );
+
+        // An inspection, the first call after a restart, is read too.
+        server.kill();
+        server.restart();
+        let looked = store.inspect(&plan, "c", 3).await.expect("the first look");
+        assert!(looked.allowed, "{looked:?}");
 
         // Again, with calls of 8 clients at once (batched).
         server.kill();
