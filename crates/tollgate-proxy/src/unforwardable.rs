@@ -36,6 +36,21 @@ pub(crate) fn why_unforwardable<B>(request: &Request<B>) -> Option<String> {
             if !is_host(value.as_bytes()) {
                 return Some(format!("the Host header {value:?} is not a host[:port]"));
             }
+            // An absolute-form target (`GET http://a/`) or HTTP/2's
+            // `:authority` names the host too: two names, two upstream
+            // views of one request (RFC 9112 §3.2.2, RFC 9113 §8.3.1).
+            if let Some(authority) = request.uri().authority() {
+                if !authority
+                    .as_str()
+                    .as_bytes()
+                    .eq_ignore_ascii_case(value.as_bytes())
+                {
+                    return Some(format!(
+                        "the Host header {value:?} names another host than the request target's {:?}",
+                        authority.as_str()
+                    ));
+                }
+            }
         }
     }
     // HTTP/2 names the host in `:authority`, HTTP/1.0 may name none.
@@ -107,6 +122,12 @@ mod tests {
         builder.body(()).unwrap()
     }
 
+    /// An absolute-form request (`GET http://...`) with a `Host` line.
+    fn absolute(target: &str, host: &str) -> Request<()> {
+        let request = Request::builder().uri(target).header("host", host);
+        request.body(()).unwrap()
+    }
+
     #[test]
     fn what_the_proxy_forwards_and_what_it_refuses() {
         for fine in [
@@ -122,6 +143,7 @@ mod tests {
             request("GET", &[("host", "127.0.0.1:8080")]),
             request("GET", &[("host", "caf%C3%A9.example")]),
             request("GET", &[("host", "h:")]),
+            absolute("http://H:8080/x", "h:8080"),
         ] {
             assert_eq!(why_unforwardable(&fine), None, "{fine:?}");
         }
@@ -132,6 +154,7 @@ mod tests {
         for (bad, why) in [
             (request("CONNECT", &[("host", "h:443")]), "CONNECT"),
             (request("GET", &[]), "Host header is missing"),
+            (absolute("http://a/x", "b"), "names another host"),
             (
                 request("GET", &[("host", "a"), ("host", "b")]),
                 "more than once",

@@ -143,6 +143,10 @@ async fn requests_the_proxy_cannot_forward_are_refused_before_their_decision() {
             "GET / HTTP/1.1\r\nHost: h:1:2\r\nX-Client-Id: c\r\nConnection: close\r\n\r\n",
             "is not a host",
         ),
+        (
+            "GET http://a.example/x HTTP/1.1\r\nHost: b.example\r\nX-Client-Id: c\r\nConnection: close\r\n\r\n",
+            "names another host",
+        ),
     ] {
         let answer = exchange(proxy, request.as_bytes()).await;
         assert_eq!(status(&answer), "400", "{request:?}: {answer}");
