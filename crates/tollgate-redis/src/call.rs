@@ -305,7 +305,8 @@ impl Scripts {
                 let again = connection.invoke_acked::<Vec<i64>>(&invocation, call.wait);
                 match again.await {
                     Ok((reply, acked)) if !started_late(&reply) => (reply, acked),
-                    _ => return Err(script_error(dropped)),
+                    Ok(_) => return Err(script_error(dropped)),
+                    Err(again) => return Err(self.resend_failed(&[call], dropped, again)),
                 }
             }
             sent => sent.map_err(script_error)?,
@@ -347,7 +348,7 @@ impl Scripts {
             Err(dropped) if resend_after(connection, &dropped) => {
                 match connection.invoke_acked(&invocation, wait).await {
                     Ok((reply, acked)) => (reply, acked, Some(script_error(dropped))),
-                    Err(_) => return Err(script_error(dropped)),
+                    Err(again) => return Err(self.resend_failed(calls, dropped, again)),
                 }
             }
             sent => {
@@ -377,6 +378,29 @@ impl Scripts {
                 other => other,
             })
             .collect())
+    }
+
+    /// The error to answer `calls` with when, sent again after their
+    /// connection `dropped`, they failed `again`: Redis's own error reply
+    /// when it gave one (`NOAUTH`, `LOADING`, `NOPERM`, ...: the cause, and
+    /// its kind for the failure policy and the breaker, where the first
+    /// error said "broken pipe"), with the claims the first attempt needs
+    /// queued here, since an error reply asks for none; otherwise the first
+    /// error, whose claims its caller's answer queues
+    /// ([`RedisStoreError::outcome_unknown`]).
+    fn resend_failed(
+        self: &Arc<Self>,
+        calls: &[&Call],
+        dropped: redis::RedisError,
+        again: redis::RedisError,
+    ) -> RedisStoreError {
+        if again.code().is_none() {
+            return script_error(dropped);
+        }
+        for call in calls {
+            self.lost.push(self, call);
+        }
+        script_error(again)
     }
 
     fn count(&self, decisions: usize) {

@@ -257,6 +257,40 @@ fn the_first_calls_after_a_restart_with_no_call_during_it_are_answered() {
     });
 }
 
+/// Sent again after its connection dropped, a call that Redis refuses
+/// with an error of its own (here `NOAUTH`: Redis came back requiring a
+/// password) fails with that error, not with the first "broken pipe": the
+/// cause is logged, and its kind (permanent) keeps the breaker from
+/// counting a Redis that answers as one that does not (a re-check).
+#[test]
+fn a_call_sent_again_and_refused_by_redis_fails_with_redis_s_error() {
+    let Some(mut server) = RedisServer::spawn("a_call_sent_again_and_refused_by_redis") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let plan = plan("sliding-window", 3, 60_000);
+        store.check(&plan, "c", 0, 1).await.expect("Redis up");
+        server.kill();
+        server.restart();
+        server.cli(&["CONFIG", "SET", "requirepass", "now-required"]);
+        let refused = store
+            .decide(&plan, "c", 1, 1)
+            .await
+            .expect_err("no password");
+        // Redis refuses a large command of a client that has not logged in
+        // ("unauthenticated multibulk length"), a small one with NOAUTH.
+        let said = refused.to_string();
+        assert!(
+            said.contains("NOAUTH") || said.contains("unauthenticated"),
+            "{said}"
+        );
+        assert!(!refused.is_transient(), "{said}");
+    });
+}
+
 #[test]
 fn unguarded_store_reports_a_dead_redis_as_transient() {
     let Some(mut server) = RedisServer::spawn("unguarded_store_reports_a_dead_redis_as_transient")
