@@ -24,8 +24,11 @@ use crate::RedisStoreError;
 
 mod batched;
 mod claim;
+mod resend;
 pub(crate) use batched::Batched;
 pub(crate) use claim::Claimed;
+pub(crate) use resend::resend_after;
+use resend::started_late;
 
 /// One script call's KEYS and ARGV: a decision's, of [`crate::scripts::PLAN`]
 /// (or an inspection's, of [`crate::scripts::INSPECT`]).
@@ -380,29 +383,6 @@ impl Scripts {
             .collect())
     }
 
-    /// The error to answer `calls` with when, sent again after their
-    /// connection `dropped`, they failed `again`: Redis's own error reply
-    /// when it gave one (`NOAUTH`, `LOADING`, `NOPERM`, ...: the cause, and
-    /// its kind for the failure policy and the breaker, where the first
-    /// error said "broken pipe"), with the claims the first attempt needs
-    /// queued here, since an error reply asks for none; otherwise the first
-    /// error, whose claims its caller's answer queues
-    /// ([`RedisStoreError::outcome_unknown`]).
-    fn resend_failed(
-        self: &Arc<Self>,
-        calls: &[&Call],
-        dropped: redis::RedisError,
-        again: redis::RedisError,
-    ) -> RedisStoreError {
-        if again.code().is_none() {
-            return script_error(dropped);
-        }
-        for call in calls {
-            self.lost.push(self, call);
-        }
-        script_error(again)
-    }
-
     fn count(&self, decisions: usize) {
         let c = &self.counters;
         c.decisions.fetch_add(
@@ -432,26 +412,6 @@ impl Scripts {
 
 /// A Redis error of a script call as the store's error: the script's own
 /// refusals ("TOLLGATE ...") without Redis's script hash and line.
-/// Whether a call whose connection turned out dropped is sent once more,
-/// on the new one: on one node, whose connection manager never resends
-/// (a cluster's client does, [`Connection::resends`]). A connection that
-/// died while idle (Redis restarted) fails the first call sent on it, which
-/// never reached any Redis; the failure policy answered it, after every
-/// restart, on every connection. Sent again, a call that did run before
-/// the connection dropped runs once all the same (its receipt answers it
-/// again), and one that now starts past its deadline
-/// ([`started_late`]) writes nothing: it keeps the first error, so that an
-/// attempt that may have run is claimed ([`crate::lost`]).
-pub(crate) fn resend_after(connection: &Connection, error: &redis::RedisError) -> bool {
-    !connection.resends() && error.is_connection_dropped()
-}
-
-/// Whether a decision's reply says it started past its deadline and wrote
-/// nothing (`{ redis_time_us, -1 }`).
-fn started_late(reply: &[i64]) -> bool {
-    reply.get(1) == Some(&-1)
-}
-
 pub(crate) fn script_error(e: redis::RedisError) -> RedisStoreError {
     match e.code() {
         Some("TOLLGATE") => {
