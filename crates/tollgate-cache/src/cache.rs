@@ -274,10 +274,8 @@ impl RejectionCache {
         decision: &PlanDecision,
         call: &CallInFlight<'_>,
     ) {
-        if decision.decided_by == DecidedBy::Store && decision.allowed {
-            self.in_flight.allowed(client, cost);
-        }
-        let allowed_since = call.allowed_since();
+        let allowed = decision.decided_by == DecidedBy::Store && decision.allowed;
+        let allowed_since = call.answered(if allowed { cost } else { 0 });
         self.remember_after(plan, client, now_ms, cost, decision, allowed_since);
     }
 

@@ -74,13 +74,6 @@ impl InFlight {
         }
     }
 
-    /// Notes that the store allowed `client` a request of `cost`.
-    pub(crate) fn allowed(&self, client: &str, cost: u32) {
-        if let Some(calls) = self.shard(client).lock().get_mut(client) {
-            calls.allowed += u64::from(cost);
-        }
-    }
-
     /// Clients with calls in flight (for tests).
     pub(crate) fn clients(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()
@@ -88,12 +81,16 @@ impl InFlight {
 }
 
 impl CallInFlight<'_> {
-    /// What the store allowed the client's calls since this one was sent.
-    pub(crate) fn allowed_since(&self) -> u64 {
-        let calls = self.in_flight.shard(self.client).lock();
-        calls
-            .get(self.client)
-            .map_or(0, |c| c.allowed - self.allowed_before)
+    /// Takes in the store's answer to this call, `allowed` the cost it let
+    /// in (0 when it refused), for the client's other calls in flight; and
+    /// returns what the store allowed the client's calls since this one was
+    /// sent, its own cost included.
+    pub(crate) fn answered(&self, allowed: u32) -> u64 {
+        let mut calls = self.in_flight.shard(self.client).lock();
+        calls.get_mut(self.client).map_or(0, |c| {
+            c.allowed += u64::from(allowed);
+            c.allowed - self.allowed_before
+        })
     }
 }
 
