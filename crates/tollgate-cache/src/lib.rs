@@ -121,7 +121,7 @@
 //!   be shorter than Redis's by the call's round trip, never longer.
 //! - **Refunds.** One thing other than time gives budget back: the Redis
 //!   store takes back what a call consumed when its caller gave up before
-//!   the reply came (`tollgate_redis::refund`: Redis ran it in time, but
+//!   the reply came (`tollgate_redis::call::refund`: Redis ran it in time, but
 //!   held the reply). A rejection the store gave while such a consumption
 //!   was still counted (on another instance, or on this one through
 //!   another connection, in the moments between that call running and its

@@ -91,7 +91,7 @@ fn a_killed_redis_is_short_circuited_and_one_probe_brings_it_back() {
         tokio::time::sleep(Duration::from_secs(1)).await;
 
         // Redis is back. A call the kill cut off may have run, so the store
-        // claims it by its receipt once Redis answers (`tollgate_redis::lost`),
+        // claims it by its receipt once Redis answers (`tollgate_redis::call::lost`),
         // with a script call of its own: once that is done, the calls
         // counted below are decisions alone.
         server.restart();

@@ -34,7 +34,7 @@
 //! batch is taken is never sent (it writes nothing), and one already sent
 //! either starts before its deadline or writes nothing, as before; one that
 //! started in time and consumed, but whose caller was gone when its answer
-//! came, is taken back ([`crate::refund`]).
+//! came, is taken back ([`crate::call::refund`]).
 //!
 //! The queue is for one Redis node: on a cluster, one queue per master
 //! ([`crate::masters`]). A batch declares one key, which routes it to its
@@ -48,7 +48,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::answer::{self, Answer};
+use crate::call::answer::{self, Answer};
 use crate::call::{Batched, Call, CallReply, Scripts};
 use crate::connection::Connection;
 use crate::task_place::TaskPlace;

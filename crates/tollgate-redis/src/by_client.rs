@@ -1,6 +1,6 @@
 //! Work of several clients split by client, so that each client's part
 //! runs in order in a task of its own while the clients' run at once (the
-//! claims of lost calls, [`crate::lost`], and refunds, [`crate::refund`]:
+//! claims of lost calls, [`crate::call::lost`], and refunds, [`crate::call::refund`]:
 //! one client's must go newest first, and one client's wait for a master
 //! that is down must not hold back another's).
 

@@ -5,25 +5,30 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use redis::{RedisWrite, Script, ToRedisArgs, Value};
+use redis::{Script, Value};
 use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use crate::answer;
+pub(crate) use crate::arg::Arg;
 use crate::connection::{Connection, Evalsha};
 use crate::deadline::RedisClock;
 use crate::keys::KeyLayout;
-use crate::lost::LostCalls;
 use crate::receipts::{OpenReceipt, Receipts};
-use crate::refund::{Refund, Refunds};
-use crate::replicas::{self, Acked, ReplicaWait};
+use crate::replicas::{Acked, ReplicaWait};
 use crate::settle::Outstanding;
 use crate::RedisStoreError;
+use lost::LostCalls;
+use refund::{Refund, Refunds};
 
+pub(crate) mod answer;
 mod batched;
 mod claim;
+pub mod lost;
+pub mod refund;
+mod replicated;
 mod resend;
 pub(crate) use batched::Batched;
 pub(crate) use claim::Claimed;
@@ -47,36 +52,6 @@ pub(crate) struct Call {
     /// made of it lives ([`crate::receipts`]): until its reply is read, its
     /// claim ends, or its refund ends; `None` for every other call.
     pub(crate) open: Option<OpenReceipt>,
-}
-
-/// One ARGV word of a call: a number, written in decimal straight into the
-/// command (no `String` of its own, on every decision), or a constant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Arg {
-    /// A number, in decimal.
-    Number(u64),
-    /// A word known at compile time (`redis`, a policy's code, a flag).
-    Text(&'static str),
-    /// A number that may be negative (a refund's undo numbers).
-    Signed(i64),
-    /// A call's receipt id, `<tag in hex>:<seq>` ([`crate::receipts`]).
-    Receipt {
-        /// The store's tag.
-        tag: u64,
-        /// The call's number in the store.
-        seq: u64,
-    },
-}
-
-impl ToRedisArgs for Arg {
-    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        match self {
-            Arg::Number(n) => n.write_redis_args(out),
-            Arg::Text(text) => text.write_redis_args(out),
-            Arg::Signed(n) => n.write_redis_args(out),
-            Arg::Receipt { tag, seq } => out.write_arg_fmt(format_args!("{tag:016x}:{seq}")),
-        }
-    }
 }
 
 impl Call {
@@ -136,7 +111,7 @@ pub struct CallCounts {
     /// Decisions that consumed, but whose caller had given up (timed out,
     /// or gone) before the answer came, or whose caller gave them back
     /// ([`tollgate::Store::give_back`]: another client of its request
-    /// refused), taken back in full ([`crate::refund`]).
+    /// refused), taken back in full ([`crate::call::refund`]).
     pub refunded: u64,
     /// Such decisions that could not be taken back because the client's
     /// state had changed since (another call used it), or because the
@@ -149,11 +124,11 @@ pub struct CallCounts {
     pub refunds_failed: u64,
     /// Refunds not ended yet (a gauge): queued, being sent, or waiting to
     /// be sent again because Redis could not be reached (for up to
-    /// [`crate::lost::LOST_KEPT`]); each ends as one of the three above.
+    /// [`crate::call::LOST_KEPT`]); each ends as one of the three above.
     pub refunds_pending: u64,
     /// Decisions of cost 1 or more whose reply never came (the connection
     /// dropped after they were sent, say), looked up by their receipt once
-    /// their deadline passed ([`crate::lost`]); those that had consumed are
+    /// their deadline passed ([`crate::call::lost`]); those that had consumed are
     /// refunded, and counted above as such.
     pub replies_lost: u64,
     /// Decisions that consumed but that fewer replicas than
@@ -180,6 +155,23 @@ struct Counters {
 /// them all at once could hold the decisions behind them past their
 /// timeout.
 pub(crate) const TAKE_BACKS_AT_ONCE: usize = 64;
+
+/// How long one refund waits for its answer before the next is sent: 5 s.
+/// As long as the connections' own [`crate::RESPONSE_TIMEOUT`] (one node's
+/// and a cluster's), and kept apart from it: a connection that hangs must
+/// not stop every later refund for longer. A refund given up on is sent
+/// again later under the same id, so whichever copy Redis runs first is
+/// the one that acts.
+pub const REFUND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a lost call's claim is tried again while Redis cannot be
+/// reached: 60 s, enough for a restart or a failover.
+pub const LOST_KEPT: Duration = Duration::from_secs(60);
+
+/// The longest pause between two tries of a claim: short, since a claim
+/// waiting keeps its store's receipts from being dropped (and a Redis
+/// that refuses connections answers at once).
+pub(crate) const MOST_BETWEEN_TRIES: Duration = Duration::from_millis(100);
 
 /// The connection, the two decision scripts and the refund script, shared
 /// by every clone of a store and by its batcher.
@@ -262,7 +254,7 @@ impl Scripts {
 
     /// Sends `call` alone on `connection` from a task of its own (on the
     /// home runtime), so that its reply is read even when the caller gives
-    /// up first (and then refunded: see [`crate::answer`]).
+    /// up first (and then refunded: see [`crate::call::answer`]).
     pub(crate) async fn one_detached(
         self: &Arc<Self>,
         connection: &Connection,
@@ -282,7 +274,7 @@ impl Scripts {
         answered.reply().await
     }
 
-    /// Sends one refund under `id`, its own ([`crate::refund`]): per limit,
+    /// Sends one refund under `id`, its own ([`crate::call::refund`]): per limit,
     /// 1 restored, 0 changed since.
     pub(crate) async fn refund(
         &self,
@@ -345,7 +337,7 @@ impl Scripts {
         }
         self.count(calls.len());
         let sent_us = self.clock.now_us();
-        let wait = replicas::strictest(calls.iter().copied());
+        let wait = replicated::strictest(calls.iter().copied());
         let sent = connection.invoke_acked(&invocation, wait).await;
         let (reply, acked, dropped): (Value, Acked, _) = match sent {
             Err(dropped) if resend_after(connection, &dropped) => {

@@ -22,9 +22,9 @@ use crate::{RedisStoreError, RedisTarget};
 /// 5 s. Long enough for any reply a caller still waits for (a
 /// store timeout longer than this is cut to it), and for most replies a
 /// stalled Redis holds (a SIGSTOP of seconds, a blocking command), which
-/// are then refunded as late ([`crate::refund`]). A reply later than this
+/// are then refunded as late ([`crate::call::refund`]). A reply later than this
 /// is given up on, and its call taken back by the receipt it left
-/// ([`crate::lost`]), so a shorter wait loses nothing: it was 30 s before
+/// ([`crate::call::lost`]), so a shorter wait loses nothing: it was 30 s before
 /// the receipts, since such a reply was lost with its refund. Not longer:
 /// a call whose reply never comes (seen when Redis closes connections
 /// every 10 ms: a call sent on a connection as it died was never failed)

@@ -174,7 +174,7 @@ impl RedisStoreError {
     /// True when the call may have run in Redis although no reply reached
     /// the store: the connection dropped after the call was sent, or the
     /// reply did not come in time. Such a call is looked up by its receipt
-    /// ([`crate::lost`]). A refused connection sent nothing, and an error
+    /// ([`crate::call::lost`]). A refused connection sent nothing, and an error
     /// reply means the script did not run or wrote nothing; except on a
     /// connection that sends a command again after its connection dropped
     /// (`resent`: a cluster's), whose error is its last attempt's: an

@@ -3,7 +3,7 @@
 //! ```text
 //! <prefix>:{c:<client>}:seen          the latest time seen for the client
 //! <prefix>:{c:<client>}:receipts      the receipts of its open calls (crate::receipts)
-//! <prefix>:{c:<client>}:refund:<id>   the answer of one refund, kept 180 s (crate::refund)
+//! <prefix>:{c:<client>}:refund:<id>   the answer of one refund, kept 180 s (crate::call::refund)
 //! <prefix>:{c:<client>}:<limit id>    the client's state under one limit (16 hex digits)
 //! <prefix>:{c:<client>}:<limit id>:v<n>   the same, in version n >= 2 of the policy's state format
 //! ```
@@ -81,7 +81,7 @@ impl KeyLayout {
     }
 
     /// The key that keeps the answer of the refund with this `id`
-    /// ([`crate::refund`]), beside the client's `seen_key`.
+    /// ([`crate::call::refund`]), beside the client's `seen_key`.
     pub(crate) fn refund_key(seen_key: &str, id: &str) -> String {
         let base = seen_key.strip_suffix("seen").unwrap_or(seen_key);
         format!("{base}refund:{id}")

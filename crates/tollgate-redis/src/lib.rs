@@ -73,7 +73,7 @@
 //! reply that long. Measured before refunds, in fault drills against `serve`
 //! (2,000 to 30,000 decisions/s, timeout 100 ms): 0 to 17 units counted per
 //! drill for calls answered by the failure policy. So such a call is refunded
-//! ([`refund`]): every reply comes back to a task that outlives its caller,
+//! ([`call::refund`]): every reply comes back to a task that outlives its caller,
 //! and when the caller is gone and the reply says the call consumed, a script
 //! puts each limit's state back, if it is still the one that call stored
 //! (compare and restore: after other calls, a blind undo could give back
@@ -85,7 +85,7 @@
 //! back, or a reply later than 5 s, `RESPONSE_TIMEOUT`:
 //! redis-rs's default of 500 ms dropped the replies of a Redis stopped for
 //! seconds) is refunded too: its call left a receipt under an id of its own,
-//! which the store claims once the call's deadline has passed ([`lost`]);
+//! which the store claims once the call's deadline has passed ([`call::lost`]);
 //! the same receipt makes a call run once when redis-rs's cluster client
 //! sends it again after its connection dropped (`decide.lua`);
 //! [`CallCounts`] counts refunds by outcome (`tests/held_replies.rs`,
@@ -143,8 +143,8 @@
 //!   keeps a client whose latest seen time is ahead of the sweep's: here, up
 //!   to a day ahead of Redis's clock);
 //! - the client's receipts (`:receipts`, what a call consumed, for a refund
-//!   or a claim of a reply that never came: [`crate::refund`],
-//!   [`crate::lost`]): 180 s after the last call that consumed, whatever the
+//!   or a claim of a reply that never came: [`crate::call::refund`],
+//!   [`crate::call::lost`]): 180 s after the last call that consumed, whatever the
 //!   window, since they serve the calls in flight, not the limits (a
 //!   client idle that long keeps only the state keys its windows need).
 //!
@@ -171,11 +171,11 @@
 //! # }
 //! ```
 
-mod answer;
+mod arg;
 pub mod batch;
 pub mod bounds;
 mod by_client;
-mod call;
+pub mod call;
 mod config;
 mod connection;
 pub mod deadline;
@@ -184,14 +184,12 @@ mod info;
 mod inspect;
 pub mod keys;
 mod lazy_cluster;
-pub mod lost;
 pub mod masters;
 mod measure;
 mod node;
 pub mod policies;
 mod receipts;
 mod redact;
-pub mod refund;
 pub mod replicas;
 mod reply;
 pub mod scripts;

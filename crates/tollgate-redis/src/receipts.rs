@@ -1,8 +1,8 @@
 //! Each call's receipt id, and which of a store's calls are still open.
 //!
 //! A call that consumes leaves a receipt in Redis under its id, so that it
-//! can be found should its reply be lost ([`crate::lost`]), and so that
-//! its refund runs only where its write is ([`crate::refund`]). The id is
+//! can be found should its reply be lost ([`crate::call::lost`]), and so that
+//! its refund runs only where its write is ([`crate::call::refund`]). The id is
 //! the store's tag (random, 64 bits, so that no two stores of a fleet share
 //! one) and the call's number in the store, `<tag hex>:<seq>`. A receipt is
 //! of use only while its call is open: sent or about to be, with no reply
@@ -18,7 +18,7 @@
 //!
 //! By group of slots, not for the whole store: a lost call holds the
 //! watermark of its group until it is claimed, which, on a cluster with a
-//! master down, can take up to [`crate::lost::LOST_KEPT`]; meanwhile the
+//! master down, can take up to [`crate::call::LOST_KEPT`]; meanwhile the
 //! clients of that group keep every receipt of the store's calls (up to
 //! 1 MiB each, read and written by each of their calls). Clients of the
 //! masters still up are in other groups (a master serves ranges of
@@ -29,7 +29,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::call::Arg;
+use crate::arg::Arg;
 
 /// Consecutive cluster slots per group of open calls.
 const SLOTS_PER_GROUP: u16 = 16;
@@ -92,7 +92,7 @@ impl Receipts {
     }
 
     /// An id no other call or refund of any store shares, `<tag hex>:<seq>`,
-    /// for one refund ([`crate::refund`]): its answer is kept under it, so
+    /// for one refund ([`crate::call::refund`]): its answer is kept under it, so
     /// that the refund sent again answers from it.
     pub(crate) fn refund_id(&self) -> String {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);

@@ -12,8 +12,8 @@
 //! counts the replicas that acknowledged that call's writes (and any earlier
 //! ones of the connection). A call that consumed, answered with fewer than
 //! n acknowledgements, is not answered as allowed: its consumption is taken
-//! back ([`crate::refund`]) and its caller gets the transient
-//! [`RedisStoreError::NotReplicated`], which the failure policy answers (or
+//! back ([`crate::call::refund`]) and its caller gets the transient
+//! [`crate::RedisStoreError::NotReplicated`], which the failure policy answers (or
 //! Redis's refusal of the `WAIT`, `NOPERM` for an ACL user without it). A
 //! call that consumed nothing (a rejection, a cost of 0, a call that
 //! started too late) is answered as it is: losing it in a failover loses no
@@ -30,12 +30,6 @@
 //! impossible. The refund of a call not acknowledged is itself replicated
 //! asynchronously; losing it leaves the consumption counted, towards
 //! admitting less.
-
-use std::sync::Arc;
-
-use crate::call::{Call, CallReply, Scripts};
-use crate::refund::Refund;
-use crate::RedisStoreError;
 
 /// How many replicas must acknowledge a call's writes, and how long
 /// Redis's `WAIT` waits for them.
@@ -57,45 +51,4 @@ pub(crate) enum Acked {
     /// Redis refused the `WAIT` (a user whose ACL lacks it): no replica is
     /// known to hold the call's writes.
     Refused(redis::RedisError),
-}
-
-/// The strictest `WAIT` any of `calls` asks for (a batch carries the calls
-/// of stores that share a queue, whatever their own setting).
-pub(crate) fn strictest<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Option<ReplicaWait> {
-    calls
-        .into_iter()
-        .filter_map(|call| call.wait)
-        .max_by_key(|wait| (wait.replicas, wait.timeout_ms))
-}
-
-impl Acked {
-    /// `reply` to `call` as its caller gets it: unchanged unless the call
-    /// asked for replicas, consumed, and fewer acknowledged it, in which
-    /// case its consumption is taken back (a refund is queued) and the
-    /// caller gets [`RedisStoreError::NotReplicated`] (or, when Redis
-    /// refused the `WAIT`, its refusal). Must be called inside a Tokio
-    /// runtime.
-    pub(crate) fn answer(&self, scripts: &Arc<Scripts>, call: &Call, reply: Vec<i64>) -> CallReply {
-        let Some(wait) = call.wait else {
-            return Ok(reply);
-        };
-        let error = match self {
-            Acked::NotAsked => return Ok(reply),
-            Acked::Replicas(acknowledged) if *acknowledged >= u64::from(wait.replicas) => {
-                return Ok(reply)
-            }
-            Acked::Replicas(acknowledged) => RedisStoreError::NotReplicated {
-                acknowledged: *acknowledged,
-                replicas: wait.replicas,
-                timeout_ms: wait.timeout_ms,
-            },
-            Acked::Refused(refusal) => RedisStoreError::Redis(refusal.clone()),
-        };
-        let Some(refund) = Refund::of(call, &reply) else {
-            return Ok(reply);
-        };
-        scripts.refunds.push(scripts, refund);
-        scripts.count_not_replicated();
-        Err(error)
-    }
 }

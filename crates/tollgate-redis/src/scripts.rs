@@ -86,7 +86,7 @@ pub const INSPECT: &str = policies::INSPECT;
 pub const REFUND_DRIVER: &str = include_str!("scripts/refund.lua");
 
 /// The script that takes back what a call consumed when its caller gave up
-/// before the answer came ([`crate::refund`]): [`COMMON`], each policy's
+/// before the answer came ([`crate::call::refund`]): [`COMMON`], each policy's
 /// file as in [`PLAN`], then [`REFUND_DRIVER`]. Compare and restore: each
 /// limit's state is put back only if it is still the one the call stored;
 /// and only where the call's receipt is (its write with it), each limit
@@ -110,7 +110,7 @@ pub const REFUND: &str = policies::REFUND;
 pub const CLAIM_DRIVER: &str = include_str!("scripts/claim.lua");
 
 /// The script that takes back what a call consumed when its reply never
-/// reached the store ([`crate::lost`]), once the call's deadline has
+/// reached the store ([`crate::call::lost`]), once the call's deadline has
 /// passed, by the receipt the call left, and removes the receipt, in one
 /// run (so it can be sent again): [`COMMON`], each policy's file as in
 /// [`PLAN`], then [`CLAIM_DRIVER`]. Its KEYS and ARGV:

@@ -1,6 +1,6 @@
 //! Settling before the process exits: a call answered by the failure
 //! policy while Redis held its reply is refunded only when the reply comes
-//! (`crate::refund`), and a process that exits first never reads it. So a
+//! (`crate::call::refund`), and a process that exits first never reads it. So a
 //! server shutting down waits, for a bounded time, until every call has had
 //! its reply handed over and every refund is sent
 //! ([`crate::RedisStore::settle`]).

@@ -7,13 +7,13 @@ use redis::Script;
 use tollgate::{Inspection, Plan, PlanDecision, Policy};
 
 use crate::bounds;
+use crate::call::refund::Refund;
 use crate::call::{resend_after, script_error, Arg, Call, CallCounts, Scripts};
 use crate::deadline::{self, Offset};
 use crate::inspect::read_inspection;
 use crate::keys::KeyLayout;
 use crate::masters::Queues;
 use crate::measure;
-use crate::refund::Refund;
 use crate::reply::read_reply;
 use crate::slots;
 use crate::{policies, RedisStoreConfig, RedisStoreError, TimeSource};
@@ -152,8 +152,8 @@ impl RedisStore {
     /// handed over, every lost reply's receipt is claimed and every refund
     /// is sent, so that a process about to exit still takes back what its
     /// abandoned calls consumed (a call answered by the failure policy while
-    /// Redis held its reply, or whose reply was lost; see [`crate::refund`]
-    /// and [`crate::lost`]). Checked every 5 ms.
+    /// Redis held its reply, or whose reply was lost; see [`crate::call::refund`]
+    /// and [`crate::call::lost`]). Checked every 5 ms.
     ///
     /// # Errors
     /// [`RedisStoreError::Unsettled`] when `within` ran out first (Redis

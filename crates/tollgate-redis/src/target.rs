@@ -200,7 +200,7 @@ impl RedisTarget {
     /// [`retry_wait_unit_ms`]). Its calls wait for their replies up to
     /// [`crate::RESPONSE_TIMEOUT`] in all, retries included, as on one node:
     /// without it a call whose reply never comes would hold its master's
-    /// batch in flight for good, and never be claimed ([`crate::lost`]).
+    /// batch in flight for good, and never be claimed ([`crate::call::lost`]).
     pub(crate) fn cluster_client(
         &self,
         timeout: Duration,

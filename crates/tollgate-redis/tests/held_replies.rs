@@ -3,12 +3,12 @@
 //! `redis-server`, [`Relay`]) while checks go through a [`GuardedStore`],
 //! which answers them by its failure policy after its timeout. Once the
 //! replies pass, the store takes back what those calls consumed
-//! (`tollgate_redis::refund`), and every client's state must equal that of
+//! (`tollgate_redis::call::refund`), and every client's state must equal that of
 //! the in-memory limiter given only the calls the store itself answered.
 //!
 //! The same when the replies never come: the connection drops while it
 //! holds them ([`Relay::cut`]). The store then finds each call by the
-//! receipt it left (`tollgate_redis::lost`) and takes back what it consumed.
+//! receipt it left (`tollgate_redis::call::lost`) and takes back what it consumed.
 //!
 //! And never more than that: under the token bucket and GCRA, a refund
 //! whose state another call changed meanwhile keeps the consumption (a

@@ -1,6 +1,6 @@
 //! The receipts a consuming call leaves beside the client's last-seen key,
 //! and the claim script that takes the call back by its receipt when its
-//! reply was lost (`tollgate_redis::lost`), against a real `redis-server`:
+//! reply was lost (`tollgate_redis::call::lost`), against a real `redis-server`:
 //! called raw, as their KEYS and ARGV are documented in
 //! `tollgate_redis::scripts`.
 

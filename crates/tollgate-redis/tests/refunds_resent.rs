@@ -1,7 +1,7 @@
 //! A refund whose connection drops is sent again, and takes back once.
 //!
 //! A call whose reply came after its caller gave up is refunded
-//! (`tollgate_redis::refund`). The refund itself can lose its connection:
+//! (`tollgate_redis::call::refund`). The refund itself can lose its connection:
 //! on the way in, before Redis saw it (the consumption would stay, though
 //! the request was abandoned), or on the way back, after Redis ran it. The
 //! store cannot tell which, so it sends the refund again on a new

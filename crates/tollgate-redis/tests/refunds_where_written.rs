@@ -2,7 +2,7 @@
 //! receipt is kept until it has.
 //!
 //! A call whose reply came after its caller gave up is refunded
-//! (`tollgate_redis::refund`); so is one that too few replicas
+//! (`tollgate_redis::call::refund`); so is one that too few replicas
 //! acknowledged (`replicas_to_ack`). On a Redis Cluster, a failover can
 //! send that refund to a new master that never received the call's write
 //! (a replica promoted before the write reached it, while the old master

@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::inspect::Inspection;
-use crate::plan::{Plan, PlanDecision, PlanLimiter};
+use crate::plan::{Plan, PlanDecision};
+use crate::plan_limiter::PlanLimiter;
 use crate::receipt::{GivenBack, Receipt, Returnable};
 
 /// What [`Store`] methods return: an answer already made, or a boxed future

@@ -52,6 +52,7 @@ pub mod headers;
 pub mod inspect;
 mod limiter;
 mod plan;
+mod plan_limiter;
 pub mod policy;
 pub mod receipt;
 mod same_id;
@@ -75,9 +76,8 @@ pub use failure::{FailurePolicy, UnknownFailurePolicy};
 pub use headers::RateLimitHeaders;
 pub use inspect::{inspect_plan, Inspection, LimitState, LogRun};
 pub use limiter::{Limiter, RateLimiter};
-pub use plan::{
-    check_plan, DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanLimiter, PlanStates,
-};
+pub use plan::{DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanStates};
+pub use plan_limiter::{check_plan, PlanLimiter};
 pub use policy::{AnyPolicy, AnyState, Policy, Reclaim, POLICY_NAMES};
 pub use receipt::{GivenBack, Receipt, Returnable};
 pub use store::{

@@ -11,11 +11,6 @@ use std::sync::Arc;
 use crate::policy::{AnyPolicy, AnyState, Policy};
 use crate::{Decision, Error, FailurePolicy};
 
-mod give_back;
-mod limiter;
-
-pub use limiter::{check_plan, PlanLimiter};
-
 /// One named limit of a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
@@ -40,6 +35,12 @@ impl Limit {
     /// The limit's name, as shown in decisions and headers.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The name, shared: every decision of this limit carries it without a
+    /// copy of its text.
+    pub(crate) fn shared_name(&self) -> Arc<str> {
+        Arc::clone(&self.name)
     }
 
     /// The policy applied.

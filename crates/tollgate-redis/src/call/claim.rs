@@ -1,5 +1,5 @@
 //! Claiming lost calls: the claim script's call and its answer
-//! ([`crate::lost`]).
+//! ([`crate::call::lost`]).
 
 use redis::Value;
 

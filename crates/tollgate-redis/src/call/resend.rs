@@ -41,7 +41,7 @@ impl Scripts {
 /// the connection dropped runs once all the same (its receipt answers it
 /// again), and one that now starts past its deadline
 /// ([`started_late`]) writes nothing: it keeps the first error, so that an
-/// attempt that may have run is claimed ([`crate::lost`]).
+/// attempt that may have run is claimed ([`crate::call::lost`]).
 pub(crate) fn resend_after(connection: &Connection, error: &redis::RedisError) -> bool {
     !connection.resends() && error.is_connection_dropped()
 }

@@ -10,8 +10,8 @@ use tollgate::{
 };
 
 use super::RedisStore;
+use crate::call::refund::{self, Refund};
 use crate::masters::Queues;
-use crate::refund::{self, Refund};
 
 impl Store for RedisStore {
     /// On a cluster, the master serving the client's slot by the store's
@@ -38,7 +38,7 @@ impl Store for RedisStore {
     }
 
     /// The receipt holds the call's refund: the undo numbers of its
-    /// script's reply ([`crate::refund`]).
+    /// script's reply ([`crate::call::refund`]).
     fn check_returnable<'a>(
         &'a self,
         plan: &'a Plan,
@@ -58,7 +58,7 @@ impl Store for RedisStore {
     }
 
     /// Sends the receipt's refund at once, in a task that finishes it even
-    /// when the caller stops waiting ([`crate::refund`]'s rules: compare
+    /// when the caller stops waiting ([`crate::call::refund`]'s rules: compare
     /// and restore, counted with the refunds).
     fn give_back(&self, receipt: Receipt) -> StoreFuture<'_, GivenBack> {
         StoreFuture::new(async move {

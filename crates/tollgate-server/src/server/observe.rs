@@ -106,7 +106,7 @@ pub struct StoreHealth {
 }
 
 /// What became of the refunds of calls whose reply came too late, or that
-/// were given back (`tollgate_redis::refund`).
+/// were given back (`tollgate_redis::call::refund`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct StoreRefunds {
     /// Taken back: the client's state is as if the call had been refused.

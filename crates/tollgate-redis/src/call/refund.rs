@@ -44,7 +44,7 @@
 //! ends, so that the store's later calls of the client, which drop the
 //! receipts of its calls no longer open, leave it; and the script marks
 //! what it restored as taken back in the receipt, so that neither a claim
-//! ([`crate::lost`]) nor a copy of the call takes it again.
+//! ([`crate::call::lost`]) nor a copy of the call takes it again.
 //!
 //! A caller can also give a call back itself (`give_back`, behind
 //! [`tollgate::Store::give_back`]): the same refund, sent at once, for a
@@ -52,13 +52,13 @@
 //!
 //! A reply that never comes (the connection dropped on the way back, or on
 //! one node a reply later than [`crate::RESPONSE_TIMEOUT`], 5 s) is taken
-//! back the same way, by the receipt its call left ([`crate::lost`]).
+//! back the same way, by the receipt its call left ([`crate::call::lost`]).
 //!
 //! A refund that meets an error trying again may fix is sent again, every
-//! 100 ms, for up to [`crate::lost::LOST_KEPT`] (60 s) after it was made:
+//! 100 ms, for up to [`crate::call::LOST_KEPT`] (60 s) after it was made:
 //! its connection dropped before its answer (it may or may not have reached
 //! Redis), Redis refused the connection (restarting), or did not answer
-//! within [`REFUND_TIMEOUT`]. Meanwhile the queue moves on
+//! within [`crate::call::REFUND_TIMEOUT`]. Meanwhile the queue moves on
 //! (`refund/queue.rs`, which sends each client's refunds newest first and
 //! up to 64 clients' at once). It runs once all the same: each refund is sent
 //! under an id of its own, and the script keeps its answer under that id,
@@ -70,7 +70,7 @@
 //! What stays out of reach: the replies of a runtime that shut down first;
 //! a refund that Redis refuses for good (a script error), or cannot be
 //! reached for within 60 s; refunds past [`MAX_QUEUED`] waiting; and what
-//! [`crate::lost`] names. Each leaves the consumption in place, counted.
+//! [`crate::call::lost`] names. Each leaves the consumption in place, counted.
 
 use redis::Script;
 
@@ -88,14 +88,6 @@ pub(crate) use queue::Refunds;
 /// (a network that delays every reply past the timeout) must not grow the
 /// queue without bound. A refund past it is counted failed.
 pub const MAX_QUEUED: usize = 65_536;
-
-/// How long one refund waits for its answer before the next is sent: 5 s.
-/// As long as the connections' own [`crate::RESPONSE_TIMEOUT`] (one node's
-/// and a cluster's), and kept apart from it: a connection that hangs must
-/// not stop every later refund for longer. A refund given up on is sent
-/// again later under the same id, so whichever copy Redis runs first is
-/// the one that acts.
-pub const REFUND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Refunds that found their state changed, kept to be tried again: at most
 /// this many (the oldest go first).

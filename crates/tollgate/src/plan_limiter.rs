@@ -2,11 +2,13 @@
 //! [`check_plan`], the all-or-nothing check on one client's states that
 //! every in-memory path shares.
 
-use super::{LimitDecision, Plan, PlanDecision, PlanStates};
 use crate::eviction::KnownLimits;
 use crate::inspect::{inspect_plan, Inspection};
+use crate::plan::{LimitDecision, Plan, PlanDecision, PlanStates};
 use crate::policy::Policy;
 use crate::store::MemoryStore;
+
+mod give_back;
 
 /// Checks clients against plans, with state in memory, atomically per client.
 #[derive(Default)]
@@ -88,14 +90,17 @@ impl PlanLimiter {
         let find = |id: u64| {
             plans
                 .iter()
-                .flat_map(|p| p.limits.iter())
-                .find(|l| l.id == id)
+                .flat_map(|p| p.limits().iter())
+                .find(|l| l.id() == id)
         };
         let unknown_before = std::mem::take(&mut *self.unknown_limits.lock());
         let mut unknown = Vec::new();
         let dropped = self.store.sweep_with(now_ms, |states, now| {
             states.retain(|(id, state)| match find(*id) {
-                Some(limit) => !limit.policy.reclaim(state, now).allows_removal(reset_phase),
+                Some(limit) => !limit
+                    .policy()
+                    .reclaim(state, now)
+                    .allows_removal(reset_phase),
                 None => {
                     if !unknown.contains(id) {
                         unknown.push(*id);
@@ -126,39 +131,43 @@ impl PlanLimiter {
 /// The plan check on one client's states: decide every limit, then consume
 /// from all of them or (when rejected) from none.
 pub fn check_plan(plan: &Plan, states: &mut PlanStates, now: u64, cost: u32) -> PlanDecision {
-    let mut decisions = Vec::with_capacity(plan.limits.len());
-    for limit in &plan.limits {
-        let decision = match states.iter().find(|(id, _)| *id == limit.id) {
-            Some((_, state)) => limit.policy.decide(state, now, cost),
-            None => limit.policy.decide(&limit.policy.new_state(now), now, cost),
+    let mut decisions = Vec::with_capacity(plan.limits().len());
+    for limit in plan.limits() {
+        let decision = match states.iter().find(|(id, _)| *id == limit.id()) {
+            Some((_, state)) => limit.policy().decide(state, now, cost),
+            None => limit
+                .policy()
+                .decide(&limit.policy().new_state(now), now, cost),
         };
         decisions.push(LimitDecision {
-            name: limit.name.clone(),
-            policy: limit.policy.name(),
-            window_ms: limit.policy.window_ms(),
-            shadow: limit.shadow,
+            name: limit.shared_name(),
+            policy: limit.policy().name(),
+            window_ms: limit.policy().window_ms(),
+            shadow: limit.is_shadow(),
             decision,
         });
     }
     let mut outcome = PlanDecision::from_limits(decisions);
-    for (limit, reported) in plan.limits.iter().zip(outcome.limits.iter_mut()) {
-        let position = states.iter().position(|(id, _)| *id == limit.id);
+    for (limit, reported) in plan.limits().iter().zip(outcome.limits.iter_mut()) {
+        let position = states.iter().position(|(id, _)| *id == limit.id());
         let consume = outcome.allowed && cost > 0 && reported.decision.allowed;
         if !outcome.allowed && cost > 0 && reported.decision.allowed {
             // This limit would have taken the request but another rejected
             // it: report this limit as it stays, since nothing is consumed.
             reported.decision = match position {
-                Some(i) => limit.policy.decide(&states[i].1, now, 0),
-                None => limit.policy.decide(&limit.policy.new_state(now), now, 0),
+                Some(i) => limit.policy().decide(&states[i].1, now, 0),
+                None => limit
+                    .policy()
+                    .decide(&limit.policy().new_state(now), now, 0),
             };
         }
-        if consume || limit.policy.first_call_anchors() {
+        if consume || limit.policy().first_call_anchors() {
             let i = position.unwrap_or_else(|| {
-                states.push((limit.id, limit.policy.new_state(now)));
+                states.push((limit.id(), limit.policy().new_state(now)));
                 states.len() - 1
             });
             if consume {
-                limit.policy.consume(&mut states[i].1, now, cost);
+                limit.policy().consume(&mut states[i].1, now, cost);
             }
         }
     }

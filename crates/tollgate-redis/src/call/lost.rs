@@ -6,7 +6,7 @@
 //! node, the reply comes later than [`crate::RESPONSE_TIMEOUT`]. The caller
 //! met an error and was answered by its failure policy, so what the call
 //! consumed must be taken back, as for a reply that came too late
-//! ([`crate::refund`]); but without the reply the store knows neither
+//! ([`crate::call::refund`]); but without the reply the store knows neither
 //! whether the call ran nor what its refund needs.
 //!
 //! So every call carries an id unique to it (`src/receipts.rs`), and a
@@ -43,25 +43,16 @@ use tokio::time::Instant;
 
 use crate::by_client::by_client;
 use crate::call::{Arg, Call, Claimed, Scripts};
-use crate::refund::REFUND_TIMEOUT;
+use crate::call::{LOST_KEPT, MOST_BETWEEN_TRIES, REFUND_TIMEOUT};
 use crate::task_place::TaskPlace;
 
 /// At most this many lost calls wait to be claimed; one past it is counted
 /// as a failed refund.
 pub const MAX_LOST: usize = 65_536;
 
-/// How long a lost call's claim is tried again while Redis cannot be
-/// reached: 60 s, enough for a restart or a failover.
-pub const LOST_KEPT: Duration = Duration::from_secs(60);
-
 /// The most calls of one client taken back by one claim (a script runs
 /// alone on its node: a bound on how long it holds it).
 const MOST_PER_CLAIM: usize = 256;
-
-/// The longest pause between two tries of a claim: short, since a claim
-/// waiting keeps its store's receipts from being dropped (and a Redis
-/// that refuses connections answers at once).
-pub(crate) const MOST_BETWEEN_TRIES: Duration = Duration::from_millis(100);
 
 #[derive(Default)]
 struct Pending {

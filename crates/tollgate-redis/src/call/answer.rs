@@ -1,5 +1,5 @@
 //! Handing a call's reply to its caller across tasks, so that a reply whose
-//! caller is gone is refunded ([`crate::refund`]) rather than dropped.
+//! caller is gone is refunded ([`crate::call::refund`]) rather than dropped.
 //!
 //! A call is sent by a task that outlives its caller (a batch's, or one of
 //! its own). The caller can be gone at two moments, and both are caught:
@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
+use crate::call::refund::Refund;
 use crate::call::{Call, CallReply, Scripts};
-use crate::refund::Refund;
 use crate::settle::Mark;
 use crate::RedisStoreError;
 
@@ -71,7 +71,7 @@ impl Answer {
     /// the call consumed, takes the consumption back; when no reply came
     /// although the call may have run (or, on a connection that sends a
     /// command again, the last attempt came too late to run), looks the
-    /// call up by its receipt ([`crate::lost`]). Must be called inside a
+    /// call up by its receipt ([`crate::call::lost`]). Must be called inside a
     /// Tokio runtime.
     pub(crate) fn send(self, scripts: &Arc<Scripts>, call: Call, reply: CallReply) {
         let Answer {

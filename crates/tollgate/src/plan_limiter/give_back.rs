@@ -13,7 +13,8 @@
 
 use compact_str::CompactString;
 
-use super::{check_plan, Plan, PlanLimiter, PlanStates};
+use super::{check_plan, PlanLimiter};
+use crate::plan::{Plan, PlanStates};
 use crate::policy::{AnyState, Policy};
 use crate::receipt::{GivenBack, Receipt, Returnable};
 use crate::store::{Lineage, SameEntry};
@@ -120,10 +121,10 @@ fn changed(plan: &Plan, refused: &PlanStates, used: &PlanStates) -> Vec<Changed>
             .find(|(state_id, _)| *state_id == id)
             .map(|(_, state)| state.clone())
     };
-    (plan.limits.iter())
+    (plan.limits().iter())
         .filter_map(|limit| {
-            let used = find(used, limit.id)?;
-            let refused = find(refused, limit.id);
+            let used = find(used, limit.id())?;
+            let refused = find(refused, limit.id());
             (refused.as_ref() != Some(&used)).then(|| Changed {
                 limit: limit.clone(),
                 refused,
@@ -141,11 +142,11 @@ fn restore(states: &mut PlanStates, changed: Changed, used_at: u64, cost: u32) -
         refused,
         used,
     } = changed;
-    let Some(at) = states.iter().position(|(id, _)| *id == limit.id) else {
+    let Some(at) = states.iter().position(|(id, _)| *id == limit.id()) else {
         return true;
     };
     if states[at].1 != used {
-        return limit.policy.take_back(&mut states[at].1, used_at, cost);
+        return limit.policy().take_back(&mut states[at].1, used_at, cost);
     }
     match refused {
         Some(refused) => states[at].1 = refused,

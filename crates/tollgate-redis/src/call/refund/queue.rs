@@ -14,10 +14,9 @@ use tokio::task::JoinSet;
 use tollgate::GivenBack;
 
 use super::stale::{keep_stale, retry_stale_of, Kept};
-use super::{Refund, MAX_QUEUED, REFUND_TIMEOUT};
+use super::{Refund, MAX_QUEUED};
 use crate::by_client::by_client;
-use crate::call::Scripts;
-use crate::lost::{LOST_KEPT, MOST_BETWEEN_TRIES};
+use crate::call::{Scripts, LOST_KEPT, MOST_BETWEEN_TRIES, REFUND_TIMEOUT};
 use crate::task_place::TaskPlace;
 use crate::RedisStoreError;
 
