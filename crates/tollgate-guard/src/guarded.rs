@@ -268,7 +268,7 @@ impl<S: Store> GuardedStore<S> {
             Ok(_) | Err((ErrorKind::Permanent, _)) => Outcome::Reached,
             // The part answered about this client alone (its slot moving):
             // its other clients are served, so its circuit stays closed.
-            Err((ErrorKind::Transient, error)) if error.reached => Outcome::Reached,
+            Err((ErrorKind::Transient, error)) if error.is_client_only() => Outcome::Reached,
             Err((ErrorKind::Timeout, _)) if breaker.answered() != answered_before => {
                 Outcome::Overtaken
             }
@@ -325,7 +325,7 @@ impl<S: Store> GuardedStore<S> {
             // inspect fails every inspection at once, up or down.
             let outcome = match &answer {
                 Ok(_) => Outcome::Reached,
-                Err(error) if error.transient && error.reached => Outcome::Reached,
+                Err(error) if error.is_client_only() => Outcome::Reached,
                 Err(_) => Outcome::Unreached,
             };
             breaker.record(admission, outcome, self.clock.now_ms());

@@ -24,7 +24,7 @@ pub(crate) enum ErrorKind {
 
 impl ErrorKind {
     pub(crate) fn of(error: &StoreError) -> Self {
-        if error.transient {
+        if error.is_transient() {
             ErrorKind::Transient
         } else {
             ErrorKind::Permanent

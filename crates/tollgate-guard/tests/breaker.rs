@@ -169,7 +169,7 @@ async fn an_open_circuit_under_unavailable_hands_back_an_error_at_once() {
     }
     let error = s.guard.check(&plan(), "c", 0, 1).await.unwrap_err();
     assert!(
-        error.transient && error.message.contains("circuit open"),
+        error.is_transient() && error.message.contains("circuit open"),
         "{error}"
     );
     assert_eq!(s.store.calls(), 3);

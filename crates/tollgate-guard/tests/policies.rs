@@ -99,7 +99,7 @@ async fn unavailable_hands_every_failure_back() {
         FailurePolicy::Unavailable,
     );
     let error = store.check(&plan(), "c", 0, 1).await.unwrap_err();
-    assert!(error.transient, "{error}");
+    assert!(error.is_transient(), "{error}");
     assert!(error.message.contains("20ms"), "{error}");
 
     let store = failing(StoreError::permanent("broken"), FailurePolicy::Unavailable);
@@ -193,7 +193,7 @@ async fn an_inspection_passes_through_and_a_failure_is_an_error_whatever_the_pol
     );
     let error = hanging.inspect(&plan, "c", 0).await.unwrap_err();
     assert!(
-        error.transient && error.message.contains("did not answer"),
+        error.is_transient() && error.message.contains("did not answer"),
         "{error}"
     );
 }

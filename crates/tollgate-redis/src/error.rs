@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tollgate::StoreError;
+use tollgate::{StoreError, StoreErrorKind};
 
 mod connect;
 
@@ -160,7 +160,7 @@ impl RedisStoreError {
 impl RedisStoreError {
     /// True when Redis refused the call for the client's slot alone
     /// ([`SLOT_CODES`]): the node was reached and serves its other slots,
-    /// so the error says so ([`StoreError::reached`]) and a guard keeps the
+    /// so the error says so ([`tollgate::StoreErrorKind::TransientClientOnly`]) and a guard keeps the
     /// circuit of that master closed for its other clients.
     pub fn is_slot_only(&self) -> bool {
         match self {
@@ -309,11 +309,14 @@ pub(crate) fn loggable(e: &redis::RedisError) -> String {
 
 impl From<RedisStoreError> for StoreError {
     fn from(e: RedisStoreError) -> Self {
-        StoreError {
-            transient: e.is_transient(),
-            reached: e.is_slot_only(),
-            message: e.to_string(),
-        }
+        let kind = if e.is_slot_only() {
+            StoreErrorKind::TransientClientOnly
+        } else if e.is_transient() {
+            StoreErrorKind::Transient
+        } else {
+            StoreErrorKind::Permanent
+        };
+        StoreError::of_kind(kind, e.to_string())
     }
 }
 
@@ -352,7 +355,7 @@ mod tests {
             let error = replied(text);
             assert!(error.is_transient() && error.is_slot_only(), "{text}");
             let error = StoreError::from(error);
-            assert!(error.transient && error.reached, "{text}: {error:?}");
+            assert!(error.is_client_only(), "{text}: {error:?}");
         }
         // The node itself is failing, or cannot be told from the call (a
         // MOVED comes from any node, the client's master maybe dead).
@@ -363,12 +366,12 @@ mod tests {
             "LOADING Redis is loading the dataset in memory",
         ] {
             let error = StoreError::from(replied(text));
-            assert!(error.transient && !error.reached, "{text}: {error:?}");
+            assert_eq!(error.kind, StoreErrorKind::Transient, "{text}: {error:?}");
         }
         let timeout = StoreError::from(RedisStoreError::Timeout(Duration::from_millis(50)));
-        assert!(timeout.transient && !timeout.reached);
+        assert_eq!(timeout.kind, StoreErrorKind::Transient);
         let refused = StoreError::from(replied("WRONGTYPE Operation against a key"));
-        assert!(!refused.transient && !refused.reached);
+        assert_eq!(refused.kind, StoreErrorKind::Permanent);
         for code in SLOT_CODES {
             assert!(TRANSIENT_CODES.contains(code), "{code}");
         }
@@ -383,7 +386,7 @@ mod tests {
         let error = replied(text);
         assert!(error.is_transient(), "{error}");
         let error = StoreError::from(error);
-        assert!(error.transient && !error.reached, "{error:?}");
+        assert_eq!(error.kind, StoreErrorKind::Transient, "{error:?}");
         assert_eq!(error.message, format!("Redis error: {text}"));
     }
 

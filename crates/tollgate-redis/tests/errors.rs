@@ -46,7 +46,7 @@ fn assert_classified(error: &RedisStoreError, code: &str, transient: bool) {
         "{text}"
     );
     let store_error: tollgate::StoreError = RedisStoreError::Redis(redis_error.clone()).into();
-    assert_eq!(store_error.transient, transient);
+    assert_eq!(store_error.is_transient(), transient);
     let plan_sha = redis::Script::new(tollgate_redis::scripts::PLAN)
         .get_hash()
         .to_owned();
@@ -402,7 +402,10 @@ fn cross_slot_is_permanent_and_trying_again_transient() {
             .expect_err("TRYAGAIN");
         assert_classified(&error, "TRYAGAIN", true);
         let error = tollgate::StoreError::from(error);
-        assert!(error.reached, "the master answered for its slot: {error:?}");
+        assert!(
+            error.is_client_only(),
+            "the master answered for its slot: {error:?}"
+        );
     });
 }
 

@@ -218,7 +218,7 @@ fn unguarded_store_reports_a_dead_redis_as_transient() {
             .expect_err("Redis is down");
         assert!(error.is_transient(), "{error}");
         let error: tollgate::StoreError = error.into();
-        assert!(error.transient);
+        assert!(error.is_transient());
     });
 }
 

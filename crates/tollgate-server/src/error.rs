@@ -43,7 +43,7 @@ pub enum Error {
     /// Lua line), not the answer's.
     #[error(
         "the store cannot be read to inspect this client: {} (its error is in the log)",
-        if .0.transient { "it is unavailable" } else { "it failed" }
+        if .0.is_transient() { "it is unavailable" } else { "it failed" }
     )]
     Inspect(tollgate::StoreError),
     /// A listen address could not be bound.

@@ -67,51 +67,68 @@ pub const SETTLE_WITHIN: Duration = Duration::from_secs(5);
 pub struct StoreError {
     /// What went wrong, for logs.
     pub message: String,
-    /// True when trying again later may succeed (connection lost, timeout).
-    /// False for errors that retrying cannot fix (a misconfiguration, a
-    /// script error). A guarded store answers both by its failure policy;
-    /// the kind decides how they are counted and whether they trip its
-    /// circuit breaker (transient ones only).
-    pub transient: bool,
-    /// True when the part of the store holding the client's state (see
-    /// [`Store::failure_domain`]) was reached and answered, and the failure
-    /// is the client's own: a Redis Cluster master answering `TRYAGAIN`
-    /// because the client's slot is half-way through a migration still
-    /// serves its other clients. A guarded store answers such an error by
-    /// its failure policy, as any transient one, but its circuit breaker
-    /// counts the part as reached, so that one client's slot does not open
-    /// the circuit of every client of the part. False for an error that
-    /// says nothing of the part (connection lost, timeout); a permanent
-    /// error is counted as reached whatever this says.
-    pub reached: bool,
+    /// Whether trying again may succeed, and whether the part of the store
+    /// holding the client's state was reached. A guarded store answers
+    /// every kind by its failure policy; the kind decides how the error is
+    /// counted and whether it trips the circuit breaker.
+    pub kind: StoreErrorKind,
+}
+
+/// What kind of failure a [`StoreError`] is: what a guarded store's
+/// circuit breaker makes of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// Trying again later may succeed (connection lost, timeout), and the
+    /// part of the store holding the client's state (see
+    /// [`Store::failure_domain`]) may be down: it trips the part's
+    /// circuit breaker.
+    Transient,
+    /// Trying again later may succeed, and the part holding the client's
+    /// state was reached and answered: the failure is the client's own. A
+    /// Redis Cluster master answering `TRYAGAIN` because the client's slot
+    /// is half-way through a migration still serves its other clients, so
+    /// its circuit breaker counts the part as reached, and one client's
+    /// slot does not open the circuit of every client of the part.
+    TransientClientOnly,
+    /// Retrying cannot fix it (a misconfiguration, a script error). The
+    /// part answered, so it does not trip the circuit breaker.
+    Permanent,
 }
 
 impl StoreError {
     /// An error that may go away by itself.
     pub fn transient(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            transient: true,
-            reached: false,
-        }
+        Self::of_kind(StoreErrorKind::Transient, message)
     }
 
     /// An error that may go away by itself, met by the client alone: its
-    /// part of the store answered (see [`StoreError::reached`]).
+    /// part of the store answered (see [`StoreErrorKind::TransientClientOnly`]).
     pub fn transient_reached(message: impl Into<String>) -> Self {
-        Self {
-            reached: true,
-            ..Self::transient(message)
-        }
+        Self::of_kind(StoreErrorKind::TransientClientOnly, message)
     }
 
     /// An error that will not go away by retrying.
     pub fn permanent(message: impl Into<String>) -> Self {
+        Self::of_kind(StoreErrorKind::Permanent, message)
+    }
+
+    /// An error of `kind`.
+    pub fn of_kind(kind: StoreErrorKind, message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
-            transient: false,
-            reached: false,
+            kind,
         }
+    }
+
+    /// True when trying again later may succeed.
+    pub fn is_transient(&self) -> bool {
+        self.kind != StoreErrorKind::Permanent
+    }
+
+    /// True when the transient error is the client's own: its part of the
+    /// store was reached ([`StoreErrorKind::TransientClientOnly`]).
+    pub fn is_client_only(&self) -> bool {
+        self.kind == StoreErrorKind::TransientClientOnly
     }
 }
 

@@ -67,7 +67,9 @@ pub mod testing;
 /// itself takes ids of any length.
 pub const MAX_CLIENT_BYTES: usize = 256;
 
-pub use async_store::{MemoryBackend, Store, StoreError, StoreFuture, SETTLE_WITHIN};
+pub use async_store::{
+    MemoryBackend, Store, StoreError, StoreErrorKind, StoreFuture, SETTLE_WITHIN,
+};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, SystemMonotonicClock};
 pub use decision::Decision;
 pub use duration::{format_duration, parse_duration};

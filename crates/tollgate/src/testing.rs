@@ -100,12 +100,12 @@ mod tests {
         let plan = plan();
         let down = FailingStore::down();
         match poll_once(down.check(&plan, "c", 0, 1)) {
-            Poll::Ready(Err(error)) => assert!(error.transient, "{error}"),
+            Poll::Ready(Err(error)) => assert!(error.is_transient(), "{error}"),
             other => panic!("expected a transient error at once, got {other:?}"),
         }
         let broken = FailingStore::new(StoreError::permanent("script error"));
         match poll_once(broken.check(&plan, "c", 0, 1)) {
-            Poll::Ready(Err(error)) => assert!(!error.transient, "{error}"),
+            Poll::Ready(Err(error)) => assert!(!error.is_transient(), "{error}"),
             other => panic!("expected a permanent error at once, got {other:?}"),
         }
         assert!(poll_once(HangingStore.check(&plan, "c", 0, 1)).is_pending());

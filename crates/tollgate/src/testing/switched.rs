@@ -26,7 +26,7 @@ pub enum Switch {
     /// No call is ever answered, as a paused or unreachable Redis.
     Hang,
     /// Every call fails at once with a transient error its part answered
-    /// ([`StoreError::reached`]), as a Redis Cluster master answers
+    /// ([`crate::StoreErrorKind::TransientClientOnly`]), as a Redis Cluster master answers
     /// `TRYAGAIN` for a slot half-way through a migration.
     Moving,
 }
@@ -205,7 +205,7 @@ mod tests {
             .as_mut()
             .poll(&mut Context::from_waker(Waker::noop()));
         match check {
-            Poll::Ready(answer) => Some(answer.map(|d| d.allowed).map_err(|e| e.transient)),
+            Poll::Ready(answer) => Some(answer.map(|d| d.allowed).map_err(|e| e.is_transient())),
             Poll::Pending => None,
         }
     }
