@@ -20,6 +20,7 @@ mod grpc_metrics;
 mod look;
 mod observe;
 mod reload;
+mod render;
 mod sweep;
 
 pub use observe::{Observed, PartCircuit, StoreHealth, StoreRefunds};
@@ -396,46 +397,5 @@ impl Server {
             .into_iter()
             .flatten()
             .map(|guard| &**guard)
-    }
-
-    /// The metrics in Prometheus text format.
-    pub fn render_metrics(&self) -> String {
-        let mut gauges = Gauges {
-            swept: self.inner.swept.load(Ordering::Relaxed),
-            ..Gauges::default()
-        };
-        for guard in self.guards() {
-            let counts = guard.counts();
-            gauges.store_errors.transient += counts.transient_errors + counts.timeouts;
-            gauges.store_errors.permanent += counts.permanent_errors;
-            // Siblings share one breaker: its state and count once.
-            gauges.circuit = Circuit {
-                open: counts.circuit_open,
-                short_circuited: counts.short_circuited,
-                parts: guard.part_circuits(),
-            };
-        }
-        gauges.rejection_cache_clients = self.inner.rejection_cache.as_ref().map_or(0, |c| c.len());
-        gauges.store_calls = self.inner.redis.as_ref().map(|redis| {
-            let counts = redis.call_counts();
-            StoreCalls {
-                decisions: counts.decisions,
-                calls: counts.calls,
-                refunded: counts.refunded,
-                refunds_stale: counts.refunds_stale,
-                refunds_failed: counts.refunds_failed,
-                replies_lost: counts.replies_lost,
-                refunds_pending: counts.refunds_pending,
-                not_replicated: counts.not_replicated,
-            }
-        });
-        if let Some(memory) = &self.inner.memory {
-            let store = memory.limiter().store();
-            gauges.tracked_clients = Some(store.len());
-            gauges.max_clients = store.max_clients();
-            gauges.evicted = store.evicted();
-            gauges.reclaimed = store.reclaimed();
-        }
-        self.inner.metrics.render(gauges)
     }
 }

@@ -289,6 +289,29 @@ async fn tracked_clients_stay_under_the_cap() {
     t.stop().await;
 }
 
+/// A shared store's local fallback is capped like the memory store, and
+/// the clients its cap drops are counted as the memory store's are.
+#[tokio::test]
+async fn the_local_fallbacks_dropped_clients_are_counted() {
+    let text =
+        format!("{CONFIG}\n[store]\nfailure_policy = \"local-fallback\"\nmax_clients = 640\n");
+    let config = Config::parse(&text).unwrap();
+    let down = FailingStore::new(StoreError::transient("connection refused"));
+    let t = TestServer::start_with(&text, config, StoreHandle::Shared(Arc::new(down))).await;
+    for i in 0..2_000 {
+        let body = t.check(&format!("client-{i}"), 1).await.json();
+        assert_eq!(body["decided_by"], "local-fallback");
+    }
+    let m = t.get("/metrics").await.body;
+    let dropped = metric(&m, "tollgate_clients_dropped_total{reason=\"evicted\"}")
+        + metric(&m, "tollgate_clients_dropped_total{reason=\"reclaimed\"}");
+    assert!(
+        dropped >= 2_000 - 640,
+        "{dropped} dropped of 2,000 clients, 640 kept at most"
+    );
+    t.stop().await;
+}
+
 /// A request whose time was read just before a sweep (its thread
 /// descheduled, or the wall clock stepped back) still finds its client's
 /// state: the sweep judges idleness some seconds behind the clock, not at
