@@ -20,6 +20,7 @@ use tower::Service;
 
 use crate::body::ForwardBody;
 use crate::pool::{Conn, Pool, ReturningBody};
+use crate::upload::{UploadBody, UploadEnd};
 use crate::Upstream;
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1):
@@ -126,10 +127,14 @@ impl Forward {
     }
 
     /// The upstream's answer to a [`Forward::prepare`]d `request`, or the
-    /// proxy's `502` (unreachable) or `504` (no answer in time).
+    /// proxy's `502` (unreachable) or `504` (no answer in time: within the
+    /// response timeout of the request's start, or of its upload's end).
     async fn answer(self, request: Request<Incoming>) -> Response<ForwardBody> {
         let deadline = tokio::time::Instant::now() + self.response_timeout;
-        match self.send(request, deadline).await {
+        let (parts, body) = request.into_parts();
+        let (body, mut end) = UploadBody::new(body);
+        let request = Request::from_parts(parts, body);
+        match self.send(request, deadline, &mut end).await {
             Ok(response) => response,
             Err(Failure::Unreachable(e)) if from_the_client(&*e) => proxy_error(
                 StatusCode::BAD_REQUEST,
@@ -156,44 +161,53 @@ impl Forward {
 
     /// Sends `request` on a pooled connection, or a new one, and gives the
     /// response with its body streaming from the upstream, if its head
-    /// comes before `deadline`.
+    /// comes in time ([`Conn::send_until`]).
     async fn send(
         &self,
-        request: Request<Incoming>,
+        request: Request<UploadBody>,
         deadline: tokio::time::Instant,
+        end: &mut UploadEnd,
     ) -> Result<Response<ForwardBody>, Failure> {
         let Some(mut conn) = self.pool.checkout() else {
             // Boxed, as the connection: a large future on the rare path.
-            return Box::pin(self.send_new(request, deadline)).await;
+            return Box::pin(self.send_new(request, deadline, end)).await;
         };
-        match conn.send_until(request, deadline).await {
+        match conn
+            .send_until(request, deadline, end, self.response_timeout)
+            .await
+        {
             Some(Ok(response)) => Ok(self.relay(response, conn)),
             Some(Err(mut error)) => match error.take_message() {
                 // The upstream closed the idle connection before the request
                 // went out: once more on a new one (as hyper-util's client does).
-                Some(request) => Box::pin(self.send_new(request, deadline)).await,
+                Some(request) => Box::pin(self.send_new(request, deadline, end)).await,
                 None => Err(Failure::Unreachable(error.into_error().into())),
             },
             None => Err(Failure::Late),
         }
     }
 
-    /// Sends `request` on a new connection, opened for it, if the response
-    /// head comes before `deadline`.
+    /// Sends `request` on a new connection, opened for it before
+    /// `deadline`, if the response head comes in time
+    /// ([`Conn::send_until`]).
     async fn send_new(
         &self,
-        request: Request<Incoming>,
+        request: Request<UploadBody>,
         deadline: tokio::time::Instant,
+        end: &mut UploadEnd,
     ) -> Result<Response<ForwardBody>, Failure> {
-        let sent = async {
-            let mut conn = self.pool.connect().await?;
-            let response = conn.send(request).await?;
-            Ok::<_, SendError>((response, conn))
+        let mut conn = match tokio::time::timeout_at(deadline, self.pool.connect()).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(Failure::Unreachable(e.into())),
+            Err(_) => return Err(Failure::Late),
         };
-        match tokio::time::timeout_at(deadline, sent).await {
-            Ok(Ok((response, conn))) => Ok(self.relay(response, conn)),
-            Ok(Err(e)) => Err(Failure::Unreachable(e)),
-            Err(_) => Err(Failure::Late),
+        match conn
+            .send_until(request, deadline, end, self.response_timeout)
+            .await
+        {
+            Some(Ok(response)) => Ok(self.relay(response, conn)),
+            Some(Err(error)) => Err(Failure::Unreachable(error.into_error().into())),
+            None => Err(Failure::Late),
         }
     }
 

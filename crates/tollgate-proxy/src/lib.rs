@@ -50,6 +50,7 @@ pub mod options;
 mod placement;
 mod pool;
 mod unforwardable;
+mod upload;
 mod upstream;
 pub mod workers;
 
@@ -168,7 +169,9 @@ impl ProxyConfig {
     }
 
     /// How long to wait for the upstream's response head before answering
-    /// `504 Gateway Timeout` (a slow body is not cut off).
+    /// `504 Gateway Timeout`, counted from the end of the request's upload
+    /// (from its start when it has no body): neither a slow upload nor a
+    /// slow response body is cut off.
     #[must_use]
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;

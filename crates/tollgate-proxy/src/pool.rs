@@ -26,6 +26,8 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
+use crate::upload::{UploadBody, UploadEnd};
+
 /// How long an idle upstream connection is kept (as hyper-util's pooled
 /// client does by default).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -36,7 +38,7 @@ const MAX_IDLE: usize = 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A sender on one upstream connection.
-type Sender = http1::SendRequest<Incoming>;
+type Sender = http1::SendRequest<UploadBody>;
 
 /// One upstream connection: where its requests go, and the timer of the
 /// response awaited on it.
@@ -58,28 +60,36 @@ impl Conn {
         Self { sender, timer }
     }
 
-    /// Sends `request` and waits for the response head until `deadline`;
-    /// `None` once the deadline has passed.
+    /// Sends `request` and waits for its response head until `deadline`,
+    /// or, for a request still uploading its body (`end`), until `timeout`
+    /// after the upload ended, whichever is later; `None` once that has
+    /// passed. `end` is emptied once the upload ended.
     pub(crate) async fn send_until(
         &mut self,
-        request: Request<Incoming>,
-        deadline: tokio::time::Instant,
-    ) -> Option<Result<Response<Incoming>, TrySendError<Request<Incoming>>>> {
-        self.timer.as_mut().reset(deadline);
+        request: Request<UploadBody>,
+        mut deadline: tokio::time::Instant,
+        end: &mut UploadEnd,
+        timeout: Duration,
+    ) -> Option<Result<Response<Incoming>, TrySendError<Request<UploadBody>>>> {
         let sending = self.sender.try_send_request(request);
+        tokio::pin!(sending);
+        if let Some(upload) = end {
+            // No timer while the body moves: a slow upload is the client's,
+            // and its idle timeout bounds it.
+            tokio::select! {
+                biased;
+                sent = &mut sending => return Some(sent),
+                _ = upload => {}
+            }
+            *end = None;
+            deadline = deadline.max(tokio::time::Instant::now() + timeout);
+        }
+        self.timer.as_mut().reset(deadline);
         tokio::select! {
             biased;
             sent = sending => Some(sent),
             () = self.timer.as_mut() => None,
         }
-    }
-
-    /// Sends `request` and waits for the response head, however long it takes.
-    pub(crate) async fn send(
-        &mut self,
-        request: Request<Incoming>,
-    ) -> Result<Response<Incoming>, hyper::Error> {
-        self.sender.send_request(request).await
     }
 }
 

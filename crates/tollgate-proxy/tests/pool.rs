@@ -28,8 +28,9 @@ use tollgate_tower::RateLimitConfig;
 const PATIENCE: Duration = Duration::from_secs(10);
 
 /// The upstream: `/endless` answers with a body that goes on for as long as
-/// it is read, `/silent` never answers, anything else answers `ok`; counts
-/// the connections it accepts.
+/// it is read, `/silent` never answers, `/upload` answers the length of the
+/// body it read to its end, `/upload-silent` reads it and never answers,
+/// anything else answers `ok`; counts the connections it accepts.
 async fn upstream(accepted: Arc<AtomicUsize>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -37,10 +38,20 @@ async fn upstream(accepted: Arc<AtomicUsize>) -> SocketAddr {
         while let Ok((stream, _)) = listener.accept().await {
             accepted.fetch_add(1, Ordering::SeqCst);
             let service = hyper::service::service_fn(|request: Request<Incoming>| async move {
-                if request.uri().path() == "/silent" {
+                let path = request.uri().path().to_owned();
+                if path.starts_with("/upload") {
+                    let body = request.into_body().collect().await.unwrap().to_bytes();
+                    if path == "/upload-silent" {
+                        std::future::pending::<()>().await;
+                    }
+                    return Ok(Response::new(Either::Left(Full::new(Bytes::from(
+                        body.len().to_string(),
+                    )))));
+                }
+                if path == "/silent" {
                     std::future::pending::<()>().await;
                 }
-                if request.uri().path() != "/endless" {
+                if path != "/endless" {
                     return Ok::<_, Infallible>(Response::new(Either::Left(Full::new(
                         Bytes::from_static(b"ok"),
                     ))));
@@ -200,4 +211,65 @@ async fn a_silent_answer_on_a_kept_connection_is_a_504_after_the_timeout() {
         // All three on one connection, which the 504 closed.
         assert_eq!(accepted.load(Ordering::SeqCst), connections);
     }
+}
+
+/// `POST path` through the proxy with a body of `pieces` KiB sent one KiB
+/// every `every`, as a slow client uploads: the status, the body, and when
+/// the last piece was sent.
+async fn upload(
+    proxy: SocketAddr,
+    path: &str,
+    pieces: usize,
+    every: Duration,
+) -> (StatusCode, Bytes, std::time::Instant) {
+    let client: Client<HttpConnector, Channel<Bytes, Infallible>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let (mut tx, body) = Channel::<Bytes, Infallible>::new(1);
+    let request = Request::post(format!("http://{proxy}{path}"))
+        .body(body)
+        .unwrap();
+    let sending = tokio::spawn(async move {
+        for _ in 0..pieces {
+            // The client's own pace, not a stand-in for a clock.
+            tokio::time::sleep(every).await;
+            if tx.send_data(Bytes::from(vec![b'u'; 1024])).await.is_err() {
+                break;
+            }
+        }
+        std::time::Instant::now()
+    });
+    tokio::time::timeout(PATIENCE, async {
+        let response = client.request(request).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, body, sending.await.unwrap())
+    })
+    .await
+    .expect("the proxy answers in time")
+}
+
+/// The upstream's time to answer is counted once the request has been sent
+/// in full: an upload longer than the timeout, moving all along, reaches
+/// the upstream whole and gets its answer (it was a 504 with half the body
+/// passed on, the upload timed as the upstream's silence).
+#[tokio::test]
+async fn a_slow_upload_is_not_the_upstreams_silence() {
+    let upstream = upstream(Arc::new(AtomicUsize::new(0))).await;
+    let (proxy, _stop) = proxy_with_timeout(upstream, Duration::from_millis(200)).await;
+    let (status, body, _) = upload(proxy, "/upload", 6, Duration::from_millis(100)).await;
+    assert_eq!((status, body), (StatusCode::OK, Bytes::from("6144")));
+}
+
+/// Once the upload has ended, the upstream has the timeout to answer, and
+/// no more.
+#[tokio::test]
+async fn a_silent_answer_after_an_upload_is_a_504_after_the_timeout() {
+    let timeout = Duration::from_millis(200);
+    let upstream = upstream(Arc::new(AtomicUsize::new(0))).await;
+    let (proxy, _stop) = proxy_with_timeout(upstream, timeout).await;
+    let (status, _, uploaded) =
+        upload(proxy, "/upload-silent", 4, Duration::from_millis(100)).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+    // A lower bound only: a late answer cannot make it fail.
+    assert!(uploaded.elapsed() >= timeout, "{:?}", uploaded.elapsed());
 }

@@ -52,7 +52,8 @@ pub struct ProxyArgs {
     /// The window, e.g. 1s, 15m, 1d (or milliseconds).
     #[arg(long, default_value = "1s")]
     pub window: String,
-    /// How long the upstream may take to start answering before the client gets a 504.
+    /// How long the upstream may take to start answering before the client gets a 504,
+    /// counted from the end of the request's upload (its start, without a body).
     #[arg(long, default_value = "30s")]
     pub upstream_timeout: String,
     /// Serving threads, each with its own listener on the address (SO_REUSEPORT)
