@@ -5,7 +5,10 @@
 //! The descriptors of one request may name several clients (say, the
 //! caller's address and its API key), and the store is atomic per client
 //! only. So the service decides a request in two steps, holding a lock
-//! (one of 256 stripes, by client) on every client of the request:
+//! (one of 256 stripes, by client) on every client of the request, shared
+//! by the requests of one client, whose single store check is atomic (they
+//! go side by side, each waiting only for its own store call), and held
+//! alone by a request of several clients:
 //!
 //! 1. With one client (the common case), one store check does it: the
 //!    store decides and consumes atomically, all or nothing.
@@ -57,7 +60,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use foldhash::fast::RandomState;
-use tokio::sync::{Mutex as AsyncMutex, MutexGuard};
+use tokio::sync::{RwLock, RwLockWriteGuard};
 use tollgate::{DecidedBy, Plan, PlanDecision, StoreError};
 use tonic::{Request, Response, Status};
 
@@ -77,7 +80,7 @@ pub const MAX_DESCRIPTORS: usize = 1024;
 /// tollgate store. Serve it with [`crate::run`] or mount [`crate::router`].
 pub struct RlsService {
     config: ServiceConfig,
-    locks: Box<[AsyncMutex<()>]>,
+    locks: Box<[RwLock<()>]>,
     hasher: RandomState,
 }
 
@@ -145,7 +148,7 @@ impl RlsService {
     pub fn new(config: ServiceConfig) -> Self {
         Self {
             config,
-            locks: (0..STRIPES).map(|_| AsyncMutex::new(())).collect(),
+            locks: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             hasher: RandomState::default(),
         }
     }
@@ -229,8 +232,12 @@ impl RlsService {
             return Ok(self.refuse(groups).await);
         };
         if let ([group], [cost]) = (groups, costs.as_slice()) {
-            // One client (the common case): one lock, nothing to sort.
-            let guard = self.locks[self.stripe(group)].lock().await;
+            // One client (the common case): its store check is atomic, so
+            // the client's other such requests go side by side (each, in a
+            // stall, waits its own timeout, not theirs too); the lock, shared,
+            // only keeps them out of a request of several clients' look
+            // and use. Nothing to sort.
+            let guard = self.locks[self.stripe(group)].read().await;
             let now = self.config.clock.now_ms();
             let verdict = self.check(group, now, *cost).await?;
             drop(guard);
@@ -282,15 +289,15 @@ impl RlsService {
         usize::try_from(hash % STRIPES as u64).unwrap_or(0)
     }
 
-    /// Locks the stripe of every group, in stripe order, so two requests
+    /// Locks the stripe of every group, alone, in stripe order, so two requests
     /// never wait on each other in a cycle.
-    async fn lock(&self, groups: &[Group]) -> Vec<MutexGuard<'_, ()>> {
+    async fn lock(&self, groups: &[Group]) -> Vec<RwLockWriteGuard<'_, ()>> {
         let mut stripes: Vec<usize> = groups.iter().map(|g| self.stripe(g)).collect();
         stripes.sort_unstable();
         stripes.dedup();
         let mut guards = Vec::with_capacity(stripes.len());
         for stripe in stripes {
-            guards.push(self.locks[stripe].lock().await);
+            guards.push(self.locks[stripe].write().await);
         }
         guards
     }

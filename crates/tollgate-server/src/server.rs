@@ -3,7 +3,7 @@
 //! here; [`crate::http`] only translates HTTP to and from it.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
@@ -12,7 +12,7 @@ use tollgate_config::store::{cached, guard, rejection_cache, RejectionCache};
 use tollgate_config::{Config, Overrides, StoreHandle};
 use tollgate_guard::GuardedStore;
 
-use crate::metrics::{Circuit, Frontend, Gauges, Metrics, PlanMetrics, StoreCalls};
+use crate::metrics::{Frontend, Metrics, PlanMetrics};
 use crate::stopwatch::Stopwatch;
 use crate::Error;
 
