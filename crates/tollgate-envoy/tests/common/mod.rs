@@ -79,6 +79,7 @@ pub fn key() -> RateLimitDescriptor {
 }
 
 /// `tollgate_envoy::run` on 127.0.0.1:0, and a client of it.
+#[allow(dead_code)]
 pub struct Running {
     /// Where the server listens (for a raw client; not every test uses it).
     #[allow(dead_code)]
@@ -89,6 +90,7 @@ pub struct Running {
     task: tokio::task::JoinHandle<()>,
 }
 
+#[allow(dead_code)]
 impl Running {
     /// Serves `config` on a free loopback port and connects a client.
     pub async fn start(config: ServiceConfig) -> Self {
