@@ -36,6 +36,9 @@ impl<S> MemoryStore<S> {
     /// 3. those whose eviction gives back the fewest units at `now_ms`
     ///    (least recently seen first among equals).
     ///
+    /// The reclaiming passes keep every entry seen after the time they
+    /// judge at ([`drop_where`]); only the eviction may take one.
+    ///
     /// The reclaiming passes and the eviction's weighing are apart, because
     /// the states live behind pointers: a pass as short per entry as the
     /// caller's check lets the processor fetch many entries at once; the
@@ -90,9 +93,10 @@ impl<S> MemoryStore<S> {
 }
 
 /// Drops the entries of `shard` (its locked table `map`) for which
-/// `remove(state, now)` is true, with `now` clamped to each entry's latest
-/// seen time (so a stale clock never removes live state). Returns how many
-/// were dropped.
+/// `remove(state, now_ms)` is true, keeping every entry seen after `now_ms`
+/// whatever its state: a call between `now_ms` and its latest seen time is
+/// answered at that time, which a new client would not be (its use logged
+/// earlier would leave the window earlier). Returns how many were dropped.
 pub(super) fn drop_where<S>(
     shard: &Shard<S>,
     map: &mut HashTable<Slot<S>>,
@@ -100,10 +104,7 @@ pub(super) fn drop_where<S>(
     remove: &mut impl FnMut(&mut S, u64) -> bool,
 ) -> usize {
     let before = map.len();
-    map.retain(|slot| {
-        let now = now_ms.max(slot.last_seen);
-        !remove(&mut slot.state, now)
-    });
+    map.retain(|slot| slot.last_seen > now_ms || !remove(&mut slot.state, now_ms));
     let dropped = before - map.len();
     shard.removed(dropped);
     dropped
