@@ -48,13 +48,13 @@ pub async fn run(
     };
     let (addr, listeners) = tollgate_proxy::bind_workers(addr, workers)?;
     let watcher = match (&args.config, running_store) {
-        (Some(path), Some(running)) => Some(spawn_reloader(
+        (Some(path), Some(running)) => spawn_reloader(
             path.clone(),
             config.limits().plans_handle(),
             running,
             args.config_overrides(),
-        )),
-        _ => None,
+        ),
+        _ => spawn_hangup_logger(),
     };
     let limits = match &args.config {
         None => format!("{} {} per {}", args.policy, args.limit, args.window),
@@ -76,7 +76,7 @@ pub async fn run(
     );
     let sweeper = spawn_sweeper(sweep, config.limits().plans_handle());
     let served = tollgate_proxy::run_workers(listeners, config, placement, shutdown).await;
-    for task in watcher.into_iter().chain([sweeper]) {
+    for task in [watcher, sweeper] {
         task.abort();
     }
     served
@@ -120,6 +120,21 @@ async fn listen_addr(listen: &str) -> Result<std::net::SocketAddr, Error> {
             option: "--listen",
             reason: format!("{listen:?} is not an address to listen on, e.g. 127.0.0.1:8082"),
         })
+}
+
+/// Without a config file, logs each SIGHUP (nothing to reload) until the
+/// task is aborted: caught, as with one, so that a `kill -HUP` sent to a
+/// fleet's processes does not end this one by the default action.
+fn spawn_hangup_logger() -> tokio::task::JoinHandle<()> {
+    let hangups = tollgate_config::signals::catch_hangups();
+    tokio::spawn(async move {
+        let Some(mut hangups) = hangups else {
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            tracing::info!("SIGHUP: no --config to reload; going on");
+        }
+    })
 }
 
 /// Reloads the plans of the config file at `path` on SIGHUP and when the

@@ -63,11 +63,17 @@ struct Proxy {
 
 impl Proxy {
     fn start(upstream: &str, config: &Path) -> Self {
+        Self::start_with(upstream, &["--config".as_ref(), config.as_os_str()])
+    }
+
+    /// The proxy with `args` besides the upstream, the listen address and
+    /// the key.
+    fn start_with(upstream: &str, args: &[&std::ffi::OsStr]) -> Self {
         let mut child = ChildGuard::spawn(
             Command::new(BIN)
                 .args(["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0"])
-                .args(["--key", "header:X-Client-Id", "--config"])
-                .arg(config)
+                .args(["--key", "header:X-Client-Id"])
+                .args(args)
                 .env("RUST_LOG", "info")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped()),
@@ -154,6 +160,12 @@ fn proxy_reloads_its_plans_on_sighup_keeping_unchanged_limits() {
     assert_eq!(proxy.allowed("acme", 5), 4, "paid kept its count");
     proxy.wait_for_log("plans reloaded");
 
+    // A changed sweep interval is put in force by a restart only, and
+    // says so.
+    write(&path, &format!("sweep_interval = \"2s\"\n{}", config(4)));
+    proxy.signal("HUP");
+    proxy.wait_for_log("the changed sweep_interval waits for a restart");
+
     // A broken file is refused; the running plans stay.
     write(&path, "default_plan = \"gold\"\n");
     proxy.signal("HUP");
@@ -163,6 +175,26 @@ fn proxy_reloads_its_plans_on_sighup_keeping_unchanged_limits() {
     assert!(proxy.stop(), "the proxy stops cleanly on SIGTERM");
     // 2 + 1 before the reload, 1 + 3 + 4 after it, 4 after the broken file.
     assert_eq!(seen.load(Ordering::SeqCst), 15);
+}
+
+/// Without `--config` a SIGHUP has nothing to reload: the proxy logs it and
+/// goes on (it was ended by the signal's default action, audit), and its
+/// clients keep their counts.
+#[test]
+fn a_proxy_without_a_config_goes_on_after_a_sighup() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (upstream, seen) = runtime.block_on(counting_upstream());
+    let upstream = format!("http://{upstream}");
+    let proxy = Proxy::start_with(
+        &upstream,
+        &["--limit", "2", "--window", "1d"].map(std::ffi::OsStr::new),
+    );
+    assert_eq!(proxy.allowed("bob", 1), 1);
+    proxy.signal("HUP");
+    proxy.wait_for_log("SIGHUP: no --config to reload");
+    assert_eq!(proxy.allowed("bob", 2), 1, "bob kept his count");
+    assert!(proxy.stop(), "the proxy stops cleanly on SIGTERM");
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
 }
 
 /// A `[store]` change waits for a restart, so a reload's limits go into

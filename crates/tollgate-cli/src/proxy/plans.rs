@@ -15,19 +15,21 @@ use tollgate_proxy::Error;
 use tollgate_tower::{Plans, PlansHandle, RateLimitConfig};
 
 /// What a `--config` file sets that only a restart puts in force: its
-/// `[store]` and `[connections]`, as written in the file (flags aside), so
-/// that a reload compares like with like.
+/// `[store]`, `[connections]` and `sweep_interval`, as written in the file
+/// (flags aside), so that a reload compares like with like.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RestartOnly {
     pub(super) store: StoreConfig,
     pub(super) connections: Limits,
+    pub(super) sweep_interval_ms: u64,
 }
 
 /// What a `--config` proxy runs with that a reload does not replace: its
 /// restart-only settings, and the shared store's rejection cache, whose
 /// changed plans' entries a reload drops.
 pub struct Running {
-    /// `[store]` and `[connections]` as the proxy started with them.
+    /// `[store]`, `[connections]` and `sweep_interval` as the proxy started
+    /// with them.
     pub restart_only: RestartOnly,
     /// The shared store's rejection cache, if on.
     pub cache: Option<Arc<RejectionCache>>,
@@ -144,6 +146,7 @@ pub(super) async fn plan_config(
     let restart_only = RestartOnly {
         store: config.store,
         connections: config.connections,
+        sweep_interval_ms: config.sweep_interval_ms,
     };
     let running = Running {
         restart_only,
@@ -154,9 +157,10 @@ pub(super) async fn plan_config(
 
 /// Re-reads the config file at `path` and puts its plans in force through
 /// `handle`, with the same flag `overrides` as at start-up. The store and
-/// the connection limits stay the ones the proxy started with: a `[store]`
-/// or `[connections]` different from `running`'s is logged as waiting for a
-/// restart, and the rejection cache forgets the plans whose limits changed.
+/// the connection limits stay the ones the proxy started with: a `[store]`,
+/// `[connections]` or `sweep_interval` different from `running`'s is logged
+/// as waiting for a restart, and the rejection cache forgets the plans
+/// whose limits changed.
 /// So the new limits must be ones the running store can serve, whatever
 /// store the file names ([`Config::load_for_reload`]).
 ///
@@ -181,6 +185,9 @@ pub fn reload_plans(
             }
             if config.connections != running.connections {
                 waiting.push("[connections]");
+            }
+            if config.sweep_interval_ms != running.sweep_interval_ms {
+                waiting.push("sweep_interval");
             }
             let default_plan = config.default_plan().name();
             if waiting.is_empty() {
