@@ -35,13 +35,14 @@ pub struct RedisStoreConfig {
     /// are computed from decision times, so the margin covers callers whose
     /// clocks lag Redis's or each other's (a decision time ahead of Redis's
     /// clock lengthens the expiry by as much, up to a day). Default 60,000
-    /// (one minute).
+    /// (one minute); at most [`MAX_EXPIRY_MARGIN_MS`].
     pub expiry_margin_ms: u64,
     /// How long a caller waits for a decision: the timeout of the
     /// `tollgate_guard::GuardedStore` in front (give both the same value). Every
     /// call carries a deadline this long after it began, on Redis's clock
     /// ([`crate::deadline`]): a script that starts later writes nothing and
-    /// the call fails with [`RedisStoreError::DeadlinePassed`]. Default 100 ms.
+    /// the call fails with [`RedisStoreError::DeadlinePassed`]. Default 100 ms;
+    /// from [`MIN_TIMEOUT`] to [`MAX_TIMEOUT`].
     pub timeout: Duration,
     /// At most this many decisions in one script call (see [`crate::batch`]):
     /// decisions that arrive while [`RedisStoreConfig::batches_in_flight`]
@@ -87,6 +88,19 @@ pub const MAX_REPLICAS_TO_ACK: u32 = 16;
 /// The default [`RedisStoreConfig::timeout`]: 100 ms.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// The shortest [`RedisStoreConfig::timeout`]: 1 ms, the unit of a call's
+/// deadline (a shorter one would pass before any call could start).
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// The longest [`RedisStoreConfig::timeout`]: an hour. A caller waiting
+/// longer is not waiting for a rate limiter.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3_600);
+
+/// The largest [`RedisStoreConfig::expiry_margin_ms`]: 30 days. A margin
+/// beyond any clock skew only keeps idle keys longer, and one near 2^53
+/// would leave no window servable.
+pub const MAX_EXPIRY_MARGIN_MS: u64 = 30 * 86_400_000;
+
 impl Default for RedisStoreConfig {
     fn default() -> Self {
         Self {
@@ -102,8 +116,24 @@ impl Default for RedisStoreConfig {
 }
 
 impl RedisStoreConfig {
-    /// Checks what the key layout does not: the batching bounds.
+    /// Checks what the key layout does not: the bounds of the timeout, the
+    /// expiry margin, the batching and the replicas, so that a store that
+    /// connects can decide.
     pub(crate) fn validate(&self) -> Result<KeyLayout, RedisStoreError> {
+        if !(MIN_TIMEOUT..=MAX_TIMEOUT).contains(&self.timeout) {
+            return Err(RedisStoreError::Config(format!(
+                "timeout must be from {} ms to {} s, got {:?}",
+                MIN_TIMEOUT.as_millis(),
+                MAX_TIMEOUT.as_secs(),
+                self.timeout
+            )));
+        }
+        if self.expiry_margin_ms > MAX_EXPIRY_MARGIN_MS {
+            return Err(RedisStoreError::Config(format!(
+                "expiry_margin_ms must be at most {MAX_EXPIRY_MARGIN_MS} (30 days), got {}",
+                self.expiry_margin_ms
+            )));
+        }
         if !(1..=MAX_BATCH).contains(&self.batch_max) {
             return Err(RedisStoreError::Config(format!(
                 "batch_max must be from 1 to {MAX_BATCH}, got {}",
@@ -134,5 +164,48 @@ impl RedisStoreConfig {
                 .unwrap_or(u64::MAX)
                 .max(1),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(config: RedisStoreConfig) -> String {
+        match config.validate() {
+            Err(error) => error.to_string(),
+            Ok(_) => panic!("accepted: {config:?}"),
+        }
+    }
+
+    /// A store that every decision would fail (a deadline passed before any
+    /// call starts, a deadline or expiry beyond what Lua holds exactly) is
+    /// refused before it connects, saying which setting is wrong.
+    #[test]
+    fn settings_no_decision_could_be_made_with_are_refused() {
+        for timeout in [
+            Duration::ZERO,
+            Duration::from_micros(999),
+            MAX_TIMEOUT + MIN_TIMEOUT,
+        ] {
+            let config = RedisStoreConfig {
+                timeout,
+                ..RedisStoreConfig::default()
+            };
+            assert!(refused(config).contains("timeout must be"), "{timeout:?}");
+        }
+        let config = RedisStoreConfig {
+            expiry_margin_ms: u64::MAX,
+            ..RedisStoreConfig::default()
+        };
+        assert!(refused(config).contains("expiry_margin_ms must be"));
+        for (timeout, expiry_margin_ms) in [(MIN_TIMEOUT, 0), (MAX_TIMEOUT, MAX_EXPIRY_MARGIN_MS)] {
+            let config = RedisStoreConfig {
+                timeout,
+                expiry_margin_ms,
+                ..RedisStoreConfig::default()
+            };
+            assert!(config.validate().is_ok(), "{config:?}");
+        }
     }
 }

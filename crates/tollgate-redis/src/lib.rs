@@ -205,7 +205,8 @@ pub use bounds::{at_fault, check_limit, check_servable, AtFault};
 pub use call::CallCounts;
 pub use config::{
     RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX, DEFAULT_TIMEOUT,
-    MAX_BATCH, MAX_BATCHES_IN_FLIGHT, MAX_REPLICAS_TO_ACK,
+    MAX_BATCH, MAX_BATCHES_IN_FLIGHT, MAX_EXPIRY_MARGIN_MS, MAX_REPLICAS_TO_ACK, MAX_TIMEOUT,
+    MIN_TIMEOUT,
 };
 pub use connection::{FIRST_CONNECTION_TIMEOUT, RESPONSE_TIMEOUT};
 pub use error::{RedisStoreError, PERMANENT_CODES, SLOT_CODES, TRANSIENT_CODES};

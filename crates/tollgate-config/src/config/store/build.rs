@@ -127,17 +127,17 @@ fn build_prefix(section: &file::StoreSection, at: &At<'_>) -> Result<String, Err
     Ok(prefix.get_ref().clone())
 }
 
-/// The longest `timeout`: far past any use of a per-call timeout, and far
-/// below what would make a Redis script refuse the call's deadline (a time
-/// in µs below 2^53: about 84,000 days from now), which would leave every
+/// `timeout`: from 1 ms to 1 h, the Redis store's own bounds
+/// ([`tollgate_redis::MIN_TIMEOUT`], [`tollgate_redis::MAX_TIMEOUT`]): far
+/// past any use of a per-call timeout, and far below what would make a
+/// Redis script refuse the call's deadline, which would leave every
 /// decision to the failure policy.
-const MAX_TIMEOUT_MS: u64 = 3_600_000;
-
-/// `timeout`: from 1 ms to 1 h.
 fn build_timeout(section: &file::StoreSection, at: &At<'_>) -> Result<u64, Error> {
+    let min_ms = tollgate_redis::MIN_TIMEOUT.as_millis() as u64;
+    let max_ms = tollgate_redis::MAX_TIMEOUT.as_millis() as u64;
     match &section.timeout {
         None => Ok(DEFAULT_TIMEOUT_MS),
-        Some(t) if !(1..=MAX_TIMEOUT_MS).contains(&t.get_ref().0) => Err(at(
+        Some(t) if !(min_ms..=max_ms).contains(&t.get_ref().0) => Err(at(
             t.span(),
             format!("timeout must be from 1ms to 1h (got {} ms)", t.get_ref().0),
         )),
