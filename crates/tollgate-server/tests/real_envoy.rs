@@ -94,7 +94,7 @@ struct Envoy {
 impl Envoy {
     /// Starts `binary` on the example config with its three ports replaced,
     /// an admin endpoint on a free port, and the rate limit call's timeout
-    /// raised from the example's 50 ms (a busy test machine must not turn
+    /// raised from the example's 250 ms (a busy test machine must not turn
     /// into `failure_mode_deny: false` letting requests through unasked).
     async fn start(
         binary: &Path,

@@ -77,6 +77,12 @@ pub enum GivenBack {
     /// Some limit was used again since, and giving its units back could
     /// let in more than the policy allows (a token bucket that would have
     /// refilled to full meanwhile): that part of the consumption stays, an
-    /// error towards admitting less.
+    /// error towards admitting less. In memory that is final. A Redis store
+    /// keeps such a give-back for 10 s and tries it again when a later one
+    /// of the same client is restored (the newer use given back, the state
+    /// may be as this check left it again), so there it may still be
+    /// given back: towards the state had both checks been refused. Giving
+    /// back newest first, as a request of several clients does, meets
+    /// neither.
     Kept,
 }
