@@ -10,7 +10,7 @@
 //! the store is reachable: it does not count toward opening, and a probe
 //! that meets one closes the circuit. So does a transient error that the
 //! store's part answered about one client alone
-//! ([`tollgate::StoreError::reached`]: a Redis Cluster slot being moved),
+//! ([`tollgate::StoreErrorKind::TransientClientOnly`]: a Redis Cluster slot being moved),
 //! which the failure policy still answers. Nor does a timeout while the
 //! same part answered another call (one client's call slow, e.g. its slot
 //! moving under load, while its part serves the rest). Time comes from the

@@ -21,7 +21,7 @@
 //!   ([`tollgate::Store::failure_domain`]), and each part has a circuit of
 //!   its own, so one dead master does not open the circuit for the others'
 //!   clients; an error a part answers about one client alone (its slot
-//!   being moved: [`tollgate::StoreError::reached`]) is answered by the
+//!   being moved: [`tollgate::StoreErrorKind::TransientClientOnly`]) is answered by the
 //!   failure policy but does not count against the part;
 //! - store errors in the log rather than in answers, at most one line per
 //!   second per kind of error, with the number suppressed in between.
