@@ -3,8 +3,9 @@
 //! [`crate::PlanLimiter`].
 //!
 //! A full shard holds clients of every plan, but a check knows only its own
-//! plan. So the limiter remembers every limit it has met while making room
-//! (and the plans of its last sweep), by limit id, and judges each client by
+//! plan. So the limiter remembers every limit it has met, by limit id (the
+//! plan of every check that added a state, of every check that made room,
+//! and of every sweep), and judges each client by
 //! the states it holds: the most units any one of its (non-shadow) limits
 //! would give back. The maximum rather than the sum, because one request
 //! counts against every limit of its plan: summing would count it once per
@@ -13,6 +14,7 @@
 use foldhash::fast::RandomState;
 use hashbrown::HashMap;
 use parking_lot::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::plan::{Limit, Plan, PlanStates};
 use crate::policy::Policy;
@@ -49,6 +51,21 @@ impl<S> Eviction<S> for LeastRecentlySeen {
 #[derive(Default)]
 pub(crate) struct KnownLimits {
     limits: Mutex<Limits>,
+    /// [`plan_key`] of the plan [`KnownLimits::learn`] learned last (0:
+    /// none), so that checks under one plan find it known without the lock.
+    last_learned: AtomicU64,
+}
+
+/// Which limits a plan has, as one number: its limits' ids (each a hash of
+/// the plan, the limit's name, policy, limit and window) folded together.
+fn plan_key(plan: &Plan) -> u64 {
+    plan.limits()
+        .iter()
+        .fold(0x9e37_79b9_7f4a_7c15, |key, limit| {
+            (key ^ limit.id())
+                .rotate_left(23)
+                .wrapping_mul(0x0100_0000_01b3)
+        })
 }
 
 /// Limits by id. Looked up once per state of every client of a full shard:
@@ -73,6 +90,18 @@ impl KnownLimits {
     /// for priceless, and evicted the clients of the limits in force, a
     /// spent one first, which then had its quota whole again. Limits are
     /// few (one per distinct limit the configs ever held).
+    /// Learns the limits of `plan`, whose check added a state: at once when
+    /// `plan` is the one learned last (one atomic load), else under the
+    /// lock.
+    pub(crate) fn learn(&self, plan: &Plan) {
+        let key = plan_key(plan);
+        if self.last_learned.load(Ordering::Relaxed) == key {
+            return;
+        }
+        self.include(std::slice::from_ref(plan));
+        self.last_learned.store(key, Ordering::Relaxed);
+    }
+
     pub(crate) fn include(&self, plans: &[Plan]) {
         let mut known = self.limits.lock();
         for limit in plans.iter().flat_map(|plan| plan.limits()) {

@@ -6,7 +6,7 @@ use crate::eviction::KnownLimits;
 use crate::inspect::{inspect_plan, Inspection};
 use crate::plan::{LimitDecision, Plan, PlanDecision, PlanStates};
 use crate::policy::Policy;
-use crate::store::MemoryStore;
+use crate::store::{Access, MemoryStore};
 
 mod give_back;
 
@@ -50,13 +50,51 @@ impl PlanLimiter {
     /// `plan`, and consumes from each limit only if the request is allowed
     /// (shadow limits that would reject consume nothing). A cost of 0 only asks.
     pub fn check(&self, plan: &Plan, client: &str, now_ms: u64, cost: u32) -> PlanDecision {
-        self.store.with_entry_reclaiming(
+        self.with_plan_entry(plan, client, now_ms, |access| {
+            check_plan(plan, access.state, access.now_ms, cost)
+        })
+    }
+
+    /// `f` on `client`'s entry (made, and room made for it, if need be),
+    /// checked under `plan`. A state `f` adds is of a limit of `plan`, which
+    /// the limiter then knows: a full shard weighs each client by its
+    /// states' limits, and a state of a limit not known is taken for
+    /// priceless, so that a spent client of a known plan went first.
+    pub(super) fn with_plan_entry<R>(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        f: impl FnOnce(Access<'_, PlanStates>) -> R,
+    ) -> R {
+        let mut added_state = false;
+        let answer = self.store.with_entry_reclaiming(
             client,
             now_ms,
             |_| Vec::new(),
             self.known_limits.for_plan(plan),
-            |access| check_plan(plan, access.state, access.now_ms, cost),
-        )
+            |access| {
+                let Access {
+                    state,
+                    now_ms,
+                    is_new,
+                    lineage,
+                } = access;
+                let before = state.len();
+                let answer = f(Access {
+                    state: &mut *state,
+                    now_ms,
+                    is_new,
+                    lineage,
+                });
+                added_state = state.len() > before;
+                answer
+            },
+        );
+        if added_state {
+            self.known_limits.learn(plan);
+        }
+        answer
     }
 
     /// The numbers for `client` under `plan` without using anything.
@@ -105,10 +143,10 @@ impl PlanLimiter {
                     if !unknown.contains(id) {
                         unknown.push(*id);
                     }
-                    // A client seen after the sweep's time may have written
-                    // it under plans newer than the sweep's (a limit put
-                    // back by a reload since the sweep before).
-                    !unknown_before.contains(id) || now > now_ms
+                    // (A client seen after the sweep's time, which may have
+                    // written it under plans newer than the sweep's, is not
+                    // offered: `MemoryStore::sweep_with`.)
+                    !unknown_before.contains(id)
                 }
             });
             states.is_empty()

@@ -316,13 +316,14 @@ impl<S> MemoryStore<S> {
         self.len() == 0
     }
 
-    /// Offers every entry to `remove(state, now)`, one shard at a time
-    /// (other shards keep serving meanwhile), and drops those for which it
-    /// returns true; it may also trim the state it keeps. Returns how many
-    /// entries were dropped.
+    /// Offers every entry last seen at or before `now_ms` to `remove(state,
+    /// now_ms)`, one shard at a time (other shards keep serving meanwhile),
+    /// and drops those for which it returns true; it may also trim the state
+    /// it keeps. Returns how many entries were dropped.
     ///
-    /// `now_ms` is clamped per entry to its latest seen time, so a sweep with
-    /// a stale clock never removes state that is still live.
+    /// An entry seen after `now_ms` is neither offered nor trimmed: a call
+    /// between the two is answered at its latest seen time, which a state
+    /// judged at `now_ms` could not keep.
     pub fn sweep_with(&self, now_ms: u64, mut remove: impl FnMut(&mut S, u64) -> bool) -> usize {
         let mut removed = 0;
         for shard in self.shards.iter() {

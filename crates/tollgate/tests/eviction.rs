@@ -142,6 +142,50 @@ fn a_flood_on_another_plan_does_not_reset_it() {
     }
 }
 
+/// Clients of a plan whose checks never had to make room (nor a sweep
+/// ran) are weighed by that plan's limits too: their states were of limits
+/// the limiter had not met, taken for priceless, and a full shard evicted
+/// the spent client of the plan at hand first, which then had its quota
+/// whole again (audit: about half the trials). Each trial a new limiter,
+/// since which clients share a shard depends on its random hash.
+#[test]
+fn clients_of_a_plan_not_met_while_making_room_are_weighed_by_its_limits() {
+    let spent_plan = daily("sliding-window");
+    let other = Plan::new(
+        "other",
+        vec![Limit::new(
+            "1d",
+            AnyPolicy::from_name("sliding-window", 50, DAY_MS).expect("valid"),
+            false,
+        )],
+    )
+    .expect("valid plan");
+    let mut trials = 0;
+    for _ in 0..200 {
+        let limiter = PlanLimiter::with_max_clients(128);
+        assert!(limiter.check(&spent_plan, "spent", 0, LIMIT).allowed);
+        // Few enough that most trials make no room meanwhile (two clients
+        // a shard at this cap), enough that one often shares the spent
+        // client's shard.
+        for i in 0..20 {
+            limiter.check(&other, &format!("other-{i}"), 1, 1);
+        }
+        if limiter.store().evicted() + limiter.store().reclaimed() > 0 {
+            // Room was made under `other`: its limits were met then.
+            continue;
+        }
+        trials += 1;
+        for i in 0..200 {
+            limiter.check(&spent_plan, &format!("fresh-{i}"), 2, 1);
+        }
+        assert!(!limiter.check(&spent_plan, "spent", 3, 1).allowed);
+    }
+    assert!(
+        trials >= 20,
+        "only {trials} trials made no room before the flood"
+    );
+}
+
 #[test]
 fn units_given_back_count_what_a_fresh_client_has_beyond_this_one() {
     use tollgate::Policy;

@@ -51,32 +51,26 @@ impl PlanLimiter {
         now_ms: u64,
         cost: u32,
     ) -> Returnable {
-        self.store.with_entry_reclaiming(
-            client,
-            now_ms,
-            |_| Vec::new(),
-            self.known_limits.for_plan(plan),
-            |access| {
-                let now = access.now_ms;
-                if cost == 0 {
-                    // A look consumes nothing: no copies, no receipt.
-                    return check_plan(plan, access.state, now, 0).into();
-                }
-                let mut refused = access.state.clone();
-                check_plan(plan, &mut refused, now, 0);
-                let decision = check_plan(plan, access.state, now, cost);
-                let receipt = decision.allowed.then(|| {
-                    Receipt::new(MemoryReceipt {
-                        client: CompactString::new(client),
-                        lineage: access.lineage,
-                        used_at: now,
-                        cost,
-                        limits: changed(plan, &refused, access.state),
-                    })
-                });
-                Returnable { decision, receipt }
-            },
-        )
+        self.with_plan_entry(plan, client, now_ms, |access| {
+            let now = access.now_ms;
+            if cost == 0 {
+                // A look consumes nothing: no copies, no receipt.
+                return check_plan(plan, access.state, now, 0).into();
+            }
+            let mut refused = access.state.clone();
+            check_plan(plan, &mut refused, now, 0);
+            let decision = check_plan(plan, access.state, now, cost);
+            let receipt = decision.allowed.then(|| {
+                Receipt::new(MemoryReceipt {
+                    client: CompactString::new(client),
+                    lineage: access.lineage,
+                    used_at: now,
+                    cost,
+                    limits: changed(plan, &refused, access.state),
+                })
+            });
+            Returnable { decision, receipt }
+        })
     }
 
     /// Takes back what the check of `receipt` consumed: each limit's state
