@@ -20,7 +20,7 @@ use tower::Service;
 
 use crate::body::ForwardBody;
 use crate::pool::{Conn, Pool, ReturningBody};
-use crate::upload::{UploadBody, UploadEnd};
+use crate::upload::{Late, Progress, UploadBody};
 use crate::Upstream;
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1):
@@ -132,9 +132,9 @@ impl Forward {
     async fn answer(self, request: Request<Incoming>) -> Response<ForwardBody> {
         let deadline = tokio::time::Instant::now() + self.response_timeout;
         let (parts, body) = request.into_parts();
-        let (body, mut end) = UploadBody::new(body);
+        let (body, progress) = UploadBody::new(body);
         let request = Request::from_parts(parts, body);
-        match self.send(request, deadline, &mut end).await {
+        match self.send(request, deadline, progress.as_deref()).await {
             Ok(response) => response,
             Err(Failure::Unreachable(e)) if from_the_client(&*e) => proxy_error(
                 StatusCode::BAD_REQUEST,
@@ -148,11 +148,18 @@ impl Forward {
                     error_chain(&*e)
                 ),
             ),
-            Err(Failure::Late) => proxy_error(
+            Err(Failure::Late(Late::Upstream)) => proxy_error(
                 StatusCode::GATEWAY_TIMEOUT,
                 &format!(
                     "upstream {} did not answer within {} ms",
                     self.upstream.url(),
+                    self.response_timeout.as_millis()
+                ),
+            ),
+            Err(Failure::Late(Late::Client)) => proxy_error(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the request's body stopped arriving for {} ms",
                     self.response_timeout.as_millis()
                 ),
             ),
@@ -166,24 +173,24 @@ impl Forward {
         &self,
         request: Request<UploadBody>,
         deadline: tokio::time::Instant,
-        end: &mut UploadEnd,
+        progress: Option<&Progress>,
     ) -> Result<Response<ForwardBody>, Failure> {
         let Some(mut conn) = self.pool.checkout() else {
             // Boxed, as the connection: a large future on the rare path.
-            return Box::pin(self.send_new(request, deadline, end)).await;
+            return Box::pin(self.send_new(request, deadline, progress)).await;
         };
         match conn
-            .send_until(request, deadline, end, self.response_timeout)
+            .send_until(request, deadline, progress, self.response_timeout)
             .await
         {
-            Some(Ok(response)) => Ok(self.relay(response, conn)),
-            Some(Err(mut error)) => match error.take_message() {
+            Ok(Ok(response)) => Ok(self.relay(response, conn)),
+            Ok(Err(mut error)) => match error.take_message() {
                 // The upstream closed the idle connection before the request
                 // went out: once more on a new one (as hyper-util's client does).
-                Some(request) => Box::pin(self.send_new(request, deadline, end)).await,
+                Some(request) => Box::pin(self.send_new(request, deadline, progress)).await,
                 None => Err(Failure::Unreachable(error.into_error().into())),
             },
-            None => Err(Failure::Late),
+            Err(late) => Err(Failure::Late(late)),
         }
     }
 
@@ -194,20 +201,20 @@ impl Forward {
         &self,
         request: Request<UploadBody>,
         deadline: tokio::time::Instant,
-        end: &mut UploadEnd,
+        progress: Option<&Progress>,
     ) -> Result<Response<ForwardBody>, Failure> {
         let mut conn = match tokio::time::timeout_at(deadline, self.pool.connect()).await {
             Ok(Ok(conn)) => conn,
             Ok(Err(e)) => return Err(Failure::Unreachable(e.into())),
-            Err(_) => return Err(Failure::Late),
+            Err(_) => return Err(Failure::Late(Late::Upstream)),
         };
         match conn
-            .send_until(request, deadline, end, self.response_timeout)
+            .send_until(request, deadline, progress, self.response_timeout)
             .await
         {
-            Some(Ok(response)) => Ok(self.relay(response, conn)),
-            Some(Err(error)) => Err(Failure::Unreachable(error.into_error().into())),
-            None => Err(Failure::Late),
+            Ok(Ok(response)) => Ok(self.relay(response, conn)),
+            Ok(Err(error)) => Err(Failure::Unreachable(error.into_error().into())),
+            Err(late) => Err(Failure::Late(late)),
         }
     }
 
@@ -229,8 +236,9 @@ impl Forward {
 enum Failure {
     /// No connection, or it broke: `502`.
     Unreachable(SendError),
-    /// No response head before the deadline: `504`.
-    Late,
+    /// No response head in time (`504`), or a body that stopped
+    /// arriving (`408`): see [`crate::upload`].
+    Late(Late),
 }
 
 /// An error and its causes, `: `-separated (hyper's own message alone says

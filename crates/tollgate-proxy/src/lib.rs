@@ -6,7 +6,8 @@
 //! `Connection` are dropped, as HTTP requires), rejected ones are answered
 //! by the proxy with `429` and the IETF RateLimit headers. An upstream that
 //! cannot be reached gives `502` with a body saying so, one that does not
-//! start answering in time `504`.
+//! start answering in time `504`, an upload that stops moving `504` or
+//! `408` ([`upload`]).
 //!
 //! The proxy is the [`tollgate_tower::RateLimitLayer`] in front of a
 //! forwarding service ([`forward::Forward`]) and nothing else ([`service`]:
@@ -50,7 +51,7 @@ pub mod options;
 mod placement;
 mod pool;
 mod unforwardable;
-mod upload;
+pub mod upload;
 mod upstream;
 pub mod workers;
 
@@ -170,8 +171,10 @@ impl ProxyConfig {
 
     /// How long to wait for the upstream's response head before answering
     /// `504 Gateway Timeout`, counted from the end of the request's upload
-    /// (from its start when it has no body): neither a slow upload nor a
-    /// slow response body is cut off.
+    /// (from its start when it has no body), and how long an upload may
+    /// stop moving (`504` when the upstream stopped taking it, `408` when
+    /// the client stopped sending it): a slow upload that keeps moving, or
+    /// a slow response body, is not cut off.
     #[must_use]
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;

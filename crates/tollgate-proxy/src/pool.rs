@@ -26,7 +26,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::upload::{UploadBody, UploadEnd};
+use crate::upload::{Late, Progress, UploadBody};
 
 /// How long an idle upstream connection is kept (as hyper-util's pooled
 /// client does by default).
@@ -47,7 +47,8 @@ pub(crate) struct Conn {
     /// The deadline of the response awaited on the connection: one timer for
     /// the connection's life, moved to each request's deadline. Deadlines
     /// only move later on a connection (one request at a time, each timed
-    /// from its start), which tokio does with one atomic update of the timer
+    /// from its start or its upload's progress, and back in the pool only
+    /// once answered), which tokio does with one atomic update of the timer
     /// already registered; a timer per request is inserted into tokio's
     /// timer wheel and removed from it each time (BENCHMARKS.md).
     timer: Pin<Box<Sleep>>,
@@ -61,37 +62,37 @@ impl Conn {
     }
 
     /// Sends `request` and waits for its response head until `deadline`,
-    /// or, for a request still uploading its body (`end`), until `timeout`
-    /// after the upload ended, whichever is later; `None` once that has
-    /// passed. `end` is emptied once the upload ended.
+    /// or, for a request with a body (`progress`), for as long as the
+    /// upload keeps moving and then `timeout` after it ended
+    /// ([`crate::upload`]); `Err` with who was late once that has passed.
     pub(crate) async fn send_until(
         &mut self,
         request: Request<UploadBody>,
-        mut deadline: tokio::time::Instant,
-        end: &mut UploadEnd,
+        deadline: tokio::time::Instant,
+        progress: Option<&Progress>,
         timeout: Duration,
-    ) -> Option<Result<Response<Incoming>, TrySendError<Request<UploadBody>>>> {
+    ) -> Result<Sent, Late> {
+        self.timer.as_mut().reset(deadline);
         let sending = self.sender.try_send_request(request);
         tokio::pin!(sending);
-        if let Some(upload) = end {
-            // No timer while the body moves: a slow upload is the client's,
-            // and its idle timeout bounds it.
+        loop {
             tokio::select! {
                 biased;
-                sent = &mut sending => return Some(sent),
-                _ = upload => {}
+                sent = &mut sending => return Ok(sent),
+                () = self.timer.as_mut() => {}
             }
-            *end = None;
-            deadline = deadline.max(tokio::time::Instant::now() + timeout);
-        }
-        self.timer.as_mut().reset(deadline);
-        tokio::select! {
-            biased;
-            sent = sending => Some(sent),
-            () = self.timer.as_mut() => None,
+            let Some(progress) = progress else {
+                return Err(Late::Upstream);
+            };
+            let later = progress.next_deadline(tokio::time::Instant::now(), timeout)?;
+            self.timer.as_mut().reset(later);
         }
     }
 }
+
+/// What sending a request on a connection gave: the response head, or the
+/// error (with the request back when it was never sent).
+pub(crate) type Sent = Result<Response<Incoming>, TrySendError<Request<UploadBody>>>;
 
 /// Why no upstream connection could be had. Each message says only its
 /// own part: the cause is the error's `source()`, which the 502 body

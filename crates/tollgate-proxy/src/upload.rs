@@ -1,41 +1,113 @@
-//! A client's request body on its way to the upstream, which says when it
-//! has been sent in full: the upstream's time to answer is counted from
-//! then (`--upstream-timeout`), as Envoy counts a route's timeout from the
-//! end of the downstream request, so that a slow but moving upload is not
-//! cut off as a silent upstream. An upload that stops moving is closed by
-//! the client connection's `idle_timeout`.
+//! A client's request body on its way to the upstream, and how long the
+//! proxy waits for what (`--upstream-timeout`, the same span for each):
+//!
+//! - while the body moves, nothing is timed: a slow upload that keeps
+//!   moving is neither side's silence;
+//! - once the body has been sent in full, the upstream has the timeout to
+//!   start answering (as Envoy times a route from the end of the
+//!   downstream request): `504`;
+//! - a body that stops moving for the timeout ends the request too: `504`
+//!   when the upstream stopped taking it (the proxy had the next part to
+//!   send), `408` when the client stopped sending it (the proxy asked for
+//!   the next part and waited).
+//!
+//! The body marks its progress in a `Progress` the waiting request reads
+//! only when its timer fires, so a moving body costs one clock reading and
+//! two stores per part, and no wake-up.
 
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 /// The client's body as the upstream connection reads it.
 pub(crate) struct UploadBody {
     body: Incoming,
-    /// Told (or dropped) once the body has been read to its end; `None`
-    /// for a body that was empty from the start, or once told.
-    sent: Option<oneshot::Sender<()>>,
+    /// `None` for a body that was empty from the start (a `GET`).
+    progress: Option<Arc<Progress>>,
 }
 
-/// The end of a request's upload, awaited before its response is timed.
-pub(crate) type UploadEnd = Option<oneshot::Receiver<()>>;
+/// Where a request's upload stands, as its body last saw it.
+pub(crate) struct Progress {
+    /// When the request began; the times below are µs after it.
+    began: Instant,
+    /// When the last part went through (or the request began).
+    last_us: AtomicU64,
+    /// When the body ended, or `u64::MAX` while it goes on.
+    ended_us: AtomicU64,
+    /// Whether the proxy is waiting for the client's next part (it asked
+    /// and got none yet), rather than for the upstream to take more.
+    waiting_for_client: AtomicBool,
+}
+
+/// Why a request waiting for its upstream's answer is given up on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Late {
+    /// The upstream did not start answering, or stopped taking the body.
+    Upstream,
+    /// The client stopped sending the body.
+    Client,
+}
 
 impl UploadBody {
-    /// `body`, and what tells its end: `None` when there is nothing to send
-    /// (a `GET`), so that such a request allocates nothing for it.
-    pub(crate) fn new(body: Incoming) -> (Self, UploadEnd) {
+    /// `body`, and its progress, shared with the request waiting for the
+    /// answer: `None` when there is nothing to send, so that such a
+    /// request allocates nothing for it.
+    pub(crate) fn new(body: Incoming) -> (Self, Option<Arc<Progress>>) {
         if body.is_end_stream() {
-            return (Self { body, sent: None }, None);
+            return (
+                Self {
+                    body,
+                    progress: None,
+                },
+                None,
+            );
         }
-        let (sent, end) = oneshot::channel();
+        let progress = Arc::new(Progress {
+            began: Instant::now(),
+            last_us: AtomicU64::new(0),
+            ended_us: AtomicU64::new(u64::MAX),
+            waiting_for_client: AtomicBool::new(false),
+        });
         let upload = Self {
             body,
-            sent: Some(sent),
+            progress: Some(progress.clone()),
         };
-        (upload, Some(end))
+        (upload, Some(progress))
+    }
+}
+
+impl Progress {
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.began.elapsed().as_micros()).unwrap_or(u64::MAX - 1)
+    }
+
+    fn at(&self, us: u64) -> Instant {
+        self.began + Duration::from_micros(us)
+    }
+
+    /// When a request whose timer fired at `now` is to be given up on:
+    /// `Ok` with a later time to look again, or `Err` with who was late.
+    pub(crate) fn next_deadline(&self, now: Instant, timeout: Duration) -> Result<Instant, Late> {
+        let ended = self.ended_us.load(Ordering::Acquire);
+        let (since, late) = if ended != u64::MAX {
+            (ended, Late::Upstream)
+        } else if self.waiting_for_client.load(Ordering::Acquire) {
+            (self.last_us.load(Ordering::Acquire), Late::Client)
+        } else {
+            (self.last_us.load(Ordering::Acquire), Late::Upstream)
+        };
+        let deadline = self.at(since) + timeout;
+        if deadline > now {
+            Ok(deadline)
+        } else {
+            Err(late)
+        }
     }
 }
 
@@ -48,20 +120,27 @@ impl Body for UploadBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = self.get_mut();
-        let frame = ready!(Pin::new(&mut this.body).poll_frame(cx));
-        let ended = match &frame {
-            None => true,
-            Some(Ok(_)) => this.body.is_end_stream(),
-            // A broken body ends the upload too: hyper then fails the
-            // request, and no response is awaited.
-            Some(Err(_)) => true,
-        };
-        if ended {
-            if let Some(sent) = this.sent.take() {
-                let _ = sent.send(());
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        if let Some(progress) = &this.progress {
+            match &polled {
+                Poll::Pending => progress.waiting_for_client.store(true, Ordering::Release),
+                Poll::Ready(frame) => {
+                    let now = progress.now_us();
+                    progress.last_us.store(now, Ordering::Release);
+                    progress.waiting_for_client.store(false, Ordering::Release);
+                    // A broken body ends the upload too: hyper then fails
+                    // the request, and no answer is awaited.
+                    let ended = match frame {
+                        Some(Ok(_)) => this.body.is_end_stream(),
+                        None | Some(Err(_)) => true,
+                    };
+                    if ended {
+                        progress.ended_us.store(now, Ordering::Release);
+                    }
+                }
             }
         }
-        Poll::Ready(frame)
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -30,7 +30,8 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// The upstream: `/endless` answers with a body that goes on for as long as
 /// it is read, `/silent` never answers, `/upload` answers the length of the
 /// body it read to its end, `/upload-silent` reads it and never answers,
-/// anything else answers `ok`; counts the connections it accepts.
+/// `/stuck` never reads its body nor answers, anything else answers `ok`;
+/// counts the connections it accepts.
 async fn upstream(accepted: Arc<AtomicUsize>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -39,6 +40,10 @@ async fn upstream(accepted: Arc<AtomicUsize>) -> SocketAddr {
             accepted.fetch_add(1, Ordering::SeqCst);
             let service = hyper::service::service_fn(|request: Request<Incoming>| async move {
                 let path = request.uri().path().to_owned();
+                if path == "/stuck" {
+                    let _unread = request;
+                    return std::future::pending().await;
+                }
                 if path.starts_with("/upload") {
                     let body = request.into_body().collect().await.unwrap().to_bytes();
                     if path == "/upload-silent" {
@@ -272,4 +277,62 @@ async fn a_silent_answer_after_an_upload_is_a_504_after_the_timeout() {
     assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
     // A lower bound only: a late answer cannot make it fail.
     assert!(uploaded.elapsed() >= timeout, "{:?}", uploaded.elapsed());
+}
+
+/// An upstream that stops taking the body (it does not read its socket)
+/// has the timeout from the body's last move: `504`. (Timed from the
+/// upload's end alone, it had none: the upload never ended, and only the
+/// client connection's idle timeout, or nothing over HTTP/2, ended the
+/// request; review.)
+#[tokio::test]
+async fn an_upstream_that_stops_taking_the_body_is_a_504() {
+    let timeout = Duration::from_millis(300);
+    let upstream = upstream(Arc::new(AtomicUsize::new(0))).await;
+    let (proxy, _stop) = proxy_with_timeout(upstream, timeout).await;
+    let request = Request::post(format!("http://{proxy}/stuck"))
+        .body(Full::new(Bytes::from(vec![b'u'; 64 << 20])))
+        .unwrap();
+    let asked = std::time::Instant::now();
+    let response = tokio::time::timeout(PATIENCE, client().request(request))
+        .await
+        .expect("the proxy answers in time")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert!(asked.elapsed() >= timeout, "{:?}", asked.elapsed());
+}
+
+/// A client that stops sending its body, the proxy waiting for it, is
+/// answered `408` once it has been silent for the timeout.
+#[tokio::test]
+async fn a_client_that_stops_sending_its_body_gets_a_408() {
+    let timeout = Duration::from_millis(200);
+    let upstream = upstream(Arc::new(AtomicUsize::new(0))).await;
+    let (proxy, _stop) = proxy_with_timeout(upstream, timeout).await;
+    let client: Client<HttpConnector, Channel<Bytes, Infallible>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let (mut tx, body) = Channel::<Bytes, Infallible>::new(1);
+    let request = Request::post(format!("http://{proxy}/upload"))
+        .body(body)
+        .unwrap();
+    let sent = tokio::spawn(async move {
+        tx.send_data(Bytes::from_static(b"first part"))
+            .await
+            .unwrap();
+        let sent = std::time::Instant::now();
+        // The rest never comes; the sender stays open.
+        std::future::pending::<()>().await;
+        drop(tx);
+        sent
+    });
+    let response = tokio::time::timeout(PATIENCE, client.request(request))
+        .await
+        .expect("the proxy answers in time")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        body,
+        "tollgate proxy: the request's body stopped arriving for 200 ms\n"
+    );
+    sent.abort();
 }

@@ -53,7 +53,8 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "1s")]
     pub window: String,
     /// How long the upstream may take to start answering before the client gets a 504,
-    /// counted from the end of the request's upload (its start, without a body).
+    /// counted from the end of the request's upload (its start, without a body); also
+    /// how long an upload may stop moving (504 for the upstream's stop, 408 for the client's).
     #[arg(long, default_value = "30s")]
     pub upstream_timeout: String,
     /// Serving threads, each with its own listener on the address (SO_REUSEPORT)
