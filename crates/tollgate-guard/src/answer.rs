@@ -46,6 +46,27 @@ pub(crate) fn fail_closed(plan: &Plan, cost: u32, retry_after_ms: u64) -> PlanDe
     }
 }
 
+/// What `policy` answers a request of `cost` under `plan` at `now_ms`
+/// without asking the store: for a front end that already holds the
+/// policy's answer to a look at the same client (the store failing for
+/// it) and must not wait out the store's timeout a second time to use it
+/// (the Envoy service deciding several clients of one request). `None` for
+/// the local fallback, whose use must count in its local limiter, and for
+/// [`FailurePolicy::Unavailable`], which answers nothing.
+pub fn failure_answer(
+    policy: FailurePolicy,
+    plan: &Plan,
+    now_ms: u64,
+    cost: u32,
+    fail_closed_retry_after_ms: u64,
+) -> Option<PlanDecision> {
+    match policy {
+        FailurePolicy::FailOpen => Some(fail_open(plan, now_ms, cost)),
+        FailurePolicy::FailClosed => Some(fail_closed(plan, cost, fail_closed_retry_after_ms)),
+        FailurePolicy::LocalFallback | FailurePolicy::Unavailable => None,
+    }
+}
+
 /// Local fallback: the local in-memory limiter decides (and keeps its
 /// state for the rest of the outage and the next one); with `keep`, with a
 /// receipt of what it used, marked [`LocalUse`] so that the guard gives it

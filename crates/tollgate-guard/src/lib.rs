@@ -61,6 +61,7 @@ mod breakers;
 mod guarded;
 mod log;
 
+pub use answer::failure_answer;
 pub use breaker::{BreakerConfig, DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_PROBE_INTERVAL_MS};
 pub use breakers::IDLE_PART_MS;
 pub use guarded::{FailureCounts, GuardedStore, DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS};

@@ -5,7 +5,7 @@
 use std::sync::{Mutex, PoisonError};
 
 use futures_util::future::join_all;
-use tollgate::{PlanDecision, Returnable};
+use tollgate::{DecidedBy, PlanDecision, Returnable};
 use tonic::Status;
 
 use super::{Group, RlsService, Verdict};
@@ -72,6 +72,12 @@ impl RlsService {
     /// none refused and nothing failed, the rest. A failed look counts as
     /// its group's failed use: it stops the second round, but not a refusal
     /// of the first.
+    ///
+    /// A group whose look the failure policy answered (fail-open or
+    /// fail-closed: its store failing) is answered by the policy at its
+    /// cost without a second call, which would wait out the store's
+    /// timeout again while the request holds its clients' locks; a refusal
+    /// among them refuses the request before anything is used.
     async fn use_in_turn(
         &self,
         groups: &[Group],
@@ -80,9 +86,20 @@ impl RlsService {
         now: u64,
         taken: &Mutex<Taken>,
     ) -> Vec<(usize, Result<PlanDecision, Status>)> {
+        let mut uses: Vec<(usize, Result<PlanDecision, Status>)> = (0..groups.len())
+            .filter_map(|i| {
+                let look = looks[i].as_ref().ok()?;
+                Some((i, Ok(policy_answer(&groups[i], costs[i], now, look)?)))
+            })
+            .collect();
+        if any_refused(&uses) {
+            return uses;
+        }
+        let answered: Vec<usize> = uses.iter().map(|(i, _)| *i).collect();
         let (crowded, roomy): (Vec<usize>, Vec<usize>) = (0..groups.len())
+            .filter(|i| !answered.contains(i))
             .partition(|&i| matches!(&looks[i], Ok(look) if !has_room(costs[i], look)));
-        let mut uses = self.use_all(groups, costs, &crowded, now, taken).await;
+        uses.extend(self.use_all(groups, costs, &crowded, now, taken).await);
         if any_refused(&uses) {
             return uses;
         }
@@ -141,6 +158,18 @@ impl RlsService {
             .await;
         answer.map_err(|error| self.failed(group, &error))
     }
+}
+
+/// The failure policy's answer to `group` at `cost`, when `look` was that
+/// policy's (fail-open or fail-closed; see `use_in_turn`).
+fn policy_answer(group: &Group, cost: u32, now: u64, look: &PlanDecision) -> Option<PlanDecision> {
+    let DecidedBy::Failure(policy) = look.decided_by else {
+        return None;
+    };
+    let retry_after_ms = look
+        .retry_after_ms
+        .unwrap_or(tollgate_guard::DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS);
+    tollgate_guard::failure_answer(policy, &group.plan, now, cost, retry_after_ms)
 }
 
 /// Whether a group's look (cost 0) leaves room for its cost in every
