@@ -52,13 +52,31 @@ pub(crate) struct Conn {
     /// already registered; a timer per request is inserted into tokio's
     /// timer wheel and removed from it each time (BENCHMARKS.md).
     timer: Pin<Box<Sleep>>,
+    /// The task driving the connection, ended when the connection is
+    /// dropped rather than kept: one blocked writing a body its upstream
+    /// stopped reading would otherwise hold its socket (and the body's
+    /// buffers) until the upstream closed it, long after its request ended.
+    _driver: AbortOnDrop,
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Conn {
-    fn new(sender: Sender) -> Self {
+    fn new(sender: Sender, driver: tokio::task::AbortHandle) -> Self {
         // Registered with the runtime when first awaited, not now.
         let timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
-        Self { sender, timer }
+        Self {
+            sender,
+            timer,
+            _driver: AbortOnDrop(driver),
+        }
     }
 
     /// Sends `request` and waits for its response head until `deadline`,
@@ -204,10 +222,10 @@ impl Pool {
         let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
         // A connection that ends with an error is not reused; the request
         // on it, if any, got the error.
-        tokio::spawn(async move {
+        let driver = tokio::spawn(async move {
             let _ = connection.await;
         });
-        Ok(Conn::new(sender))
+        Ok(Conn::new(sender, driver.abort_handle()))
     }
 }
 

@@ -336,3 +336,55 @@ async fn a_client_that_stops_sending_its_body_gets_a_408() {
     );
     sent.abort();
 }
+
+/// The proxy's connections to `upstream` that are still established, read
+/// from the kernel's table (the proxy runs in this process).
+fn established_to(upstream: SocketAddr) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let port = format!(":{:04X}", upstream.port());
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // Remote address, then the state: 01 is ESTABLISHED.
+            fields.len() > 3 && fields[2].ends_with(&port) && fields[3] == "01"
+        })
+        .count()
+}
+
+/// A request whose upstream stopped taking its body, answered `504`, does
+/// not leave its upstream connection behind: the task driving it, blocked
+/// writing, is ended with it. (It held the socket, and the body's buffers,
+/// until the upstream closed it, long after the request; re-check audit.)
+#[tokio::test]
+async fn a_connection_blocked_writing_an_ended_request_is_closed() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    // Accepts, never reads; keeps every connection open from its side.
+    let held = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let (proxy, _stop) = proxy_with_timeout(upstream, Duration::from_millis(300)).await;
+    let request = Request::post(format!("http://{proxy}/"))
+        .body(Full::new(Bytes::from(vec![b'u'; 64 << 20])))
+        .unwrap();
+    let response = tokio::time::timeout(PATIENCE, client().request(request))
+        .await
+        .expect("the proxy answers in time")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    // A bounded wait for the kernel to show the socket closed.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while established_to(upstream) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upstream connection is still open"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    held.abort();
+}
