@@ -13,7 +13,7 @@
 //!   have run, so its receipt is claimed all the same.
 //! - A reply that never comes (the connection is silent, not closed): the
 //!   call is given up on after `RESPONSE_TIMEOUT`, then taken back by its
-//!   receipt (`src/lost.rs`), as on one node.
+//!   receipt (`src/call/lost.rs`), as on one node.
 //! - A refund whose connection drops after Redis ran it: sent again, the
 //!   sliding log's undo would take out another request's units; the copy
 //!   finds the answer the first run kept under the refund's own key, and

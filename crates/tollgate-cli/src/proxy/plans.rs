@@ -193,7 +193,11 @@ pub fn reload_plans(
             if waiting.is_empty() {
                 tracing::info!(path = %path.display(), default_plan, "plans reloaded");
             } else {
-                let waiting = waiting.join(" and ");
+                let waiting = match waiting.split_last() {
+                    Some((last, [])) => (*last).to_owned(),
+                    Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+                    None => String::new(),
+                };
                 tracing::warn!(path = %path.display(), default_plan, "plans reloaded; the changed {waiting} waits for a restart");
             }
             Ok(())
