@@ -126,14 +126,15 @@ impl Forward {
         Ok(())
     }
 
-    /// The upstream's answer to a [`Forward::prepare`]d `request`, or the
-    /// proxy's `502` (unreachable) or `504` (no answer in time: within the
-    /// response timeout of the request's start, or of its upload's end).
-    async fn answer(self, request: Request<Incoming>) -> Response<ForwardBody> {
+    /// The upstream's answer to a [`Forward::prepare`]d `request`, whose
+    /// upload makes `progress` if it has a body, or the proxy's `502`
+    /// (unreachable), `504` or `408` (no answer in time: [`crate::upload`]).
+    async fn answer(
+        self,
+        request: Request<UploadBody>,
+        progress: Option<Arc<Progress>>,
+    ) -> Response<ForwardBody> {
         let deadline = tokio::time::Instant::now() + self.response_timeout;
-        let (parts, body) = request.into_parts();
-        let (body, progress) = UploadBody::new(body);
-        let request = Request::from_parts(parts, body);
         match self.send(request, deadline, progress.as_deref()).await {
             Ok(response) => response,
             Err(Failure::Unreachable(e)) if from_the_client(&*e) => proxy_error(
@@ -296,8 +297,12 @@ impl Service<Request<Incoming>> for Forward {
             );
             return Box::pin(std::future::ready(Ok(response)));
         }
+        // Its body's type made here too, before the future exists.
+        let (parts, body) = request.into_parts();
+        let (body, progress) = UploadBody::new(body);
+        let request = Request::from_parts(parts, body);
         let this = self.clone();
-        Box::pin(async move { Ok(this.answer(request).await) })
+        Box::pin(async move { Ok(this.answer(request, progress).await) })
     }
 }
 
