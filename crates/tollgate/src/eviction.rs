@@ -11,10 +11,11 @@
 //! counts against every limit of its plan: summing would count it once per
 //! limit. A shadow limit never rejects, so resetting it gives nothing away.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use foldhash::fast::RandomState;
 use hashbrown::HashMap;
 use parking_lot::{Mutex, MutexGuard};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::plan::{Limit, Plan, PlanStates};
 use crate::policy::Policy;
@@ -82,6 +83,18 @@ impl KnownLimits {
         }
     }
 
+    /// Learns the limits of `plan`, whose check added a state: at once when
+    /// `plan` is the one learned last (one atomic load), else under the
+    /// lock.
+    pub(crate) fn learn(&self, plan: &Plan) {
+        let key = plan_key(plan);
+        if self.last_learned.load(Ordering::Acquire) == key {
+            return;
+        }
+        self.include(std::slice::from_ref(plan));
+        self.last_learned.store(key, Ordering::Release);
+    }
+
     /// Learns the limits of `plans` (a sweep's), keeping those met before:
     /// a limit a reload removed or changed still has states in the store
     /// until they are dropped, and they must be judged by their own policy.
@@ -90,18 +103,6 @@ impl KnownLimits {
     /// for priceless, and evicted the clients of the limits in force, a
     /// spent one first, which then had its quota whole again. Limits are
     /// few (one per distinct limit the configs ever held).
-    /// Learns the limits of `plan`, whose check added a state: at once when
-    /// `plan` is the one learned last (one atomic load), else under the
-    /// lock.
-    pub(crate) fn learn(&self, plan: &Plan) {
-        let key = plan_key(plan);
-        if self.last_learned.load(Ordering::Relaxed) == key {
-            return;
-        }
-        self.include(std::slice::from_ref(plan));
-        self.last_learned.store(key, Ordering::Relaxed);
-    }
-
     pub(crate) fn include(&self, plans: &[Plan]) {
         let mut known = self.limits.lock();
         for limit in plans.iter().flat_map(|plan| plan.limits()) {
