@@ -96,7 +96,7 @@ impl Forward {
     /// body then streams for as long as it takes).
     pub fn new(upstream: Upstream, response_timeout: Duration) -> Self {
         Self {
-            pool: Pool::new(upstream.address.clone()),
+            pool: Pool::new(upstream.address.clone(), response_timeout),
             upstream: Arc::new(upstream),
             response_timeout,
         }
@@ -135,8 +135,8 @@ impl Forward {
         progress: Option<Arc<Progress>>,
     ) -> Response<ForwardBody> {
         let deadline = tokio::time::Instant::now() + self.response_timeout;
-        match self.send(request, deadline, progress.as_deref()).await {
-            Ok(response) => response,
+        let mut answer = match self.send(request, deadline, progress.as_deref()).await {
+            Ok(response) => return response,
             Err(Failure::Unreachable(e)) if from_the_client(&*e) => proxy_error(
                 StatusCode::BAD_REQUEST,
                 &format!("the request could not be passed on: {}", error_chain(&*e)),
@@ -164,7 +164,15 @@ impl Forward {
                     self.response_timeout.as_millis()
                 ),
             ),
+        };
+        if progress.is_some_and(|progress| !progress.ended()) {
+            // The body's rest is never read: the client's connection ends
+            // with this answer, and says so (RFC 9112 §9.6).
+            answer
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
         }
+        answer
     }
 
     /// Sends `request` on a pooled connection, or a new one, and gives the

@@ -135,14 +135,20 @@ pub(crate) struct Pool {
     idle: Arc<Mutex<VecDeque<(Conn, Instant)>>>,
     /// `host:port`, as given to the TCP connect (a name is looked up).
     address: Arc<str>,
+    /// How long a connection whose response was read may take to finish
+    /// sending its request's body before it is closed instead of kept.
+    finish_within: Duration,
 }
 
 impl Pool {
-    /// An empty pool of connections to `address` (`host:port`).
-    pub(crate) fn new(address: String) -> Self {
+    /// An empty pool of connections to `address` (`host:port`); a
+    /// connection still sending a body once its response was read gets
+    /// `finish_within` to finish it.
+    pub(crate) fn new(address: String, finish_within: Duration) -> Self {
         Self {
             idle: Arc::new(Mutex::new(VecDeque::new())),
             address: address.into(),
+            finish_within,
         }
     }
 
@@ -160,7 +166,9 @@ impl Pool {
     /// one, unless it closes first. A connection whose response was read
     /// may still be sending the request's body (an upstream may answer
     /// before reading it all): it waits outside the pool rather than hold
-    /// up the next request.
+    /// up the next request, for `finish_within` at most, and is closed
+    /// after (an upstream that answered early and stopped reading would
+    /// hold it, and the body's buffers, for as long as it kept it open).
     pub(crate) fn checkin(&self, mut conn: Conn) {
         if conn.sender.is_ready() {
             self.keep(conn);
@@ -168,7 +176,8 @@ impl Pool {
         }
         let pool = self.clone();
         tokio::spawn(async move {
-            if conn.sender.ready().await.is_ok() {
+            let ready = tokio::time::timeout(pool.finish_within, conn.sender.ready()).await;
+            if matches!(ready, Ok(Ok(()))) {
                 pool.keep(conn);
             }
         });

@@ -91,6 +91,11 @@ impl Progress {
         self.began + Duration::from_micros(us)
     }
 
+    /// Whether the body has been read to its end.
+    pub(crate) fn ended(&self) -> bool {
+        self.ended_us.load(Ordering::Acquire) != u64::MAX
+    }
+
     /// When a request whose timer fired at `now` is to be given up on:
     /// `Ok` with a later time to look again, or `Err` with who was late.
     pub(crate) fn next_deadline(&self, now: Instant, timeout: Duration) -> Result<Instant, Late> {
