@@ -58,12 +58,14 @@ pub(crate) struct KnownLimits {
 }
 
 /// Which limits a plan has, as one number: its limits' ids (each a hash of
-/// the plan, the limit's name, policy, limit and window) folded together.
+/// the plan, the limit's name, policy, limit and window) and whether each
+/// is a shadow (which its id leaves out: a reload may flip it), folded
+/// together.
 fn plan_key(plan: &Plan) -> u64 {
     plan.limits()
         .iter()
         .fold(0x9e37_79b9_7f4a_7c15, |key, limit| {
-            (key ^ limit.id())
+            (key ^ limit.id() ^ u64::from(limit.is_shadow()))
                 .rotate_left(23)
                 .wrapping_mul(0x0100_0000_01b3)
         })
@@ -168,5 +170,31 @@ impl Eviction<PlanStates> for PlanEviction<'_> {
             most = most.max(units);
         }
         most
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AnyPolicy;
+
+    fn plan(shadow: bool) -> Plan {
+        let daily = AnyPolicy::from_name("sliding-window", 2, 86_400_000).unwrap();
+        Plan::new("p", vec![Limit::new("1d", daily, shadow)]).unwrap()
+    }
+
+    /// A reload that turns a shadow limit into an enforced one keeps its
+    /// id: the plan learned last must still be learned again, or a full
+    /// shard weighs its clients' states as a shadow's, worth nothing, and
+    /// evicts a client that used up the now enforced limit first (review).
+    #[test]
+    fn a_limit_whose_shadow_flipped_is_learned_again() {
+        let known = KnownLimits::default();
+        let (shadow, enforced) = (plan(true), plan(false));
+        assert_eq!(shadow.limits()[0].id(), enforced.limits()[0].id());
+        known.learn(&shadow);
+        known.learn(&enforced);
+        let id = enforced.limits()[0].id();
+        assert!(!known.limits.lock()[&id].is_shadow());
     }
 }
