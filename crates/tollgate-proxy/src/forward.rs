@@ -135,13 +135,33 @@ impl Forward {
         progress: Option<Arc<Progress>>,
     ) -> Response<ForwardBody> {
         let deadline = tokio::time::Instant::now() + self.response_timeout;
-        let mut answer = match self.send(request, deadline, progress.as_deref()).await {
+        let failure = match self.send(request, deadline, progress.as_ref()).await {
             Ok(response) => return response,
-            Err(Failure::Unreachable(e)) if from_the_client(&*e) => proxy_error(
+            Err(failure) => failure,
+        };
+        // A wait given up on mid-upload leaves the body's rest unread: the
+        // client's connection ends with this answer, and says so (RFC 9112
+        // §9.6). (A body never asked for, hyper may still read whole and
+        // keep the connection.)
+        let closes = matches!(failure, Failure::Late(_))
+            && progress.is_some_and(|progress| progress.left_unread());
+        let mut answer = self.failed(failure);
+        if closes {
+            answer
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        answer
+    }
+
+    /// The proxy's own answer to a request the upstream did not answer.
+    fn failed(&self, failure: Failure) -> Response<ForwardBody> {
+        match failure {
+            Failure::Unreachable(e) if from_the_client(&*e) => proxy_error(
                 StatusCode::BAD_REQUEST,
                 &format!("the request could not be passed on: {}", error_chain(&*e)),
             ),
-            Err(Failure::Unreachable(e)) => proxy_error(
+            Failure::Unreachable(e) => proxy_error(
                 StatusCode::BAD_GATEWAY,
                 &format!(
                     "upstream {} unreachable: {}",
@@ -149,7 +169,7 @@ impl Forward {
                     error_chain(&*e)
                 ),
             ),
-            Err(Failure::Late(Late::Upstream)) => proxy_error(
+            Failure::Late(Late::Upstream) => proxy_error(
                 StatusCode::GATEWAY_TIMEOUT,
                 &format!(
                     "upstream {} did not answer within {} ms",
@@ -157,22 +177,14 @@ impl Forward {
                     self.response_timeout.as_millis()
                 ),
             ),
-            Err(Failure::Late(Late::Client)) => proxy_error(
+            Failure::Late(Late::Client) => proxy_error(
                 StatusCode::REQUEST_TIMEOUT,
                 &format!(
                     "the request's body stopped arriving for {} ms",
                     self.response_timeout.as_millis()
                 ),
             ),
-        };
-        if progress.is_some_and(|progress| !progress.ended()) {
-            // The body's rest is never read: the client's connection ends
-            // with this answer, and says so (RFC 9112 §9.6).
-            answer
-                .headers_mut()
-                .insert(CONNECTION, HeaderValue::from_static("close"));
         }
-        answer
     }
 
     /// Sends `request` on a pooled connection, or a new one, and gives the
@@ -182,17 +194,22 @@ impl Forward {
         &self,
         request: Request<UploadBody>,
         deadline: tokio::time::Instant,
-        progress: Option<&Progress>,
+        progress: Option<&Arc<Progress>>,
     ) -> Result<Response<ForwardBody>, Failure> {
         let Some(mut conn) = self.pool.checkout() else {
             // Boxed, as the connection: a large future on the rare path.
             return Box::pin(self.send_new(request, deadline, progress)).await;
         };
         match conn
-            .send_until(request, deadline, progress, self.response_timeout)
+            .send_until(
+                request,
+                deadline,
+                progress.map(|p| &**p),
+                self.response_timeout,
+            )
             .await
         {
-            Ok(Ok(response)) => Ok(self.relay(response, conn)),
+            Ok(Ok(response)) => Ok(self.relay(response, conn, progress)),
             Ok(Err(mut error)) => match error.take_message() {
                 // The upstream closed the idle connection before the request
                 // went out: once more on a new one (as hyper-util's client does).
@@ -210,7 +227,7 @@ impl Forward {
         &self,
         request: Request<UploadBody>,
         deadline: tokio::time::Instant,
-        progress: Option<&Progress>,
+        progress: Option<&Arc<Progress>>,
     ) -> Result<Response<ForwardBody>, Failure> {
         let mut conn = match tokio::time::timeout_at(deadline, self.pool.connect()).await {
             Ok(Ok(conn)) => conn,
@@ -218,10 +235,15 @@ impl Forward {
             Err(_) => return Err(Failure::Late(Late::Upstream)),
         };
         match conn
-            .send_until(request, deadline, progress, self.response_timeout)
+            .send_until(
+                request,
+                deadline,
+                progress.map(|p| &**p),
+                self.response_timeout,
+            )
             .await
         {
-            Ok(Ok(response)) => Ok(self.relay(response, conn)),
+            Ok(Ok(response)) => Ok(self.relay(response, conn, progress)),
             Ok(Err(error)) => Err(Failure::Unreachable(error.into_error().into())),
             Err(late) => Err(Failure::Late(late)),
         }
@@ -232,13 +254,39 @@ impl Forward {
     /// version is hop-by-hop too, and an HTTP/1.0 upstream's would end a
     /// 1.1 client's keep-alive. The connection goes back to the pool once
     /// the body is read.
-    fn relay(&self, response: Response<Incoming>, conn: Conn) -> Response<ForwardBody> {
+    ///
+    /// An answer that comes before the request's body was all sent (an
+    /// early `413`, a `202` whose upstream goes on reading): the connection
+    /// keeps the upload's `progress`, so that it finishes sending for as
+    /// long as the body moves ([`Pool::checkin`]); and when the upstream
+    /// will close it, so will the client's connection, whose body's rest
+    /// no one reads: the answer says `Connection: close`.
+    fn relay(
+        &self,
+        response: Response<Incoming>,
+        mut conn: Conn,
+        progress: Option<&Arc<Progress>>,
+    ) -> Response<ForwardBody> {
         let (mut parts, body) = response.into_parts();
         parts.version = http::Version::HTTP_11;
+        let uploading = progress.filter(|progress| !progress.ended());
+        let closes = uploading.is_some() && says_close(&parts.headers);
         strip_hop_by_hop(&mut parts.headers);
+        if closes {
+            (parts.headers).insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        conn.uploading(uploading.cloned());
         let body = ReturningBody::new(body, conn, self.pool.clone());
         Response::from_parts(parts, ForwardBody::upstream(body))
     }
+}
+
+/// Whether `headers` say the connection closes after this message.
+fn says_close(headers: &HeaderMap) -> bool {
+    (headers.get_all(CONNECTION).iter())
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("close"))
 }
 
 /// Why a request got no answer from the upstream.

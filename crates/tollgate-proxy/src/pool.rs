@@ -57,6 +57,9 @@ pub(crate) struct Conn {
     /// stopped reading would otherwise hold its socket (and the body's
     /// buffers) until the upstream closed it, long after its request ended.
     _driver: AbortOnDrop,
+    /// The upload of the request whose answer came before its body was
+    /// all sent, while it goes on ([`Pool::checkin`]).
+    upload: Option<Arc<Progress>>,
 }
 
 /// Aborts a task when dropped.
@@ -76,7 +79,13 @@ impl Conn {
             sender,
             timer,
             _driver: AbortOnDrop(driver),
+            upload: None,
         }
+    }
+
+    /// Marks the connection as still sending `upload`'s body, if any.
+    pub(crate) fn uploading(&mut self, upload: Option<Arc<Progress>>) {
+        self.upload = upload;
     }
 
     /// Sends `request` and waits for its response head until `deadline`,
@@ -166,19 +175,41 @@ impl Pool {
     /// one, unless it closes first. A connection whose response was read
     /// may still be sending the request's body (an upstream may answer
     /// before reading it all): it waits outside the pool rather than hold
-    /// up the next request, for `finish_within` at most, and is closed
-    /// after (an upstream that answered early and stopped reading would
-    /// hold it, and the body's buffers, for as long as it kept it open).
+    /// up the next request, for as long as the body keeps moving and
+    /// `finish_within` after, as a request's upload is timed
+    /// ([`crate::upload`]), and is closed if it does not finish (an
+    /// upstream that answered early and stopped reading would hold it, and
+    /// the body's buffers, for as long as it kept it open).
     pub(crate) fn checkin(&self, mut conn: Conn) {
         if conn.sender.is_ready() {
+            conn.upload = None;
             self.keep(conn);
             return;
         }
         let pool = self.clone();
         tokio::spawn(async move {
-            let ready = tokio::time::timeout(pool.finish_within, conn.sender.ready()).await;
-            if matches!(ready, Ok(Ok(()))) {
-                pool.keep(conn);
+            let within = pool.finish_within;
+            let mut deadline = tokio::time::Instant::now() + within;
+            loop {
+                tokio::select! {
+                    ready = conn.sender.ready() => {
+                        if ready.is_ok() {
+                            conn.upload = None;
+                            pool.keep(conn);
+                        }
+                        return;
+                    }
+                    () = tokio::time::sleep_until(deadline) => {}
+                }
+                let now = tokio::time::Instant::now();
+                match conn
+                    .upload
+                    .as_ref()
+                    .map(|upload| upload.next_deadline(now, within))
+                {
+                    Some(Ok(later)) => deadline = later,
+                    _ => return,
+                }
             }
         });
     }

@@ -43,6 +43,9 @@ pub(crate) struct Progress {
     /// Whether the proxy is waiting for the client's next part (it asked
     /// and got none yet), rather than for the upstream to take more.
     waiting_for_client: AtomicBool,
+    /// Whether the body was asked for at all: one never asked for may be
+    /// read whole by the server afterwards, keeping its connection.
+    asked: AtomicBool,
 }
 
 /// Why a request waiting for its upstream's answer is given up on.
@@ -73,6 +76,7 @@ impl UploadBody {
             last_us: AtomicU64::new(0),
             ended_us: AtomicU64::new(u64::MAX),
             waiting_for_client: AtomicBool::new(false),
+            asked: AtomicBool::new(false),
         });
         let upload = Self {
             body,
@@ -94,6 +98,12 @@ impl Progress {
     /// Whether the body has been read to its end.
     pub(crate) fn ended(&self) -> bool {
         self.ended_us.load(Ordering::Acquire) != u64::MAX
+    }
+
+    /// Whether the body was asked for, and not read to its end: its rest
+    /// will not be read, and the client's connection ends with the answer.
+    pub(crate) fn left_unread(&self) -> bool {
+        self.asked.load(Ordering::Acquire) && !self.ended()
     }
 
     /// When a request whose timer fired at `now` is to be given up on:
@@ -127,6 +137,7 @@ impl Body for UploadBody {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.body).poll_frame(cx);
         if let Some(progress) = &this.progress {
+            progress.asked.store(true, Ordering::Release);
             match &polled {
                 Poll::Pending => progress.waiting_for_client.store(true, Ordering::Release),
                 Poll::Ready(frame) => {
@@ -135,8 +146,10 @@ impl Body for UploadBody {
                     progress.waiting_for_client.store(false, Ordering::Release);
                     // A broken body ends the upload too: hyper then fails
                     // the request, and no answer is awaited.
+                    // Trailers end a body: hyper's client asks for nothing
+                    // after them.
                     let ended = match frame {
-                        Some(Ok(_)) => this.body.is_end_stream(),
+                        Some(Ok(frame)) => frame.is_trailers() || this.body.is_end_stream(),
                         None | Some(Err(_)) => true,
                     };
                     if ended {

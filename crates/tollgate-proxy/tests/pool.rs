@@ -435,3 +435,141 @@ async fn a_connection_still_sending_after_an_early_answer_is_closed_after_the_ti
     }
     held.abort();
 }
+
+/// Reads an HTTP/1.1 request's head from `stream`, then its chunked body to
+/// the last chunk or the connection's end: whether the last chunk came.
+async fn read_chunked_to_its_end(stream: &mut tokio::net::TcpStream, answer: &[u8]) -> bool {
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 8192];
+    let mut answered = false;
+    loop {
+        let read = match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => return false,
+            Ok(read) => read,
+        };
+        seen.extend_from_slice(&buffer[..read]);
+        if !answered && seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            answered = true;
+            let _ = stream.write_all(answer).await;
+        }
+        if seen.ends_with(b"\r\n0\r\n\r\n") {
+            return true;
+        }
+    }
+}
+
+/// An upstream that answers at once (a `202`) and goes on reading the
+/// body: the body, moving all along, reaches it whole, for longer than the
+/// timeout (it was cut when the timeout had passed since the answer, the
+/// connection closed under a body still moving; review).
+#[tokio::test]
+async fn an_upload_still_moving_after_an_early_answer_reaches_the_upstream_whole() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    let (whole, got_whole) = oneshot::channel();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let answer = b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n";
+        let _ = whole.send(read_chunked_to_its_end(&mut stream, answer).await);
+    });
+    let (proxy, _stop) = proxy_with_timeout(upstream, Duration::from_millis(200)).await;
+    let (status, _, _) = upload(proxy, "/", 6, Duration::from_millis(100)).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let whole = tokio::time::timeout(PATIENCE, got_whole)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        whole,
+        "the upstream's connection closed before the body's end"
+    );
+}
+
+/// An upstream that answers early and will close its connection: the
+/// client's connection ends too (no one reads the body's rest), and the
+/// answer says so, though the proxy drops the upstream's own
+/// `Connection` header.
+#[tokio::test]
+async fn an_early_answer_from_an_upstream_that_closes_says_connection_close() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut head = [0u8; 1024];
+        let _ = stream.read(&mut head).await;
+        let _ = stream
+            .write_all(b"HTTP/1.1 413 Payload Too Large\r\nconnection: close\r\ncontent-length: 3\r\n\r\nbig")
+            .await;
+    });
+    let (proxy, _stop) = proxy_with_timeout(upstream, Duration::from_millis(300)).await;
+    let (mut tx, body) = Channel::<Bytes, Infallible>::new(1);
+    let client: Client<HttpConnector, Channel<Bytes, Infallible>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let sending = tokio::spawn(async move {
+        tx.send_data(Bytes::from_static(b"first part"))
+            .await
+            .unwrap();
+        std::future::pending::<()>().await;
+        drop(tx);
+    });
+    let request = Request::post(format!("http://{proxy}/"))
+        .body(body)
+        .unwrap();
+    let response = tokio::time::timeout(PATIENCE, client.request(request))
+        .await
+        .expect("the proxy answers in time")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(response.headers()["connection"], "close");
+    sending.abort();
+}
+
+/// A body sent with trailers has ended with them: a silent upstream's 504
+/// then leaves nothing unread, and the client's connection is kept (no
+/// `Connection: close`).
+#[tokio::test]
+async fn a_body_ended_by_trailers_has_ended() {
+    let upstream = upstream(Arc::new(AtomicUsize::new(0))).await;
+    let (proxy, _stop) = proxy_with_timeout(upstream, Duration::from_millis(200)).await;
+    let (mut tx, body) = Channel::<Bytes, Infallible>::new(1);
+    let client: Client<HttpConnector, Channel<Bytes, Infallible>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let sending = tokio::spawn(async move {
+        tx.send_data(Bytes::from_static(b"all of it"))
+            .await
+            .unwrap();
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-checksum", http::HeaderValue::from_static("1"));
+        tx.send_trailers(trailers).await.unwrap();
+    });
+    let request = Request::post(format!("http://{proxy}/upload-silent"))
+        .header("te", "trailers")
+        .body(body)
+        .unwrap();
+    let response = tokio::time::timeout(PATIENCE, client.request(request))
+        .await
+        .expect("the proxy answers in time")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert!(response.headers().get("connection").is_none());
+    sending.await.unwrap();
+}
+
+/// A small body never asked for (the upstream unreachable): hyper reads it
+/// whole after the `502`, and the client's connection is kept.
+#[tokio::test]
+async fn a_502_before_the_body_was_asked_for_keeps_the_connection() {
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = closed.local_addr().unwrap();
+    drop(closed);
+    let (proxy, _stop) = proxy_with_timeout(upstream, Duration::from_millis(300)).await;
+    let request = Request::post(format!("http://{proxy}/"))
+        .body(Full::new(Bytes::from_static(b"small")))
+        .unwrap();
+    let response = tokio::time::timeout(PATIENCE, client().request(request))
+        .await
+        .expect("the proxy answers in time")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    assert!(response.headers().get("connection").is_none());
+}
