@@ -201,12 +201,7 @@ impl Forward {
             return Box::pin(self.send_new(request, deadline, progress)).await;
         };
         match conn
-            .send_until(
-                request,
-                deadline,
-                progress.map(|p| &**p),
-                self.response_timeout,
-            )
+            .send_until(request, deadline, progress, self.response_timeout)
             .await
         {
             Ok(Ok(response)) => Ok(self.relay(response, conn, progress)),
@@ -235,12 +230,7 @@ impl Forward {
             Err(_) => return Err(Failure::Late(Late::Upstream)),
         };
         match conn
-            .send_until(
-                request,
-                deadline,
-                progress.map(|p| &**p),
-                self.response_timeout,
-            )
+            .send_until(request, deadline, progress, self.response_timeout)
             .await
         {
             Ok(Ok(response)) => Ok(self.relay(response, conn, progress)),

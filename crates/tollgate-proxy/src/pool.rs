@@ -96,7 +96,7 @@ impl Conn {
         &mut self,
         request: Request<UploadBody>,
         deadline: tokio::time::Instant,
-        progress: Option<&Progress>,
+        progress: Option<&Arc<Progress>>,
         timeout: Duration,
     ) -> Result<Sent, Late> {
         self.timer.as_mut().reset(deadline);
