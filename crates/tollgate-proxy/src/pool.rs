@@ -26,7 +26,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::upload::{Late, Progress, UploadBody};
+use crate::upload::{while_moving, Late, Progress, UploadBody};
 
 /// How long an idle upstream connection is kept (as hyper-util's pooled
 /// client does by default).
@@ -99,21 +99,10 @@ impl Conn {
         progress: Option<&Arc<Progress>>,
         timeout: Duration,
     ) -> Result<Sent, Late> {
-        self.timer.as_mut().reset(deadline);
         let sending = self.sender.try_send_request(request);
         tokio::pin!(sending);
-        loop {
-            tokio::select! {
-                biased;
-                sent = &mut sending => return Ok(sent),
-                () = self.timer.as_mut() => {}
-            }
-            let Some(progress) = progress else {
-                return Err(Late::Upstream);
-            };
-            let later = progress.next_deadline(tokio::time::Instant::now(), timeout)?;
-            self.timer.as_mut().reset(later);
-        }
+        let progress = progress.map(|progress| &**progress);
+        while_moving(sending, self.timer.as_mut(), deadline, progress, timeout).await
     }
 }
 
@@ -189,27 +178,15 @@ impl Pool {
         let pool = self.clone();
         tokio::spawn(async move {
             let within = pool.finish_within;
-            let mut deadline = tokio::time::Instant::now() + within;
-            loop {
-                tokio::select! {
-                    ready = conn.sender.ready() => {
-                        if ready.is_ok() {
-                            conn.upload = None;
-                            pool.keep(conn);
-                        }
-                        return;
-                    }
-                    () = tokio::time::sleep_until(deadline) => {}
-                }
-                let now = tokio::time::Instant::now();
-                match conn
-                    .upload
-                    .as_ref()
-                    .map(|upload| upload.next_deadline(now, within))
-                {
-                    Some(Ok(later)) => deadline = later,
-                    _ => return,
-                }
+            let deadline = tokio::time::Instant::now() + within;
+            let ready = {
+                let ready = std::pin::pin!(conn.sender.ready());
+                let upload = conn.upload.as_deref();
+                while_moving(ready, conn.timer.as_mut(), deadline, upload, within).await
+            };
+            if matches!(ready, Ok(Ok(()))) {
+                conn.upload = None;
+                pool.keep(conn);
             }
         });
     }

@@ -15,6 +15,7 @@
 //! only when its timer fires, so a moving body costs one clock reading and
 //! two stores per part, and no wake-up.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// The client's body as the upstream connection reads it.
 pub(crate) struct UploadBody {
@@ -123,6 +124,34 @@ impl Progress {
         } else {
             Err(late)
         }
+    }
+}
+
+/// Awaits `answer` until `deadline`, or, for a request with a body
+/// (`progress`), for as long as its upload keeps moving and `timeout` after
+/// its end or its last move; `Err` with who was late once that has passed.
+/// `timer` is reset to each deadline, later each time (a connection's own
+/// timer, reused: see `pool::Conn`). `answer` is pinned where it was
+/// made, not moved in: a request's future is large.
+pub(crate) async fn while_moving<F: Future>(
+    mut answer: Pin<&mut F>,
+    mut timer: Pin<&mut Sleep>,
+    deadline: Instant,
+    progress: Option<&Progress>,
+    timeout: Duration,
+) -> Result<F::Output, Late> {
+    timer.as_mut().reset(deadline);
+    loop {
+        tokio::select! {
+            biased;
+            answered = answer.as_mut() => return Ok(answered),
+            () = timer.as_mut() => {}
+        }
+        let Some(progress) = progress else {
+            return Err(Late::Upstream);
+        };
+        let later = progress.next_deadline(Instant::now(), timeout)?;
+        timer.as_mut().reset(later);
     }
 }
 
