@@ -1,6 +1,5 @@
 //! `tollgate serve` and `tollgate replay` on Redis Clusters the tests start
-//! themselves: a TLS cluster with a private CA and an ACL user, and faults
-//! while serve is under load: a master killed and restarted, or stalled
+//! themselves: faults while serve is under load: a master killed and restarted, or stalled
 //! (SIGSTOP) and woken (only the clients on its slots get the failure policy
 //! meanwhile, and what they were refused takes nothing), and, with
 //! replicas, a `CLUSTER FAILOVER` (what a caller sees, how long it takes)
@@ -12,72 +11,13 @@
 //! circuit for its own clients only, and the healthy masters' clients are
 //! still decided by the store.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tollgate_redis::testing::{client_tag, ClusterOptions, RedisCluster};
-use tollgate_server::{Options, Overrides};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
-
-/// Keys of a cluster node, one per line.
-fn keys(cluster: &RedisCluster, node: usize) -> String {
-    cluster.nodes()[node].cli(&["KEYS", "*"])
-}
-
-/// A config: a plan far above the demand (every answer is "allowed" when
-/// the store decides), failing closed, the circuit breaker as by default.
-fn config(dir: &Path) -> PathBuf {
-    let path = dir.join("tollgate.toml");
-    std::fs::write(
-        &path,
-        "[store]\nfailure_policy = \"fail-closed\"\ntimeout = \"1s\"\n\n\
-         [[plans.big]]\nname = \"1d\"\npolicy = \"sliding-window\"\nlimit = 1000000\nwindow = \"1d\"\n",
-    )
-    .expect("write the config");
-    path
-}
-
-/// `tollgate serve` in this process on port 0 with these Redis flags.
-async fn start_serve(config: &Path, seeds: &str, ca: Option<&Path>) -> String {
-    let options = Options {
-        config: Some(config.to_owned()),
-        flags: Overrides {
-            listen: vec!["127.0.0.1:0".to_owned()],
-            grpc_listen: Some("off".to_owned()),
-            redis_cluster: seeds.split(',').map(str::to_owned).collect(),
-            redis_ca: ca.map(Path::to_owned),
-            ..Overrides::default()
-        },
-    };
-    let prepared = tollgate_server::prepare(options)
-        .await
-        .expect("serve starts");
-    let addr = prepared.addrs()[0].to_string();
-    tokio::spawn(prepared.run(std::future::pending()));
-    addr
-}
-
-/// Who decided one check of `client` (`store`, or the failure policy), or
-/// the HTTP error.
-async fn decided_by(http: &reqwest::Client, addr: &str, client: &str) -> String {
-    let response = http
-        .post(format!("http://{addr}/v1/check"))
-        .header("content-type", "application/json")
-        .body(format!(r#"{{"client":"{client}"}}"#))
-        .send()
-        .await
-        .expect("serve answers");
-    let status = response.status();
-    let text = response.text().await.expect("a body");
-    match serde_json::from_str::<serde_json::Value>(&text) {
-        Ok(body) if status.is_success() || status == 429 => {
-            body["decided_by"].as_str().unwrap_or("?").to_owned()
-        }
-        _ => format!("HTTP {status}: {text}"),
-    }
-}
+mod cluster_common;
+use cluster_common::{config, decided_by, keys, start_serve};
 
 /// Each master `/metrics` shows a circuit for
 /// (`tollgate_store_part_circuit_open{part="host:port"}`), and whether open.
@@ -108,52 +48,6 @@ async fn until_store_decides(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("{client} still not decided by the store after {limit:?}: {last}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_and_replay_reach_a_tls_cluster_as_an_acl_user_with_a_private_ca() {
-    let options = ClusterOptions {
-        tls: true,
-        extra: ["--user", "alice", "on", ">s3cret-pw", "~*", "&*", "+@all"]
-            .map(String::from)
-            .to_vec(),
-        ..ClusterOptions::default()
-    };
-    let Some(cluster) = RedisCluster::spawn_with("tls_cluster_acl", &options) else {
-        return;
-    };
-    let ca = cluster.certs().expect("a TLS cluster").ca.clone();
-    let seeds: Vec<String> = cluster
-        .nodes()
-        .iter()
-        .map(|n| format!("rediss://alice:s3cret-pw@127.0.0.1:{}", n.port()))
-        .collect();
-    let seeds = seeds.join(",");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let serve = start_serve(&config(dir.path()), &seeds, Some(&ca)).await;
-    let http = reqwest::Client::new();
-    for client in ["a", "b", "c", "d", "e", "f"] {
-        assert_eq!(decided_by(&http, &serve, client).await, "store");
-    }
-    let holding = (0..3)
-        .filter(|&n| !keys(&cluster, n).trim().is_empty())
-        .count();
-    assert!(
-        holding >= 2,
-        "the clients' keys are spread over the masters"
-    );
-
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
-    let output = Command::new(BIN)
-        .args(["replay", "--redis-cluster", &seeds, "--redis-ca"])
-        .arg(&ca)
-        .arg(format!("{root}session2.replay"))
-        .output()
-        .expect("run tollgate replay");
-    assert!(output.status.success(), "{output:?}");
-    let expected = std::fs::read_to_string(format!("{root}session2.expected")).expect("expected");
-    assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
-    assert!(!String::from_utf8_lossy(&output.stderr).contains("s3cret-pw"));
 }
 
 /// Clients whose keys are on `node` and clients whose keys are elsewhere,
