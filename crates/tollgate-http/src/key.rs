@@ -9,7 +9,13 @@ use crate::KeyError;
 /// The `X-Api-Key` header field name.
 pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
-/// The value of the header `name`, trimmed of white space.
+/// HTTP's white space around a field value (RFC 9110's OWS). Only these
+/// are trimmed: a Unicode space (say U+00A0) is part of a key, as it is in
+/// a JSON check or an Envoy descriptor, so that one key is one client in
+/// every front end.
+const HTTP_WHITE_SPACE: [char; 2] = [' ', '\t'];
+
+/// The value of the header `name`, trimmed of spaces and tabs.
 ///
 /// # Errors
 /// [`KeyError::MissingHeader`], [`KeyError::Repeated`] (more than one
@@ -20,7 +26,7 @@ pub fn header_key(headers: &HeaderMap, name: &HeaderName) -> Result<String, KeyE
     let value = only_value(headers, name)?.ok_or_else(|| KeyError::MissingHeader(name.clone()))?;
     let text = std::str::from_utf8(value.as_bytes())
         .map_err(|_| KeyError::NotUtf8(name.clone()))?
-        .trim();
+        .trim_matches(HTTP_WHITE_SPACE);
     if text.is_empty() {
         return Err(KeyError::EmptyHeader(name.clone()));
     }
@@ -102,7 +108,7 @@ fn bearer_token(value: &[u8]) -> Result<Option<&str>, KeyError> {
     let Some((scheme, token)) = text.split_once(' ') else {
         return Ok(None);
     };
-    let token = token.trim();
+    let token = token.trim_matches(HTTP_WHITE_SPACE);
     Ok((scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token))
 }
 
@@ -150,6 +156,29 @@ mod tests {
                 bytes: tollgate::MAX_CLIENT_BYTES + 1
             })
         );
+    }
+
+    /// Only HTTP's white space (SP, HTAB) is trimmed: `k` and `k` followed
+    /// by a no-break space (or any other Unicode space) are two clients, as
+    /// they are in a JSON check or an Envoy descriptor.
+    #[test]
+    fn only_spaces_and_tabs_are_trimmed() {
+        let name = HeaderName::from_static("x-client-id");
+        for odd in ["k\u{a0}", "\u{3000}k", "k\u{2003}", "k\u{85}"] {
+            let map = headers(&[("x-client-id", odd.as_bytes())]);
+            assert_eq!(header_key(&map, &name).unwrap(), odd);
+            let bearer = format!("Bearer {odd}");
+            let map = headers(&[("authorization", bearer.as_bytes())]);
+            assert_eq!(api_key(&map).unwrap(), odd);
+            // The same key in both headers is one key, not two.
+            let both = headers(&[
+                ("authorization", bearer.as_bytes()),
+                ("x-api-key", odd.as_bytes()),
+            ]);
+            assert_eq!(api_key(&both).unwrap(), odd);
+        }
+        let tabbed = headers(&[("x-client-id", b"\t alice \t")]);
+        assert_eq!(header_key(&tabbed, &name).unwrap(), "alice");
     }
 
     #[test]

@@ -94,17 +94,19 @@ impl PeerIp {
             return None;
         }
         // Several header lines form one comma-separated list, in order.
-        let entries: Vec<&str> = request
+        // Split as bytes: an odd byte the client wrote in its own entries
+        // must not take the trusted proxies' entries with it.
+        let entries: Vec<&[u8]> = request
             .headers()
             .get_all("x-forwarded-for")
             .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
+            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+            .map(<[u8]>::trim_ascii)
             .filter(|s| !s.is_empty())
             .collect();
         let index = entries.len().saturating_sub(self.trusted_proxies);
-        entries.get(index).and_then(|s| parse_ip(s))
+        let entry = std::str::from_utf8(entries.get(index)?).ok()?;
+        parse_ip(entry)
     }
 }
 
@@ -273,6 +275,20 @@ mod tests {
         assert_eq!(key(1).as_deref(), Some("2.2.2.2"));
         assert_eq!(key(2).as_deref(), Some("1.1.1.1"));
         assert_eq!(key(9).as_deref(), Some("6.6.6.6"));
+    }
+
+    /// A byte outside visible ASCII in an entry the client wrote (left of
+    /// the trusted ones) must not throw the trusted entries away with it,
+    /// which would key the request by the proxy in front.
+    #[test]
+    fn an_odd_byte_in_the_clients_own_entries_leaves_the_trusted_ones() {
+        let mut r = request(&[], Some("10.0.0.1:1"));
+        let odd = http::HeaderValue::from_bytes(b"caf\xc3\xa9, \x80, 9.9.9.9").unwrap();
+        r.headers_mut().append("x-forwarded-for", odd);
+        let key = |n| PeerIp::behind_proxies(n).extract(&r);
+        assert_eq!(key(1).as_deref(), Some("9.9.9.9"));
+        // The trusted entry is itself unreadable: the peer, as for garbage.
+        assert_eq!(key(2).as_deref(), Some("10.0.0.1"));
     }
 
     #[test]
