@@ -58,6 +58,8 @@ struct Shard<S> {
     /// How many entries left this shard (evicted, reclaimed, swept,
     /// cleared): a [`Lineage`]. Changed and read under `map`'s lock only.
     removals: AtomicU64,
+    /// Most clients this shard may hold (`usize::MAX`: no cap).
+    cap: usize,
 }
 
 /// What [`MemoryStore::with_entry`] hands to its closure.
@@ -81,8 +83,8 @@ pub struct Access<'a, S> {
 ///
 /// [`MemoryStore::with_max_clients`] bounds the number of clients kept, so
 /// that a flood of distinct client ids cannot grow memory without end. The
-/// cap is kept per shard (each shard holds at most `max_clients / 64`, at
-/// least 2). When a new client arrives at a full shard, the shard first drops
+/// cap is kept per shard (the 64 shards' caps add up to it, each
+/// `max_clients / 64` or one more, at least 2). When a new client arrives at a full shard, the shard first drops
 /// entries whose removal changes no answer (the caller says which, see
 /// [`MemoryStore::with_entry_reclaiming`]); if that frees less than an eighth
 /// of the shard, the clients whose eviction gives back the fewest units are
@@ -99,8 +101,9 @@ pub struct Access<'a, S> {
 pub struct MemoryStore<S> {
     shards: Box<[Shard<S>]>,
     hasher: RandomState,
-    /// Most clients one shard may hold (`usize::MAX`: no cap).
-    shard_cap: usize,
+    /// Most clients the store holds, the sum of its shards' caps (`None`:
+    /// no cap).
+    max_clients: Option<usize>,
     /// Entries dropped to make room because they changed no answer.
     reclaimed: AtomicU64,
     /// Entries dropped to make room although they still held state.
@@ -125,15 +128,15 @@ impl<S> Default for MemoryStore<S> {
 impl<S> MemoryStore<S> {
     /// An empty store without a cap on clients.
     pub fn new() -> Self {
-        Self::with_shard_cap(usize::MAX)
+        Self::with_shard_caps(None)
     }
 
-    /// An empty store holding at most `max(max_clients, 128)` clients: each
-    /// of the 64 shards holds at most `max(max_clients / 64, 2)`
-    /// (two per shard at least). See the type's documentation for what happens
-    /// when a shard is full.
+    /// An empty store holding at most `max(max_clients, 128)` clients: the
+    /// 64 shards share the cap, each holding `max_clients / 64` or one
+    /// more (two per shard at least). See the type's documentation for what
+    /// happens when a shard is full.
     pub fn with_max_clients(max_clients: usize) -> Self {
-        Self::with_shard_cap((max_clients / SHARDS).max(MIN_SHARD_CAP))
+        Self::with_shard_caps(Some(Self::clients_kept_at_most(max_clients)))
     }
 
     /// The bound on clients a store made by [`Self::with_max_clients`]
@@ -147,16 +150,23 @@ impl<S> MemoryStore<S> {
         }
     }
 
-    fn with_shard_cap(shard_cap: usize) -> Self {
+    /// `max_clients` spread over the shards, the remainder one each to the
+    /// first ones, so that the caps add up to it.
+    fn with_shard_caps(max_clients: Option<usize>) -> Self {
+        let cap = |index: usize| match max_clients {
+            Some(total) => total / SHARDS + usize::from(index < total % SHARDS),
+            None => usize::MAX,
+        };
         Self {
             shards: (0..SHARDS)
-                .map(|_| Shard {
+                .map(|index| Shard {
                     map: Mutex::new(HashTable::new()),
                     removals: AtomicU64::new(0),
+                    cap: cap(index),
                 })
                 .collect(),
             hasher: RandomState::default(),
-            shard_cap,
+            max_clients,
             reclaimed: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
         }
@@ -165,7 +175,7 @@ impl<S> MemoryStore<S> {
     /// The most clients this store keeps, if capped
     /// (see [`MemoryStore::with_max_clients`]).
     pub fn max_clients(&self) -> Option<usize> {
-        (self.shard_cap != usize::MAX).then(|| self.shard_cap * SHARDS)
+        self.max_clients
     }
 
     /// How many clients were dropped to make room for new ones although their
@@ -243,7 +253,7 @@ impl<S> MemoryStore<S> {
         }
         // Room first, so that the new entry's lineage is the one it is
         // stored under.
-        if map.len() >= self.shard_cap {
+        if map.len() >= shard.cap {
             self.make_room(shard, &mut map, now_ms, &mut eviction);
         }
         let mut state = init(now_ms);

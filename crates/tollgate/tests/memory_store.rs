@@ -35,6 +35,29 @@ fn capped_store_stays_under_its_cap_and_counts_evictions() {
     assert!(store.get("c99999").is_some());
 }
 
+/// A cap that is not a multiple of the 64 shards is kept whole: what the
+/// config says, `/metrics` shows and the store holds are one number (a
+/// cap of 200 was 192 before: three per shard).
+#[test]
+fn a_cap_between_multiples_of_the_shards_is_kept_exactly() {
+    for cap in [200, 129, 1_000_001] {
+        let store = MemoryStore::<u32>::with_max_clients(cap);
+        assert_eq!(store.max_clients(), Some(cap));
+        assert_eq!(MemoryStore::<u32>::clients_kept_at_most(cap), cap);
+    }
+    let store = MemoryStore::<u32>::with_max_clients(200);
+    let mut most = 0;
+    for i in 0..20_000u64 {
+        touch(&store, &format!("c{i}"), i);
+        most = most.max(store.len());
+    }
+    assert!(most <= 200, "held {most}");
+    assert!(
+        most > 192,
+        "held at most {most}: the cap's remainder unused"
+    );
+}
+
 #[test]
 fn tiny_caps_still_hold_two_clients_per_shard() {
     let store = MemoryStore::<u32>::with_max_clients(1);

@@ -50,7 +50,7 @@ impl<S> MemoryStore<S> {
         now_ms: u64,
         eviction: &mut impl Eviction<S>,
     ) {
-        let target = self.shard_cap - (self.shard_cap / 8).max(1);
+        let target = shard.cap - (shard.cap / 8).max(1);
         let judged_at = now_ms.saturating_sub(RECLAIM_BEHIND_MS);
         let mut reclaimed = drop_where(shard, map, judged_at, &mut |state, now| {
             eviction.reclaimable(state, now)
