@@ -204,3 +204,42 @@ window = "1s"
     assert_eq!(t.get("/v1/stats").await.json()["store"]["status"], "ok");
     t.stop().await;
 }
+
+/// A look (`GET /v1/remaining`, cost 0) the failure policy answered is a
+/// store error too: with only looks arriving during an outage, the store
+/// is reported failing under every failure policy, as it was only under
+/// `unavailable` (whose looks are errors, not answers).
+#[tokio::test]
+async fn looks_answered_by_the_failure_policy_count_as_store_errors() {
+    for policy in ["fail-open", "fail-closed", "local-fallback"] {
+        let text = format!(
+            r#"
+[store]
+url = "redis://127.0.0.1:{}"
+failure_policy = "{policy}"
+timeout = "200ms"
+
+[[plans.shared]]
+name = "1s"
+policy = "sliding-window"
+limit = 5
+window = "1s"
+"#,
+            free_port()
+        );
+        let config = Config::parse(&text).unwrap();
+        let store = StoreHandle::for_config(&config).unwrap();
+        let t = TestServer::start_with(&text, config, store).await;
+        for _ in 0..3 {
+            let look = t.get("/v1/remaining/tenant").await;
+            assert_eq!(look.json()["decided_by"], policy, "{}", look.body);
+        }
+        let body = t.get("/v1/stats").await.json();
+        assert_eq!(body["store_errors"][299], 3, "{policy}: {}", body["store"]);
+        assert_eq!(body["store"]["status"], "failing", "{policy}");
+        assert_eq!(body["store"]["errors_last_10s"], 3, "{policy}");
+        // Looks are not decisions: the per-second decisions stay at 0.
+        assert_eq!(body["decisions"][299], 0, "{policy}");
+        t.stop().await;
+    }
+}

@@ -41,7 +41,9 @@ impl Observed {
     }
 
     /// Counts a decision of `cost` for `client` (looks, of cost 0, are not
-    /// counted). A gRPC client is the store's key of its descriptors.
+    /// decisions; one a failure policy answered is counted as the store
+    /// error it stands for). A gRPC client is the store's key of its
+    /// descriptors.
     pub fn decided(
         &self,
         now_ms: u64,
@@ -51,6 +53,9 @@ impl Observed {
         decision: &PlanDecision,
     ) {
         if cost == 0 {
+            if let DecidedBy::Failure(_) = decision.decided_by {
+                self.stats.record_store_error(now_ms);
+            }
             return;
         }
         self.stats.record_decision(now_ms, plan, decision);
