@@ -55,12 +55,14 @@ pub(crate) fn routes() -> Router<Server> {
 /// Counts a refusal and turns it into its response.
 pub(crate) fn refuse(server: &Server, rejection: Rejection) -> Response {
     let kind = match rejection.status {
-        StatusCode::PAYLOAD_TOO_LARGE => BadRequest::TooLarge,
-        StatusCode::FORBIDDEN => BadRequest::CrossOrigin,
-        _ => BadRequest::Invalid,
+        StatusCode::BAD_REQUEST => Some(BadRequest::Invalid),
+        StatusCode::PAYLOAD_TOO_LARGE => Some(BadRequest::TooLarge),
+        StatusCode::FORBIDDEN => Some(BadRequest::CrossOrigin),
+        // An endpoint that is off (404) is no mistake of the request's,
+        // nor is a store that cannot decide (5xx).
+        _ => None,
     };
-    // A store that cannot decide (5xx) is not the caller's mistake.
-    if rejection.status.is_client_error() {
+    if let Some(kind) = kind {
         server.metrics().record_bad_request(kind);
     }
     // Debug formatting: the message quotes what the caller sent (a query

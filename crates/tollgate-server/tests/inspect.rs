@@ -335,6 +335,14 @@ async fn with_the_dashboard_off_its_counters_are_off() {
         assert_eq!(a.status, StatusCode::NOT_FOUND, "{path}");
         assert!(a.error().contains("[dashboard] enabled"), "{}", a.body);
     }
+    // An endpoint that is off is no bad request: nothing counted, under
+    // 400 (where its 404s were counted) or elsewhere.
+    let m = t.get("/metrics").await.body;
+    assert!(
+        !m.lines()
+            .any(|l| l.starts_with("tollgate_bad_requests_total{") && !l.ends_with(" 0")),
+        "{m}"
+    );
     // Looking at a client and the config still work.
     assert_eq!(t.get("/v1/clients/dave").await.status, StatusCode::OK);
     assert_eq!(t.get("/v1/config").await.json()["dashboard"], false);
