@@ -31,6 +31,35 @@ fn the_example_config_is_valid() {
     assert!(config.summary().contains("\"1d\" token-bucket 1000 per 1d"));
 }
 
+/// With API keys as client ids (any caller picks its own), an Envoy rule
+/// on the default plan lets a caller spend an Envoy client's quota by
+/// sending its id as a key (an audit): the summary, which `tollgate check`
+/// and the start-up banner print, warns of it, and only then.
+#[test]
+fn envoy_rules_on_the_plan_of_unchecked_api_keys_are_warned_of() {
+    let api_keys = GOOD
+        .replace("header = \"X-Client-Id\"", "")
+        .replace("# api_key = true", "api_key = true");
+    let warned = |text: &str| Config::parse(text).unwrap().summary().contains("warning:");
+    assert!(
+        warned(&api_keys),
+        "the example's remote_address rule is on \"free\""
+    );
+    assert!(
+        !warned(GOOD),
+        "a header set by a gateway is no caller's choice"
+    );
+    let own_plan = api_keys.replace(
+        "descriptor = [{ key = \"remote_address\" }]\nplan = \"free\"",
+        "descriptor = [{ key = \"remote_address\" }]\nplan = \"paid\"",
+    );
+    assert_ne!(own_plan, api_keys);
+    assert!(!warned(&own_plan), "no Envoy rule on the default plan");
+    let grpc_off = api_keys.replace("grpc_listen = \"127.0.0.1:8081\"", "grpc_listen = \"off\"");
+    assert_ne!(grpc_off, api_keys);
+    assert!(!warned(&grpc_off), "no Envoy service");
+}
+
 #[test]
 fn windows_in_every_unit() {
     for (window, ms) in [

@@ -159,6 +159,11 @@ impl Rules {
         self.rules.len()
     }
 
+    /// The plan of each rule, in the rules' order.
+    pub fn plan_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.rules.iter().map(|rule| rule.plan.name())
+    }
+
     /// Whether there are no rules (every descriptor is then unlimited).
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()

@@ -299,21 +299,41 @@ async fn a_body_in_a_transfer_coding_besides_chunked_is_refused() {
              {:x}\r\n{body}\r\n0\r\n\r\n",
             body.len()
         );
-        let answer = tokio::task::spawn_blocking(move || {
-            let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
-            stream
-                .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-                .expect("a read timeout");
-            stream.write_all(request.as_bytes()).expect("sent");
-            let mut answer = String::new();
-            stream.read_to_string(&mut answer).expect("an answer");
-            answer
-        })
-        .await
-        .expect("the request ran");
+        let answer = raw_exchange(addr, request).await;
         assert!(answer.starts_with("HTTP/1.1 501"), "{coding}: {answer}");
         assert!(answer.contains("Transfer-Encoding"), "{coding}: {answer}");
     }
     assert_eq!(t.remaining("gz", 0).await, 2, "nothing charged");
+    t.stop().await;
+}
+
+/// `request` sent as it is on a new connection to `addr`, and all that
+/// comes back until the server closes it.
+async fn raw_exchange(addr: String, request: String) -> String {
+    tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("a read timeout");
+        stream.write_all(request.as_bytes()).expect("sent");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("an answer");
+        answer
+    })
+    .await
+    .expect("the request ran")
+}
+
+/// A chunked body whose framing is broken says what broke (hyper's cause),
+/// not only that the body could not be read (an audit).
+#[tokio::test]
+async fn a_broken_chunked_body_says_what_is_wrong_with_it() {
+    let t = TestServer::start(CONFIG).await;
+    let addr = t.base.trim_start_matches("http://").to_owned();
+    let request = "POST /v1/check HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                   Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n";
+    let answer = raw_exchange(addr, request.to_owned()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("chunk size"), "{answer}");
     t.stop().await;
 }

@@ -59,7 +59,7 @@ pub struct ProxyArgs {
     pub upstream_timeout: String,
     /// Serving threads, each with its own listener on the address (SO_REUSEPORT)
     /// and its own upstream connections [default: the number of CPUs].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_workers)]
     pub workers: Option<NonZeroUsize>,
     /// Pin each worker thread to a CPU of its own, among those this process
     /// may run on (in turn, when there are more workers than CPUs), as
@@ -232,6 +232,30 @@ pub(super) mod tests {
             ),
             ("sliding-window", 100, 1_000)
         );
+    }
+
+    /// A worker count the machine cannot hold is refused by name, not left
+    /// to fail as "Too many open files" (an audit).
+    #[test]
+    fn workers_are_counted_from_one_to_the_most() {
+        let parse = |n: &str| {
+            Cli::try_parse_from([
+                "proxy",
+                "--upstream",
+                "http://127.0.0.1:3000",
+                "--workers",
+                n,
+            ])
+            .map(|cli| cli.proxy.workers.map(NonZeroUsize::get))
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(parse("1"), Ok(Some(1)));
+        assert_eq!(parse("1024"), Ok(Some(MAX_WORKERS)));
+        for bad in ["0", "1025", "100000000", "two", "1.5"] {
+            let error = parse(bad).unwrap_err();
+            assert!(error.contains("--workers"), "{bad}: {error}");
+        }
+        assert!(parse("100000000").unwrap_err().contains("1 to 1024"));
     }
 
     /// With `--config`, a Redis flag at fault is named as without it: an
@@ -425,4 +449,19 @@ pub(super) mod tests {
             assert!(config(&flags).is_ok(), "{flags:?}");
         }
     }
+}
+
+/// The most serving threads `--workers` takes: each is a thread and a
+/// listening socket of its own, so a mistyped count would otherwise end in
+/// the system's "Too many open files", naming no flag.
+pub const MAX_WORKERS: usize = 1024;
+
+/// `--workers N`: a whole number from 1 to [`MAX_WORKERS`].
+fn parse_workers(text: &str) -> Result<NonZeroUsize, String> {
+    let count: usize = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number of threads"))?;
+    NonZeroUsize::new(count)
+        .filter(|count| count.get() <= MAX_WORKERS)
+        .ok_or_else(|| format!("{count} is out of range: 1 to {MAX_WORKERS} worker threads"))
 }

@@ -92,7 +92,33 @@ impl Config {
             format_duration(duration_ms(self.connections.header_read_timeout)),
             format_duration(duration_ms(self.connections.idle_timeout)),
             self.connections.max_connections,
-        )
+        ) + &self.warnings()
+    }
+
+    /// What the config lets happen that its author may not mean, a line
+    /// each (`warning: ...`), for the summary.
+    ///
+    /// With `[auth] api_key = true`, `/v1/auth`'s client id is whatever
+    /// key the caller sends, before the API has checked it, and a key not
+    /// in `[clients]` is on the default plan. An Envoy client's id is its
+    /// descriptor spelled out (`edge|remote_address=10.0.0.9`), one
+    /// namespace with the HTTP API's ids (so that `/v1/clients` can show
+    /// it): an Envoy rule on the default plan lets any caller of
+    /// `/v1/auth` spend an Envoy client's quota by sending its id as a key.
+    fn warnings(&self) -> String {
+        let grpc_on = self.envoy.grpc_listen.is_some();
+        let default = self.default_plan().name();
+        let shared = self.envoy.rules.plan_names().any(|plan| plan == default);
+        if grpc_on && shared && self.client_id == ClientIdSource::ApiKey {
+            format!(
+                "warning: an Envoy rule is on the default plan {default:?}, which /v1/auth's API \
+                 keys are on too ([auth] api_key = true): a caller sending an Envoy client's id \
+                 (edge|remote_address=10.0.0.9, say) as its API key spends that client's quota; \
+                 give the Envoy rules plans of their own\n"
+            )
+        } else {
+            String::new()
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! the check path"). So the first frame is read alone, and only a body that
 //! goes on after it is collected.
 
+use std::error::Error as _;
 use std::pin::pin;
 
 use axum::body::{Bytes, HttpBody};
@@ -63,7 +64,16 @@ fn refusal(error: BoxError) -> Rejection {
     if error.is::<LengthLimitError>() {
         too_large()
     } else {
-        Rejection::bad_request(format!("cannot read the request body: {error}"))
+        // hyper's own message is general ("error reading a body from
+        // connection"); its causes say what was wrong with the body.
+        let mut message = format!("cannot read the request body: {error}");
+        let mut cause = error.source();
+        while let Some(error) = cause {
+            message.push_str(": ");
+            message.push_str(&error.to_string());
+            cause = error.source();
+        }
+        Rejection::bad_request(message)
     }
 }
 
