@@ -11,7 +11,6 @@
 //! circuit for its own clients only, and the healthy masters' clients are
 //! still decided by the store.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tollgate_redis::testing::{client_tag, ClusterOptions, RedisCluster};

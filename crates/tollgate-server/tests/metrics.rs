@@ -8,7 +8,7 @@ use std::sync::Arc;
 use common::{TestServer, CONFIG};
 use reqwest::StatusCode;
 use tollgate::testing::FailingStore;
-use tollgate::{Clock, StoreError};
+use tollgate::StoreError;
 use tollgate_server::{Config, StoreHandle};
 use tollgate_testkit::metric;
 
