@@ -12,7 +12,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{watch, OwnedSemaphorePermit};
 use tower::{Service, ServiceExt};
 
 use crate::activity::{Activity, ActivityIo};
@@ -59,8 +59,9 @@ impl<B> ResponseBody for B where
 /// service that answers every request, cloned per request) under `limits`,
 /// holding one of `slots` per open connection, until `shutdown` completes;
 /// then stops accepting, asks every open connection to close once its
-/// request in flight is answered, and returns when all are closed (the
-/// timeouts still close slow ones).
+/// request in flight is answered, and returns when all are closed, or
+/// once `limits.idle_timeout` has passed, closing those still open then
+/// (their requests in flight are abandoned, as by a client that hung up).
 ///
 /// The peer's address goes to `service_for` once per connection, and not
 /// into each request's extensions (axum's `ConnectInfo`, which cost three
@@ -79,6 +80,9 @@ pub async fn serve<S, B>(
     B: ResponseBody,
 {
     let graceful = GracefulShutdown::new();
+    // Set at the end of the shutdown's drain: every connection still open
+    // closes then.
+    let (drain_over, drain_over_seen) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -99,11 +103,23 @@ pub async fn serve<S, B>(
             limits,
             peer,
             slot,
+            drain_over: drain_over_seen.clone(),
         };
         tokio::spawn(PollAgain::new(connection.serve(stream, graceful.watcher())));
     }
     drop(listener);
-    graceful.shutdown().await;
+    // The idle timeout alone does not bound the drain: a client sending a
+    // body a byte at a time is never idle.
+    if tokio::time::timeout(limits.idle_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            drain = ?limits.idle_timeout,
+            "connections still open after the shutdown's drain (the idle timeout): closed"
+        );
+        let _ = drain_over.send(true);
+    }
 }
 
 /// One accepted connection and what it needs.
@@ -113,6 +129,8 @@ struct Connection<S> {
     peer: SocketAddr,
     /// Released when the connection closes.
     slot: OwnedSemaphorePermit,
+    /// True once the shutdown's drain is over.
+    drain_over: watch::Receiver<bool>,
 }
 
 impl<S> Connection<S> {
@@ -144,6 +162,7 @@ impl<S> Connection<S> {
             .serve_connection_with_upgrades(io, service)
             .into_owned();
         let expired = activity.expired(self.limits.idle_timeout, self.limits.header_read_timeout);
+        let mut drain_over = self.drain_over;
         tokio::select! {
             served = watcher.watch(connection) => {
                 if let Err(error) = served {
@@ -152,6 +171,11 @@ impl<S> Connection<S> {
             }
             () = expired => {
                 tracing::debug!(peer = %self.peer, "connection closed: header-read or idle timeout");
+            }
+            // Closed with the request in flight: abandoned, as by a client
+            // that hung up (a decision not yet taken is never taken).
+            _ = drain_over.wait_for(|over| *over) => {
+                tracing::debug!(peer = %self.peer, "connection closed: the shutdown's drain is over");
             }
         }
         drop(self.slot);

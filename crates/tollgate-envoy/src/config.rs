@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::{ArcSwap, Guard};
 use tollgate::{Clock, Store};
@@ -55,7 +56,14 @@ pub struct ServiceConfig {
     /// The largest cost one client of one request may ask for, all its
     /// descriptors together; past it the request is `OVER_LIMIT`.
     pub(crate) max_cost: u32,
+    /// How long a shutdown waits for the calls still open before it closes
+    /// their connections ([`ServiceConfig::drain_within`]).
+    pub(crate) drain_within: Duration,
 }
+
+/// How long a shutdown waits for open calls by default: the HTTP
+/// listeners' default idle timeout, which bounds theirs.
+pub const DEFAULT_DRAIN_WITHIN: Duration = Duration::from_secs(60);
 
 impl fmt::Debug for ServiceConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -76,7 +84,21 @@ impl ServiceConfig {
             clock,
             observer: None,
             max_cost: u32::MAX,
+            drain_within: DEFAULT_DRAIN_WITHIN,
         }
+    }
+
+    /// Bounds a shutdown (default [`DEFAULT_DRAIN_WITHIN`]): once it has
+    /// begun, the calls in flight have `drain_within` to be answered, then
+    /// every connection still open is closed. Without it, a client that
+    /// opened a call and never finished sending it would keep the server
+    /// from ever stopping (a call not yet read whole was never decided, so
+    /// closing it takes nothing from any budget). `tollgate serve` sets its
+    /// `[connections] idle_timeout`, which bounds its HTTP shutdown alike.
+    #[must_use]
+    pub fn drain_within(mut self, drain_within: Duration) -> Self {
+        self.drain_within = drain_within;
+        self
     }
 
     /// Refuses a request whose descriptors ask one client for more than

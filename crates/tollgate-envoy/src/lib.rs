@@ -75,7 +75,7 @@ mod taken;
 mod undecodable;
 mod well_formed;
 
-pub use config::{RulesHandle, ServiceConfig};
+pub use config::{RulesHandle, ServiceConfig, DEFAULT_DRAIN_WITHIN};
 pub use error::Error;
 pub use observer::DecisionObserver;
 pub use rules::{EntryConfig, RuleConfig, Rules, RulesConfig};

@@ -13,12 +13,11 @@
 
 use std::future::Future;
 use std::num::NonZeroUsize;
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
-use tokio_stream::wrappers::UnboundedReceiverStream;
-use tokio_stream::StreamExt;
 use tollgate::{Store, SETTLE_WITHIN};
 use tonic::service::Routes;
 use tonic::transport::Server;
@@ -80,6 +79,7 @@ pub async fn run_workers(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let store = config.store.clone();
+    let drain_within = config.drain_within;
     let routes = router(config).await;
     let mut inboxes = Vec::with_capacity(workers.get());
     let mut finished = Vec::with_capacity(workers.get());
@@ -91,7 +91,7 @@ pub async fn run_workers(
         std::thread::Builder::new()
             .name(format!("tollgate-grpc-{index}"))
             .spawn(move || {
-                let _ = done.send(serve_worker(routes, connections, &*store));
+                let _ = done.send(serve_worker(routes, connections, &*store, drain_within));
             })?;
         inboxes.push(inbox);
         finished.push(ended);
@@ -147,25 +147,46 @@ async fn accept(
 }
 
 /// One worker: a single-threaded runtime serving the connections it is
-/// handed until their stream ends, then letting `store` settle
-/// ([`Store::settle`]) before the runtime, with whatever the store still
-/// runs on it, ends.
+/// handed until their stream ends, and their calls in flight for at most
+/// `drain_within` more, then letting `store` settle ([`Store::settle`])
+/// before the runtime, with whatever the store or a connection still runs
+/// on it, ends (the connections still open are closed then).
 fn serve_worker(
     routes: Routes,
     connections: mpsc::UnboundedReceiver<std::net::TcpStream>,
     store: &dyn Store,
+    drain_within: Duration,
 ) -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let incoming = UnboundedReceiverStream::new(connections).map(TcpStream::from_std);
+        // `ended` resolves when the stream of connections has ended (its
+        // sender, kept in the stream's state, is dropped with it).
+        let (ended_tx, ended) = oneshot::channel::<()>();
+        let incoming = futures_util::stream::unfold(
+            (connections, ended_tx),
+            |(mut connections, ended_tx)| async move {
+                let stream = connections.recv().await?;
+                Some((TcpStream::from_std(stream), (connections, ended_tx)))
+            },
+        );
         // The shutdown is the end of `incoming`; `pending` only makes the
         // server drain its connections gracefully then.
-        Server::builder()
+        let served = Server::builder()
             .add_routes(routes)
-            .serve_with_incoming_shutdown(incoming, std::future::pending())
-            .await?;
+            .serve_with_incoming_shutdown(incoming, std::future::pending());
+        let drained = async {
+            let _ = ended.await;
+            tokio::time::sleep(drain_within).await;
+        };
+        tokio::select! {
+            served = served => served?,
+            () = drained => tracing::warn!(
+                ?drain_within,
+                "gRPC calls still open after the shutdown's drain: their connections are closed"
+            ),
+        }
         // What is left unsettled stays counted; a guarded store logs it.
         let _ = store.settle(SETTLE_WITHIN).await;
         Ok(())

@@ -173,6 +173,8 @@ impl Server {
             None => store.clone(),
         };
         let rules = config.envoy.rules.clone();
+        // A shutdown waits for gRPC calls as long as for HTTP requests.
+        let drain_within = config.connections.idle_timeout;
         let metrics = Arc::new(Metrics::new());
         let observed = config
             .dashboard_enabled
@@ -180,13 +182,13 @@ impl Server {
         let active = Arc::new(ArcSwap::from_pointee(Self::activate(&metrics, config)));
         // Only errors the failure policy hands back reach the service: they
         // are gRPC UNAVAILABLE.
-        let envoy = tollgate_envoy::ServiceConfig::new(rules, envoy_store, clock.clone()).observer(
-            Arc::new(grpc_metrics::GrpcMetrics::new(
+        let envoy = tollgate_envoy::ServiceConfig::new(rules, envoy_store, clock.clone())
+            .observer(Arc::new(grpc_metrics::GrpcMetrics::new(
                 active.clone(),
                 metrics.clone(),
                 observed.clone(),
-            )),
-        );
+            )))
+            .drain_within(drain_within);
         Self {
             inner: Arc::new(Inner {
                 active,

@@ -199,3 +199,36 @@ async fn shutdown_finishes_requests_in_flight_and_closes_quiet_connections() {
         .expect("the server did not stop after its last request")
         .unwrap();
 }
+
+/// A client sending its body a byte at a time is never idle, so the idle
+/// timeout alone never closed it, and it held the shutdown for as long as
+/// it kept sending (an audit: 25 s and counting). The drain now ends
+/// `idle_timeout` after the stop, closing what is still open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_trickled_through_the_shutdown_holds_it_for_the_idle_timeout_at_most() {
+    let t = TestServer::start(&config("idle_timeout = \"1s\"\n")).await;
+    let mut trickling = KeepAlive::connect(addr(&t)).await;
+    let head = "POST /v1/check HTTP/1.1\r\nHost: tollgate\r\nContent-Type: application/json\r\n\
+                Expect: 100-continue\r\nContent-Length: 10000\r\n\r\n";
+    trickling.send_bytes(head.as_bytes()).await;
+    assert_eq!(
+        trickling.answer_within(Duration::from_secs(3)).await,
+        Some(100)
+    );
+    let stopping = tokio::spawn(t.stop());
+    // A byte every 200 ms, for 30 s at the most: well inside the idle
+    // timeout, and far past the drain's end.
+    let mut sent = 0;
+    while sent < 150 && !stopping.is_finished() {
+        if !trickling.try_send_bytes(b" ").await {
+            break;
+        }
+        sent += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::timeout(Duration::from_secs(10), stopping)
+        .await
+        .unwrap_or_else(|_| panic!("still serving a trickled body after {sent} bytes"))
+        .unwrap();
+    assert!(sent < 150, "the body was sent whole: the drain never ended");
+}

@@ -159,6 +159,12 @@ impl KeepAlive {
         self.stream.write_all(bytes).await.expect("send bytes");
     }
 
+    /// Sends `bytes`; false when the connection is closed (the server
+    /// closed it, say).
+    pub async fn try_send_bytes(&mut self, bytes: &[u8]) -> bool {
+        self.stream.write_all(bytes).await.is_ok()
+    }
+
     /// One answer: its head, then a `Content-Length` body.
     async fn read_answer(&mut self) -> Option<u16> {
         let mut head = Vec::new();
