@@ -14,6 +14,7 @@
 //! [`MAX_LINE_BYTES`], read in constant memory.
 
 use std::io::{self, BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod command;
 mod redis;
@@ -210,6 +211,9 @@ pub struct Summary {
     pub allowed: u64,
     /// `allow` calls answered `false`.
     pub rejected: u64,
+    /// Whether the replay stopped early, asked to (ctrl-c, SIGTERM), after
+    /// the line [`Summary::lines`] counts; every answer is printed.
+    pub interrupted: bool,
 }
 
 /// How often (in lines) [`replay_with`] reports progress.
@@ -227,12 +231,23 @@ pub fn replay<T: Target>(
     output: impl Write,
     target: &mut T,
 ) -> io::Result<Summary> {
-    replay_with(input, output, target, MAX_LINE_BYTES, &mut |_, _| {})
+    let never = AtomicBool::new(false);
+    replay_with(
+        input,
+        output,
+        target,
+        MAX_LINE_BYTES,
+        &mut |_, _| {},
+        &never,
+    )
 }
 
 /// [`replay`] with another cap on line length, telling `on_progress` the
 /// bytes read so far and the summary every [`PROGRESS_EVERY_LINES`] lines
-/// and once at the end.
+/// and once at the end, and stopping before the next line once `interrupt`
+/// is set (by a signal handler, say): what was answered is printed, and
+/// the summary says [`Summary::interrupted`]. On Redis, a call already
+/// sent is answered first, so the output holds every call Redis counted.
 ///
 /// # Errors
 /// As [`replay`].
@@ -242,6 +257,7 @@ pub fn replay_with<T: Target>(
     target: &mut T,
     max_line_bytes: usize,
     on_progress: &mut dyn FnMut(u64, &Summary),
+    interrupt: &AtomicBool,
 ) -> io::Result<Summary> {
     let mut input = LineReader::new(input, max_line_bytes);
     let mut output = io::BufWriter::with_capacity(1 << 16, output);
@@ -250,6 +266,10 @@ pub fn replay_with<T: Target>(
     let mut active: Result<(), u64> = Err(0);
     let mut line = Vec::with_capacity(256);
     while let Some(read) = input.next_line(&mut line)? {
+        if interrupt.load(Ordering::Relaxed) {
+            summary.interrupted = true;
+            break;
+        }
         let number = input.lines_read();
         summary.lines = number;
         if number.is_multiple_of(PROGRESS_EVERY_LINES) {

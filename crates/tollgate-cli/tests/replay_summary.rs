@@ -29,6 +29,7 @@ fn the_summary_counts_lines_answers_and_errors() {
             failed: 1,
             allowed: 3,
             rejected: 1,
+            interrupted: false,
         }
     );
     assert_eq!(

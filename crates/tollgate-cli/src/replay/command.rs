@@ -5,6 +5,8 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use tollgate::Clock;
 use tollgate_redis::RedisTarget;
@@ -48,16 +50,18 @@ fn redis_target(args: &ReplayArgs) -> Result<Option<RedisTarget>, String> {
 }
 
 /// Runs a replay: exit 0 when no line failed, 1 when some did, 2 when the
-/// input cannot be read or the target reached. `clock` times the run for
+/// input cannot be read or the target reached, 130 when ctrl-c or SIGTERM
+/// stopped it (a second one ends it at once). `clock` times the run for
 /// `--summary`.
 pub fn run(args: ReplayArgs, clock: &dyn Clock) -> ExitCode {
     let started_ms = clock.now_ms();
+    let interrupt = catch_interrupts();
     let result = match redis_target(&args) {
-        Ok(None) => replay_input(&args, &mut Memory::default()),
+        Ok(None) => replay_input(&args, &mut Memory::default(), &interrupt),
         Ok(Some(target)) => {
             let replicas_to_ack = args.redis.redis_replicas_to_ack.unwrap_or(0);
             match Redis::connect_target(&target, args.redis_prefix.as_deref(), replicas_to_ack) {
-                Ok(mut target) => replay_input(&args, &mut target),
+                Ok(mut target) => replay_input(&args, &mut target, &interrupt),
                 Err(e) => Err(e),
             }
         }
@@ -69,7 +73,13 @@ pub fn run(args: ReplayArgs, clock: &dyn Clock) -> ExitCode {
                 let elapsed_ms = clock.now_ms().saturating_sub(started_ms);
                 eprint!("{}", summary.render(elapsed_ms));
             }
-            if summary.failed == 0 {
+            if summary.interrupted {
+                eprintln!(
+                    "tollgate replay: interrupted after line {}; every answer given is printed",
+                    summary.lines
+                );
+                ExitCode::from(INTERRUPTED)
+            } else if summary.failed == 0 {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
@@ -82,8 +92,38 @@ pub fn run(args: ReplayArgs, clock: &dyn Clock) -> ExitCode {
     }
 }
 
-/// Replays the file (or standard input) of `args` on `target`.
-fn replay_input<T: Target>(args: &ReplayArgs, target: &mut T) -> Result<Summary, String> {
+/// The exit status of a replay stopped by a signal (128 + SIGINT, as a
+/// shell reports one).
+const INTERRUPTED: u8 = 130;
+
+/// A flag that ctrl-c and SIGTERM set, so that the replay stops between two
+/// lines and prints what it answered (its output is buffered: killed by
+/// the signal's default action, it lost up to 64 KiB of answers, calls
+/// Redis had counted). A second signal ends the process at once.
+fn catch_interrupts() -> Arc<AtomicBool> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use signal_hook::flag;
+    let interrupt = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        // The order matters: the first signal sets the flag, and the
+        // conditional shutdown, seeing it set, ends the process on the next.
+        let caught =
+            flag::register_conditional_shutdown(signal, INTERRUPTED.into(), interrupt.clone())
+                .and_then(|_| flag::register(signal, interrupt.clone()));
+        if let Err(error) = caught {
+            eprintln!("tollgate replay: cannot catch signal {signal} ({error}); it will end the replay unprinted");
+        }
+    }
+    interrupt
+}
+
+/// Replays the file (or standard input) of `args` on `target`, until the
+/// input ends or `interrupt` is set.
+fn replay_input<T: Target>(
+    args: &ReplayArgs,
+    target: &mut T,
+    interrupt: &AtomicBool,
+) -> Result<Summary, String> {
     let stdout = io::stdout().lock();
     let path = args.file.as_ref().filter(|f| f.as_os_str() != "-");
     let result = match path {
@@ -95,6 +135,7 @@ fn replay_input<T: Target>(args: &ReplayArgs, target: &mut T) -> Result<Summary,
                 target,
                 MAX_LINE_BYTES,
                 &mut |bytes, s| progress.update(bytes, s.lines),
+                interrupt,
             );
             progress.finish();
             result
@@ -105,9 +146,14 @@ fn replay_input<T: Target>(args: &ReplayArgs, target: &mut T) -> Result<Summary,
             let length = file.metadata().ok().map(|m| m.len());
             let progress = Progress::on_stderr(length);
             let input = BufReader::with_capacity(1 << 16, NamedFile { file, path });
-            let result = replay_with(input, stdout, target, MAX_LINE_BYTES, &mut |bytes, s| {
-                progress.update(bytes, s.lines)
-            });
+            let result = replay_with(
+                input,
+                stdout,
+                target,
+                MAX_LINE_BYTES,
+                &mut |bytes, s| progress.update(bytes, s.lines),
+                interrupt,
+            );
             progress.finish();
             result
         }
