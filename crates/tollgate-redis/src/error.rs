@@ -248,6 +248,13 @@ pub const SLOT_CODES: &[&str] = &[
     // The slot's master sends the call on to where the slot is moving (the
     // cluster client follows it; seen only once it gave up).
     "ASK",
+    // The script is missing where the call ran although it was just loaded
+    // (`Evalsha::run`): an ASK took the call to a node that owns no slot
+    // yet (one just added to the cluster), which the cluster client's
+    // SCRIPT LOAD, sent to the masters it knows, never reaches (an audit:
+    // counted as the master's failures, its circuit opened for all its
+    // clients while one slot moved).
+    "NOSCRIPT",
 ];
 
 /// Redis's error codes that no retry can fix, named for the README's table
@@ -351,6 +358,7 @@ mod tests {
         for text in [
             "TRYAGAIN Multiple keys request during rehashing of slot",
             "ASK 3999 127.0.0.1:7001",
+            "NOSCRIPT No matching script. Please use EVAL.",
         ] {
             let error = replied(text);
             assert!(error.is_transient() && error.is_slot_only(), "{text}");

@@ -199,3 +199,61 @@ fn a_cluster_refusing_the_credentials_is_refused_at_connect() {
         }
     });
 }
+
+/// A call whose reply was lost (its connection dropped while the relay
+/// held it) is claimed by its receipt; when the claim is refused at login
+/// (alice's password changed meanwhile), it is tried again until the
+/// password is back, and then takes the call's use back. It was given up
+/// on at the first refusal (a permanent error), so the call stayed
+/// counted (an audit: 1 to 3 units a run).
+#[test]
+fn a_lost_reply_is_claimed_once_a_refused_login_works_again() {
+    use tollgate::{DecidedBy, FailurePolicy, Store};
+    use tollgate_guard::GuardedStore;
+    use tollgate_redis::testing::{counts_until, load_scripts, wait_until, Relay};
+
+    let Some(server) = RedisServer::spawn("lost_reply_claimed_after_login") else {
+        return;
+    };
+    current_thread_runtime().block_on(async {
+        assert_eq!(server.cli(ALICE).trim(), "OK");
+        load_scripts(&server.url()).await;
+        let relay = Relay::start(server.port());
+        let url = format!("redis://alice:s3cret@127.0.0.1:{}", relay.port());
+        let timeout = Duration::from_millis(50);
+        let config = RedisStoreConfig {
+            timeout,
+            ..RedisStoreConfig::default()
+        };
+        let store = RedisStore::connect(&url, config).await.expect("connect");
+        let guard = GuardedStore::new(store.clone(), timeout, FailurePolicy::FailClosed);
+        relay.hold_replies();
+        let answer = guard.check(&plan(), "c", 0, 1).await.expect("answered");
+        assert_ne!(answer.decided_by, DecidedBy::Store);
+        server.cli(&["ACL", "SETUSER", "alice", "resetpass", ">new"]);
+        relay.cut();
+        // Polled every 10 ms for up to 5 s: the call is found lost.
+        let lost = wait_until(500, || store.call_counts().replies_lost == 1).await;
+        assert!(lost, "never found lost: {:?}", store.call_counts());
+        // Refused at login for a while (a claim tries again at most every
+        // few hundred ms), then the password is back.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(
+            store.call_counts().refunds_failed,
+            0,
+            "given up while refused"
+        );
+        server.cli(&["ACL", "SETUSER", "alice", "resetpass", ">s3cret"]);
+        let counts = counts_until(&store, |c| c.refunded >= 1).await;
+        assert_eq!(
+            (counts.refunded, counts.refunds_failed),
+            (1, 0),
+            "{counts:?}"
+        );
+        let direct = RedisStore::connect(&server.url(), RedisStoreConfig::default())
+            .await
+            .expect("connect");
+        let peek = direct.decide(&plan(), "c", 0, 0).await.expect("peek");
+        assert_eq!(peek.limits[0].decision.remaining, 10, "nothing consumed");
+    });
+}

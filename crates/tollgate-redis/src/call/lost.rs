@@ -152,8 +152,9 @@ async fn claim_all(scripts: Arc<Scripts>) {
 /// consumed, by their receipts, and counts how each ended
 /// ([`crate::CallCounts`]: restored, stale or failed; nothing for a call
 /// that consumed nothing). Waits for their deadlines to pass on Redis's
-/// clock, and tries again while Redis cannot be reached or the claim's
-/// answer does not come, for up to [`LOST_KEPT`]: a claim removes the
+/// clock, and tries again while Redis cannot be reached, refuses it (a
+/// login refused, say) or the claim's answer does not come, for up to
+/// [`LOST_KEPT`]: a claim removes the
 /// receipts in the same script that takes the consumption back, so one
 /// sent twice takes nothing back twice.
 async fn claim(scripts: &Arc<Scripts>, calls: &[&Call]) {
@@ -184,10 +185,9 @@ async fn claim(scripts: &Arc<Scripts>, calls: &[&Call]) {
                 return;
             }
             Ok(Ok(Claimed::Early(redis_us))) => until_deadlines(calls, redis_us),
-            Ok(Err(error)) if !error.is_transient() => {
-                failed();
-                return;
-            }
+            // Permanent errors too: credentials refused at login, or a
+            // permission cut, heal once the operator mends them, and
+            // until then the call stays counted. `LOST_KEPT` bounds it.
             Ok(Err(_)) | Err(_) => {
                 pause = (pause * 2).min(MOST_BETWEEN_TRIES);
                 pause

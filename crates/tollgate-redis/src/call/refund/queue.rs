@@ -200,9 +200,10 @@ async fn send_of_one_client(scripts: Arc<Scripts>, newest_first: Vec<Queued>) {
 /// Sends one refund and counts how it ended. One that found a state
 /// changed is kept to be tried again (under a new id: Redis answered this
 /// one); one that found no receipt of its call is counted stale and not
-/// kept (nothing of the call is there to take back); one that met an error trying again may fix (its connection
-/// dropped, before or after Redis ran it; Redis refused the connection,
-/// restarting; no answer within [`REFUND_TIMEOUT`]) is sent again under
+/// kept (nothing of the call is there to take back); one that met an error
+/// (its connection dropped, before or after Redis ran it; Redis refused the
+/// connection, restarting, or the login; no answer within
+/// [`REFUND_TIMEOUT`]) is sent again under
 /// the same id by the sending task, until [`LOST_KEPT`] after it was made,
 /// and counted only then.
 pub(crate) async fn attempt(
@@ -214,7 +215,9 @@ pub(crate) async fn attempt(
         .await
         .unwrap_or(Err(RedisStoreError::Timeout(REFUND_TIMEOUT)));
     let answer = match answer {
-        Err(error) if error.is_transient() && queued.made.elapsed() < LOST_KEPT => {
+        // Permanent errors too (a login refused, a permission cut): the
+        // operator may mend them, and until then the use stays counted.
+        Err(error) if queued.made.elapsed() < LOST_KEPT => {
             let refunds = &scripts.refunds;
             refunds.start_with(scripts, |pending| pending.again.push(queued));
             return Err(error);
