@@ -46,6 +46,17 @@ impl PlanLimiter {
         }
     }
 
+    /// [`Self::with_max_clients`], evicting the same clients for the same
+    /// calls in every run ([`MemoryStore::repeatable`]): for what-if tools,
+    /// not servers.
+    pub fn with_max_clients_repeatable(max_clients: usize) -> Self {
+        Self {
+            store: MemoryStore::with_max_clients(max_clients).repeatable(),
+            known_limits: KnownLimits::default(),
+            unknown_limits: parking_lot::Mutex::default(),
+        }
+    }
+
     /// Decides a request of `cost` units for `client` against every limit of
     /// `plan`, and consumes from each limit only if the request is allowed
     /// (shadow limits that would reject consume nothing). A cost of 0 only asks.

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use compact_str::CompactString;
-use foldhash::fast::RandomState;
+use foldhash::fast::SeedableRandomState;
 use hashbrown::HashTable;
 // Not std's Mutex: two threads deciding for one hot client (the buggy app
 // in a retry loop) hand the shard lock back and forth, and parking_lot's
@@ -100,7 +100,9 @@ pub struct Access<'a, S> {
 /// has used at least as much.
 pub struct MemoryStore<S> {
     shards: Box<[Shard<S>]>,
-    hasher: RandomState,
+    /// Spreads clients over the shards; random, unless the store was made
+    /// [`MemoryStore::repeatable`].
+    hasher: SeedableRandomState,
     /// Most clients the store holds, the sum of its shards' caps (`None`:
     /// no cap).
     max_clients: Option<usize>,
@@ -139,6 +141,17 @@ impl<S> MemoryStore<S> {
         Self::with_shard_caps(Some(Self::clients_kept_at_most(max_clients)))
     }
 
+    /// This store, spreading clients over its shards the same way in every
+    /// run and process, so that a capped store evicts the same clients
+    /// for the same calls: for what-if tools whose answers must not change
+    /// from one run to the next (`tollgate simulate`). Not for a server:
+    /// whoever knows the spread can pick ids that all land in one shard.
+    #[must_use]
+    pub fn repeatable(mut self) -> Self {
+        self.hasher = SeedableRandomState::fixed();
+        self
+    }
+
     /// The bound on clients a store made by [`Self::with_max_clients`]
     /// keeps to: `max(max_clients, 128)` (two clients per
     /// shard at least), as `tollgate check` tells it.
@@ -165,7 +178,7 @@ impl<S> MemoryStore<S> {
                     cap: cap(index),
                 })
                 .collect(),
-            hasher: RandomState::default(),
+            hasher: SeedableRandomState::random(),
             max_clients,
             reclaimed: AtomicU64::new(0),
             evicted: AtomicU64::new(0),

@@ -83,7 +83,9 @@ impl<'c> Simulation<'c> {
         let timelines = Timelines::new(plans.len());
         Self {
             config,
-            limiter: PlanLimiter::with_max_clients(config.store.max_clients),
+            // Repeatable: a second pass (--report), and a second run, evict
+            // the same clients and so give the same answers.
+            limiter: PlanLimiter::with_max_clients_repeatable(config.store.max_clients),
             requests: 0,
             rejected: 0,
             span_ms: None,
