@@ -193,6 +193,21 @@ fn check_redis_range(plan: &Plan, window: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// The most serving threads `--workers` takes: each is a thread and a
+/// listening socket of its own, so a mistyped count would otherwise end in
+/// the system's "Too many open files", naming no flag.
+pub const MAX_WORKERS: usize = 1024;
+
+/// `--workers N`: a whole number from 1 to [`MAX_WORKERS`].
+fn parse_workers(text: &str) -> Result<NonZeroUsize, String> {
+    let count: usize = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number of threads"))?;
+    NonZeroUsize::new(count)
+        .filter(|count| count.get() <= MAX_WORKERS)
+        .ok_or_else(|| format!("{count} is out of range: 1 to {MAX_WORKERS} worker threads"))
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -449,19 +464,4 @@ pub(super) mod tests {
             assert!(config(&flags).is_ok(), "{flags:?}");
         }
     }
-}
-
-/// The most serving threads `--workers` takes: each is a thread and a
-/// listening socket of its own, so a mistyped count would otherwise end in
-/// the system's "Too many open files", naming no flag.
-pub const MAX_WORKERS: usize = 1024;
-
-/// `--workers N`: a whole number from 1 to [`MAX_WORKERS`].
-fn parse_workers(text: &str) -> Result<NonZeroUsize, String> {
-    let count: usize = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not a whole number of threads"))?;
-    NonZeroUsize::new(count)
-        .filter(|count| count.get() <= MAX_WORKERS)
-        .ok_or_else(|| format!("{count} is out of range: 1 to {MAX_WORKERS} worker threads"))
 }

@@ -7,7 +7,6 @@
 //! the check path"). So the first frame is read alone, and only a body that
 //! goes on after it is collected.
 
-use std::error::Error as _;
 use std::pin::pin;
 
 use axum::body::{Bytes, HttpBody};
