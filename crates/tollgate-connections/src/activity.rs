@@ -4,7 +4,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -66,14 +66,26 @@ impl Activity {
     /// Completes when the connection has been idle for `idle_timeout`
     /// (no byte either way), or when its first request head has not arrived
     /// within `first_head_timeout` of its opening: that covers a client that
-    /// connects and sends nothing, before any HTTP parser runs.
-    pub async fn expired(&self, idle_timeout: Duration, first_head_timeout: Duration) {
+    /// connects and sends nothing, before any HTTP parser runs; or once the
+    /// time in `drain_ends` (set when a shutdown begins) has come.
+    ///
+    /// `drain_ends` must be set no earlier than `idle_timeout` from when it
+    /// is set: the sleep under way then ends no later than it (it waits for
+    /// an idle deadline set before), and the next one waits for it. So the
+    /// drain costs a connection nothing until its timer fires.
+    pub async fn expired(
+        &self,
+        idle_timeout: Duration,
+        first_head_timeout: Duration,
+        drain_ends: &OnceLock<Instant>,
+    ) {
         loop {
             let now = Instant::now();
             let idle_at = self.last_io() + idle_timeout;
+            let drain_at = drain_ends.get().copied().unwrap_or(idle_at);
             let first_head_at = self.opened + first_head_timeout;
             let waiting_first_head = self.requests() == 0;
-            if now >= idle_at || (waiting_first_head && now >= first_head_at) {
+            if now >= idle_at.min(drain_at) || (waiting_first_head && now >= first_head_at) {
                 return;
             }
             let next = if waiting_first_head {
@@ -81,7 +93,7 @@ impl Activity {
             } else {
                 idle_at
             };
-            tokio::time::sleep_until(next).await;
+            tokio::time::sleep_until(next.min(drain_at)).await;
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 
 use axum::serve::Listener;
 use hyper::body::{Body, Incoming};
@@ -12,7 +13,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio::sync::OwnedSemaphorePermit;
 use tower::{Service, ServiceExt};
 
 use crate::activity::{Activity, ActivityIo};
@@ -80,9 +81,9 @@ pub async fn serve<S, B>(
     B: ResponseBody,
 {
     let graceful = GracefulShutdown::new();
-    // Set at the end of the shutdown's drain: every connection still open
-    // closes then.
-    let (drain_over, drain_over_seen) = watch::channel(false);
+    // When the shutdown's drain ends, set as it begins: every connection
+    // still open closes then.
+    let drain_ends = Arc::new(OnceLock::new());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -103,23 +104,16 @@ pub async fn serve<S, B>(
             limits,
             peer,
             slot,
-            drain_over: drain_over_seen.clone(),
+            drain_ends: drain_ends.clone(),
         };
         tokio::spawn(PollAgain::new(connection.serve(stream, graceful.watcher())));
     }
     drop(listener);
     // The idle timeout alone does not bound the drain: a client sending a
-    // body a byte at a time is never idle.
-    if tokio::time::timeout(limits.idle_timeout, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            drain = ?limits.idle_timeout,
-            "connections still open after the shutdown's drain (the idle timeout): closed"
-        );
-        let _ = drain_over.send(true);
-    }
+    // body a byte at a time is never idle. Each connection's idle timer
+    // closes it at this time, so that the wait below ends by then.
+    let _ = drain_ends.set(tokio::time::Instant::now() + limits.idle_timeout);
+    graceful.shutdown().await;
 }
 
 /// One accepted connection and what it needs.
@@ -129,8 +123,8 @@ struct Connection<S> {
     peer: SocketAddr,
     /// Released when the connection closes.
     slot: OwnedSemaphorePermit,
-    /// True once the shutdown's drain is over.
-    drain_over: watch::Receiver<bool>,
+    /// When the shutdown's drain ends, once it has begun.
+    drain_ends: Arc<OnceLock<tokio::time::Instant>>,
 }
 
 impl<S> Connection<S> {
@@ -161,21 +155,26 @@ impl<S> Connection<S> {
         let connection = builder
             .serve_connection_with_upgrades(io, service)
             .into_owned();
-        let expired = activity.expired(self.limits.idle_timeout, self.limits.header_read_timeout);
-        let mut drain_over = self.drain_over;
+        let limits = self.limits;
+        let expired = activity.expired(
+            limits.idle_timeout,
+            limits.header_read_timeout,
+            &self.drain_ends,
+        );
         tokio::select! {
             served = watcher.watch(connection) => {
                 if let Err(error) = served {
                     tracing::debug!(peer = %self.peer, %error, "connection ended with an error");
                 }
             }
+            // At the end of a shutdown's drain, a request in flight is
+            // abandoned, as by a client that hung up (a decision not yet
+            // taken is never taken).
             () = expired => {
-                tracing::debug!(peer = %self.peer, "connection closed: header-read or idle timeout");
-            }
-            // Closed with the request in flight: abandoned, as by a client
-            // that hung up (a decision not yet taken is never taken).
-            _ = drain_over.wait_for(|over| *over) => {
-                tracing::debug!(peer = %self.peer, "connection closed: the shutdown's drain is over");
+                tracing::debug!(
+                    peer = %self.peer,
+                    "connection closed: header-read or idle timeout, or the shutdown's drain is over"
+                );
             }
         }
         drop(self.slot);

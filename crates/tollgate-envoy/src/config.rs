@@ -4,6 +4,7 @@
 //! `UNAVAILABLE`, for Envoy's `failure_mode_deny` to decide.
 
 use std::fmt;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +60,8 @@ pub struct ServiceConfig {
     /// How long a shutdown waits for the calls still open before it closes
     /// their connections ([`ServiceConfig::drain_within`]).
     pub(crate) drain_within: Duration,
+    /// Set when a shutdown's drain has ended: no call is decided after.
+    pub(crate) drain_ended: Arc<AtomicBool>,
 }
 
 /// How long a shutdown waits for open calls by default: the HTTP
@@ -85,6 +88,7 @@ impl ServiceConfig {
             observer: None,
             max_cost: u32::MAX,
             drain_within: DEFAULT_DRAIN_WITHIN,
+            drain_ended: Arc::default(),
         }
     }
 

@@ -13,6 +13,8 @@
 
 use std::future::Future;
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
@@ -79,7 +81,7 @@ pub async fn run_workers(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let store = config.store.clone();
-    let drain_within = config.drain_within;
+    let (drain_within, drain_ended) = (config.drain_within, config.drain_ended.clone());
     let routes = router(config).await;
     let mut inboxes = Vec::with_capacity(workers.get());
     let mut finished = Vec::with_capacity(workers.get());
@@ -88,10 +90,14 @@ pub async fn run_workers(
         let (done, ended) = oneshot::channel();
         let routes = routes.clone();
         let store = store.clone();
+        let drain = Drain {
+            within: drain_within,
+            ended: drain_ended.clone(),
+        };
         std::thread::Builder::new()
             .name(format!("tollgate-grpc-{index}"))
             .spawn(move || {
-                let _ = done.send(serve_worker(routes, connections, &*store, drain_within));
+                let _ = done.send(serve_worker(routes, connections, &*store, &drain));
             })?;
         inboxes.push(inbox);
         finished.push(ended);
@@ -146,6 +152,13 @@ async fn accept(
     }
 }
 
+/// How long a worker's shutdown waits for calls in flight, and the flag
+/// that says its wait is over.
+struct Drain {
+    within: Duration,
+    ended: Arc<AtomicBool>,
+}
+
 /// One worker: a single-threaded runtime serving the connections it is
 /// handed until their stream ends, and their calls in flight for at most
 /// `drain_within` more, then letting `store` settle ([`Store::settle`])
@@ -155,7 +168,7 @@ fn serve_worker(
     routes: Routes,
     connections: mpsc::UnboundedReceiver<std::net::TcpStream>,
     store: &dyn Store,
-    drain_within: Duration,
+    drain: &Drain,
 ) -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -178,14 +191,18 @@ fn serve_worker(
             .serve_with_incoming_shutdown(incoming, std::future::pending());
         let drained = async {
             let _ = ended.await;
-            tokio::time::sleep(drain_within).await;
+            tokio::time::sleep(drain.within).await;
         };
         tokio::select! {
             served = served => served?,
-            () = drained => tracing::warn!(
-                ?drain_within,
-                "gRPC calls still open after the shutdown's drain: their connections are closed"
-            ),
+            () = drained => {
+                // Shared by the workers: every one decides nothing more.
+                drain.ended.store(true, Ordering::Relaxed);
+                tracing::warn!(
+                    drain_within = ?drain.within,
+                    "gRPC calls still open after the shutdown's drain: their connections are closed"
+                );
+            }
         }
         // What is left unsettled stays counted; a guarded store logs it.
         let _ = store.settle(SETTLE_WITHIN).await;

@@ -53,6 +53,7 @@
 //! answers a cost over every limit, the others as they stay.
 
 use std::hash::BuildHasher;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -424,6 +425,12 @@ impl RateLimitService for RlsService {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
+        // A call read whole only after the shutdown's drain ended would be
+        // decided while the store settles, and its answer lost with the
+        // connection: it is not decided at all.
+        if self.config.drain_ended.load(Ordering::Relaxed) {
+            return Err(Status::unavailable("the server is shutting down"));
+        }
         self.decide(request.get_ref()).await.map(Response::new)
     }
 }

@@ -15,7 +15,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
-use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan};
+use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, Store};
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::RateLimitRequest;
@@ -30,12 +30,14 @@ descriptor = [{ key = "remote_address" }]
 plan = "per-ip"
 "#;
 
-fn config() -> ServiceConfig {
+fn plan() -> Plan {
     let policy = AnyPolicy::from_name("sliding-window", 2, 1_000).unwrap();
-    let plan = Plan::new("per-ip", vec![Limit::new("1s", policy, false)]).unwrap();
-    let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &[plan]).unwrap();
-    let (store, clock) = (MemoryBackend::new(), ManualClock::new(0));
-    ServiceConfig::new(rules, Arc::new(store), Arc::new(clock))
+    Plan::new("per-ip", vec![Limit::new("1s", policy, false)]).unwrap()
+}
+
+fn config(store: Arc<MemoryBackend>) -> ServiceConfig {
+    let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &[plan()]).unwrap();
+    ServiceConfig::new(rules, store, Arc::new(ManualClock::new(0)))
 }
 
 /// One gRPC message: not compressed, its length (big endian), its bytes.
@@ -82,9 +84,10 @@ async fn a_call_never_sent_whole_holds_the_shutdown_for_the_drain_at_most() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
+    let store = Arc::new(MemoryBackend::new());
     let server = tokio::spawn(tollgate_envoy::run_workers(
         listener,
-        config().drain_within(Duration::from_millis(300)),
+        config(store.clone()).drain_within(Duration::from_millis(300)),
         NonZeroUsize::MIN,
         async {
             let _ = stopped.await;
@@ -125,4 +128,14 @@ async fn a_call_never_sent_whole_holds_the_shutdown_for_the_drain_at_most() {
         .unwrap();
     assert!(ended.is_err(), "{ended:?}");
     drop(held_chunks);
+    // Never decided: its client has its whole limit (the other used one).
+    assert_eq!(remaining(&store, "10.0.0.1").await, 2);
+    assert_eq!(remaining(&store, "10.0.0.2").await, 1);
+}
+
+/// What is left of the address's limit, at time 0.
+async fn remaining(store: &MemoryBackend, address: &str) -> u32 {
+    let key = format!("edge|remote_address={address}");
+    let peek = store.check(&plan(), &key, 0, 0).await.unwrap();
+    peek.limits[0].decision.remaining
 }
