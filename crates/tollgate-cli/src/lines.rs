@@ -36,6 +36,9 @@ pub struct LineReader<R> {
     max_line_bytes: usize,
     bytes_read: u64,
     lines_read: u64,
+    /// Whether the input's buffer was used up by the last line: the next
+    /// one needs a read, which may wait (a quiet standard input).
+    drained: bool,
 }
 
 impl<R: BufRead> LineReader<R> {
@@ -47,6 +50,7 @@ impl<R: BufRead> LineReader<R> {
             max_line_bytes,
             bytes_read: 0,
             lines_read: 0,
+            drained: true,
         }
     }
 
@@ -72,10 +76,29 @@ impl<R: BufRead> LineReader<R> {
     /// # Errors
     /// I/O errors of the input.
     pub fn next_line(&mut self, line: &mut Vec<u8>) -> io::Result<Option<Line>> {
+        self.next_line_or_stop(line, &mut || Ok(true))
+    }
+
+    /// [`Self::next_line`], calling `before_reading` first whenever the
+    /// input must be read (its buffer holds no more of the line), which may
+    /// wait for as long as the input is quiet: it returns whether to read
+    /// (false: `None`, as at the end of the input, the part of a line read
+    /// so far dropped).
+    ///
+    /// # Errors
+    /// I/O errors of the input, and those of `before_reading`.
+    pub fn next_line_or_stop(
+        &mut self,
+        line: &mut Vec<u8>,
+        before_reading: &mut dyn FnMut() -> io::Result<bool>,
+    ) -> io::Result<Option<Line>> {
         line.clear();
         let mut too_long = false;
         let mut any = false;
         loop {
+            if self.drained && !before_reading()? {
+                return Ok(None);
+            }
             let available = match self.input.fill_buf() {
                 Ok(available) => available,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -93,6 +116,7 @@ impl<R: BufRead> LineReader<R> {
                 line.extend_from_slice(&content[..content.len().min(room)]);
             }
             let used = newline.map_or(available.len(), |at| at + 1);
+            self.drained = used == available.len();
             self.input.consume(used);
             self.bytes_read += used as u64;
             if newline.is_some() {

@@ -231,7 +231,7 @@ pub fn replay<T: Target>(
     output: impl Write,
     target: &mut T,
 ) -> io::Result<Summary> {
-    let never = AtomicBool::new(false);
+    let never = Interrupt::default();
     replay_with(
         input,
         output,
@@ -242,12 +242,51 @@ pub fn replay<T: Target>(
     )
 }
 
+/// What a replay and whoever may stop it (a signal handler) share, so that
+/// a replay asked to stop prints every answer it gave: it stops before its
+/// next line, or, while it waits for input (its output flushed first), the
+/// one who asked may end the process at once.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    requested: AtomicBool,
+    waiting: AtomicBool,
+}
+
+impl Interrupt {
+    /// Asks the replay to stop. True when it is waiting for input, with
+    /// every answer printed: then it would not see the request until a
+    /// line came, and the caller may end the process.
+    pub fn request(&self) -> bool {
+        // Sequentially consistent, with `wait_for_input`'s pair: one of the
+        // two sees the other's store.
+        self.requested.store(true, Ordering::SeqCst);
+        self.waiting.load(Ordering::SeqCst)
+    }
+
+    /// Whether a stop was asked for.
+    pub fn is_requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+
+    /// Marks the replay as waiting for input; false when a stop was asked
+    /// for (then it must not wait).
+    fn wait_for_input(&self) -> bool {
+        self.waiting.store(true, Ordering::SeqCst);
+        !self.requested.load(Ordering::SeqCst)
+    }
+
+    fn line_came(&self) {
+        self.waiting.store(false, Ordering::SeqCst);
+    }
+}
+
 /// [`replay`] with another cap on line length, telling `on_progress` the
 /// bytes read so far and the summary every [`PROGRESS_EVERY_LINES`] lines
 /// and once at the end, and stopping before the next line once `interrupt`
-/// is set (by a signal handler, say): what was answered is printed, and
-/// the summary says [`Summary::interrupted`]. On Redis, a call already
+/// is requested (by a signal handler, say): what was answered is printed,
+/// and the summary says [`Summary::interrupted`]. On Redis, a call already
 /// sent is answered first, so the output holds every call Redis counted.
+/// Before each read of the input that may wait, the output is flushed.
 ///
 /// # Errors
 /// As [`replay`].
@@ -257,7 +296,7 @@ pub fn replay_with<T: Target>(
     target: &mut T,
     max_line_bytes: usize,
     on_progress: &mut dyn FnMut(u64, &Summary),
-    interrupt: &AtomicBool,
+    interrupt: &Interrupt,
 ) -> io::Result<Summary> {
     let mut input = LineReader::new(input, max_line_bytes);
     let mut output = io::BufWriter::with_capacity(1 << 16, output);
@@ -265,11 +304,17 @@ pub fn replay_with<T: Target>(
     // The number of the line whose `new` failed, or 0 before any `new`.
     let mut active: Result<(), u64> = Err(0);
     let mut line = Vec::with_capacity(256);
-    while let Some(read) = input.next_line(&mut line)? {
-        if interrupt.load(Ordering::Relaxed) {
-            summary.interrupted = true;
+    loop {
+        if interrupt.is_requested() {
             break;
         }
+        let mut before_reading = || -> io::Result<bool> {
+            output.flush()?;
+            Ok(interrupt.wait_for_input())
+        };
+        let read = input.next_line_or_stop(&mut line, &mut before_reading)?;
+        interrupt.line_came();
+        let Some(read) = read else { break };
         let number = input.lines_read();
         summary.lines = number;
         if number.is_multiple_of(PROGRESS_EVERY_LINES) {
@@ -306,6 +351,7 @@ pub fn replay_with<T: Target>(
         }
     }
     output.flush()?;
+    summary.interrupted = interrupt.is_requested();
     on_progress(input.bytes_read(), &summary);
     Ok(summary)
 }

@@ -5,13 +5,13 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use tollgate::Clock;
 use tollgate_redis::RedisTarget;
 
-use super::{replay_with, Memory, Redis, Summary, Target, MAX_LINE_BYTES};
+use super::{replay_with, Interrupt, Memory, Redis, Summary, Target, MAX_LINE_BYTES};
 use crate::progress::Progress;
 use crate::redis_args::RedisArgs;
 
@@ -50,7 +50,7 @@ fn redis_target(args: &ReplayArgs) -> Result<Option<RedisTarget>, String> {
 }
 
 /// Runs a replay: exit 0 when no line failed, 1 when some did, 2 when the
-/// input cannot be read or the target reached, 130 when ctrl-c or SIGTERM
+/// input cannot be read or the target reached, 130 or 143 when ctrl-c or SIGTERM
 /// stopped it (a second one ends it at once). `clock` times the run for
 /// `--summary`.
 pub fn run(args: ReplayArgs, clock: &dyn Clock) -> ExitCode {
@@ -78,7 +78,7 @@ pub fn run(args: ReplayArgs, clock: &dyn Clock) -> ExitCode {
                     "tollgate replay: interrupted after line {}; every answer given is printed",
                     summary.lines
                 );
-                ExitCode::from(INTERRUPTED)
+                ExitCode::from(status_of(STOPPED_BY.load(Ordering::SeqCst)))
             } else if summary.failed == 0 {
                 ExitCode::SUCCESS
             } else {
@@ -92,27 +92,53 @@ pub fn run(args: ReplayArgs, clock: &dyn Clock) -> ExitCode {
     }
 }
 
-/// The exit status of a replay stopped by a signal (128 + SIGINT, as a
-/// shell reports one).
-const INTERRUPTED: u8 = 130;
+/// The signal that stopped the replay (0: none yet); its exit status is
+/// 128 plus its number, as a shell reports a process the signal ended.
+static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
 
-/// A flag that ctrl-c and SIGTERM set, so that the replay stops between two
-/// lines and prints what it answered (its output is buffered: killed by
-/// the signal's default action, it lost up to 64 KiB of answers, calls
-/// Redis had counted). A second signal ends the process at once.
-fn catch_interrupts() -> Arc<AtomicBool> {
+/// The exit status of a replay the signal `signal` stopped.
+fn status_of(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(u8::MAX)
+}
+
+/// Catches ctrl-c and SIGTERM on a thread of their own, which asks the
+/// replay to stop: it stops before its next line with every answer printed
+/// (its output is buffered: killed by the signal's default action, it lost
+/// up to 64 KiB of answers, calls Redis had counted), or, when it is
+/// waiting for input (output flushed), the process ends at once. A second
+/// signal ends it at once in any case.
+fn catch_interrupts() -> Arc<Interrupt> {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    use signal_hook::flag;
-    let interrupt = Arc::new(AtomicBool::new(false));
-    for signal in [SIGINT, SIGTERM] {
-        // The order matters: the first signal sets the flag, and the
-        // conditional shutdown, seeing it set, ends the process on the next.
-        let caught =
-            flag::register_conditional_shutdown(signal, INTERRUPTED.into(), interrupt.clone())
-                .and_then(|_| flag::register(signal, interrupt.clone()));
-        if let Err(error) = caught {
-            eprintln!("tollgate replay: cannot catch signal {signal} ({error}); it will end the replay unprinted");
+    use signal_hook::iterator::Signals;
+    let interrupt = Arc::new(Interrupt::default());
+    let mut signals = match Signals::new([SIGINT, SIGTERM]) {
+        Ok(signals) => signals,
+        Err(error) => {
+            eprintln!(
+                "tollgate replay: cannot catch ctrl-c ({error}); it will end the replay unprinted"
+            );
+            return interrupt;
         }
+    };
+    let asked = interrupt.clone();
+    let watching = std::thread::Builder::new()
+        .name("replay-signals".into())
+        .spawn(move || {
+            let mut arrived = signals.forever();
+            let Some(first) = arrived.next() else { return };
+            STOPPED_BY.store(first, Ordering::SeqCst);
+            if asked.request() {
+                eprintln!("tollgate replay: interrupted while waiting for input; every answer given is printed");
+                std::process::exit(status_of(first).into());
+            }
+            if let Some(second) = arrived.next() {
+                std::process::exit(status_of(second).into());
+            }
+        });
+    if let Err(error) = watching {
+        eprintln!(
+            "tollgate replay: cannot catch ctrl-c ({error}); it will end the replay unprinted"
+        );
     }
     interrupt
 }
@@ -122,7 +148,7 @@ fn catch_interrupts() -> Arc<AtomicBool> {
 fn replay_input<T: Target>(
     args: &ReplayArgs,
     target: &mut T,
-    interrupt: &AtomicBool,
+    interrupt: &Interrupt,
 ) -> Result<Summary, String> {
     let stdout = io::stdout().lock();
     let path = args.file.as_ref().filter(|f| f.as_os_str() != "-");
