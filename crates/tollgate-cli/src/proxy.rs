@@ -46,7 +46,8 @@ pub async fn run(
     } else {
         Placement::anywhere()
     };
-    let (addr, listeners) = tollgate_proxy::bind_workers(addr, workers)?;
+    let (addr, listeners) =
+        tollgate_proxy::bind_workers(addr, workers).map_err(|e| naming_workers(e, workers))?;
     let watcher = match (&args.config, running_store) {
         (Some(path), Some(running)) => spawn_reloader(
             path.clone(),
@@ -75,7 +76,9 @@ pub async fn run(
         connections.max_connections,
     );
     let sweeper = spawn_sweeper(sweep, config.limits().plans_handle());
-    let served = tollgate_proxy::run_workers(listeners, config, placement, shutdown).await;
+    let served = tollgate_proxy::run_workers(listeners, config, placement, shutdown)
+        .await
+        .map_err(|e| naming_workers(e, workers));
     for task in [watcher, sweeper] {
         task.abort();
     }
@@ -94,6 +97,25 @@ fn spawn_sweeper(sweep: Sweep, plans: PlansHandle) -> tokio::task::JoinHandle<()
         })
         .await;
     })
+}
+
+/// Linux's EMFILE: the process may open no more files.
+const TOO_MANY_OPEN_FILES: i32 = 24;
+
+/// `error`, said of `--workers` when it is the limit on open files, which
+/// each worker's socket, thread and event queue count against (the
+/// system's bare "Too many open files" named no flag).
+fn naming_workers(error: Error, workers: NonZeroUsize) -> Error {
+    match &error {
+        Error::Io(io) if io.raw_os_error() == Some(TOO_MANY_OPEN_FILES) => Error::InvalidOption {
+            option: "--workers",
+            reason: format!(
+                "{workers} workers need more open files than this process may have ({io}); \
+                 lower --workers, or raise the limit (ulimit -n)"
+            ),
+        },
+        _ => error,
+    }
 }
 
 /// How the start-up line says where the workers run: nothing when

@@ -116,3 +116,21 @@ async fn pin_workers_takes_only_the_cpus_the_process_may_run_on() {
     .await
     .unwrap();
 }
+
+/// More workers than the limit on open files lets start are refused by the
+/// flag's name (each takes a socket, a thread and an event queue): the
+/// system's bare "Too many open files" named nothing (a review).
+#[test]
+fn workers_past_the_open_files_limit_are_refused_by_name() {
+    let upstream = "http://127.0.0.1:9";
+    let output = Command::new("sh")
+        .args(["-c", "ulimit -n 64 && exec \"$0\" \"$@\"", BIN])
+        .args(["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0"])
+        .args(["--workers", "1000"])
+        .output()
+        .expect("sh runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("--workers"), "{stderr}");
+    assert!(stderr.contains("ulimit -n"), "{stderr}");
+}
