@@ -158,6 +158,26 @@ impl RedisStoreError {
 }
 
 impl RedisStoreError {
+    /// True when the operator may mend it while the store runs: a transient
+    /// error, or credentials or permissions refused (a password changed, an
+    /// ACL cut; the README's table calls those permanent, since no retry of
+    /// a decision fixes them). A claim or refund that meets one tries again
+    /// for as long as it is kept; one that meets a bug (a wrong type under
+    /// the prefix, a script error) stops there.
+    pub fn may_heal(&self) -> bool {
+        let refused_credentials = |e: &redis::RedisError| {
+            e.kind() == redis::ErrorKind::AuthenticationFailed
+                || e.code()
+                    .is_some_and(|code| CREDENTIAL_CODES.contains(&code))
+        };
+        match self {
+            RedisStoreError::Redis(e) | RedisStoreError::Connect { source: e, .. } => {
+                self.is_transient() || refused_credentials(e)
+            }
+            _ => self.is_transient(),
+        }
+    }
+
     /// True when Redis refused the call for the client's slot alone
     /// ([`SLOT_CODES`]): the node was reached and serves its other slots,
     /// so the error says so ([`tollgate::StoreErrorKind::TransientClientOnly`]) and a guard keeps the
@@ -271,6 +291,10 @@ pub const PERMANENT_CODES: &[&str] = &[
     "EXECABORT",
 ];
 
+/// The [`PERMANENT_CODES`] of credentials or permissions refused, which
+/// the operator may mend ([`RedisStoreError::may_heal`]).
+const CREDENTIAL_CODES: &[&str] = &["NOPERM", "NOAUTH", "WRONGPASS"];
+
 fn is_transient_redis(e: &redis::RedisError) -> bool {
     // A reconnection refused for its credentials (the password changed
     // under a running store) comes without a code: no retry fixes it.
@@ -347,6 +371,28 @@ mod tests {
         match redis::parse_redis_value(format!("-{text}\r\n").as_bytes()) {
             Ok(redis::Value::ServerError(e)) => RedisStoreError::Redis(e.into()),
             other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    /// What a claim or refund tries again (until it is no longer kept):
+    /// what a retry or the operator may mend, not a bug.
+    #[test]
+    fn credentials_refused_may_heal_and_bugs_do_not() {
+        for text in [
+            "WRONGPASS invalid username-password pair or user is disabled.",
+            "NOAUTH Authentication required.",
+            "NOPERM User alice has no permissions to run the 'evalsha' command",
+            "OOM command not allowed when used memory > 'maxmemory'.",
+            "LOADING Redis is loading the dataset in memory",
+        ] {
+            assert!(replied(text).may_heal(), "{text}");
+        }
+        for text in [
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "ERR user_script:12: attempt to compare nil with number",
+            "CROSSSLOT Keys in request don't hash to the same slot",
+        ] {
+            assert!(!replied(text).may_heal(), "{text}");
         }
     }
 

@@ -185,9 +185,13 @@ async fn claim(scripts: &Arc<Scripts>, calls: &[&Call]) {
                 return;
             }
             Ok(Ok(Claimed::Early(redis_us))) => until_deadlines(calls, redis_us),
-            // Permanent errors too: credentials refused at login, or a
-            // permission cut, heal once the operator mends them, and
-            // until then the call stays counted. `LOST_KEPT` bounds it.
+            Ok(Err(error)) if !error.may_heal() => {
+                failed();
+                return;
+            }
+            // Credentials refused at login, or a permission cut, too: they
+            // heal once the operator mends them, and until then the call
+            // stays counted. `LOST_KEPT` bounds it.
             Ok(Err(_)) | Err(_) => {
                 pause = (pause * 2).min(MOST_BETWEEN_TRIES);
                 pause

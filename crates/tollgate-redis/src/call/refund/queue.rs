@@ -215,9 +215,9 @@ pub(crate) async fn attempt(
         .await
         .unwrap_or(Err(RedisStoreError::Timeout(REFUND_TIMEOUT)));
     let answer = match answer {
-        // Permanent errors too (a login refused, a permission cut): the
-        // operator may mend them, and until then the use stays counted.
-        Err(error) if queued.made.elapsed() < LOST_KEPT => {
+        // A login refused or a permission cut too: the operator may mend
+        // them, and until then the use stays counted.
+        Err(error) if error.may_heal() && queued.made.elapsed() < LOST_KEPT => {
             let refunds = &scripts.refunds;
             refunds.start_with(scripts, |pending| pending.again.push(queued));
             return Err(error);
