@@ -3,7 +3,8 @@
 //! over its shards by a random hash, so a cap near the number of clients
 //! evicted different clients, and let different numbers through, from one
 //! run to the next (an audit: 600 clients under a cap of 1,000 gave 600 to
-//! 654 allowed where 600 was right).
+//! 654 allowed). The numbers themselves are those of a cap kept per shard
+//! (README: a shard can fill before the store does), as in `serve`.
 
 mod simulate_common;
 

@@ -193,7 +193,8 @@ impl Stats {
         }
     }
 
-    /// Counts a store error that no failure policy answered.
+    /// Counts a store error that no decision counted: one no failure
+    /// policy answered, or a look (cost 0) one answered.
     pub fn record_store_error(&self, now_ms: u64) {
         if let Some(second) = self.second(now_ms) {
             second.store_errors.fetch_add(1, Ordering::Relaxed);

@@ -335,5 +335,7 @@ async fn a_broken_chunked_body_says_what_is_wrong_with_it() {
     let answer = raw_exchange(addr, request.to_owned()).await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert!(answer.contains("chunk size"), "{answer}");
+    let said = "error reading a body from connection";
+    assert_eq!(answer.matches(said).count(), 1, "said once: {answer}");
     t.stop().await;
 }

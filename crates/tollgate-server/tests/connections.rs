@@ -206,7 +206,7 @@ async fn shutdown_finishes_requests_in_flight_and_closes_quiet_connections() {
 /// `idle_timeout` after the stop, closing what is still open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_trickled_through_the_shutdown_holds_it_for_the_idle_timeout_at_most() {
-    let t = TestServer::start(&config("idle_timeout = \"1s\"\n")).await;
+    let t = TestServer::start(&config("idle_timeout = \"2s\"\n")).await;
     let mut trickling = KeepAlive::connect(addr(&t)).await;
     let head = "POST /v1/check HTTP/1.1\r\nHost: tollgate\r\nContent-Type: application/json\r\n\
                 Expect: 100-continue\r\nContent-Length: 10000\r\n\r\n";
@@ -216,19 +216,20 @@ async fn a_body_trickled_through_the_shutdown_holds_it_for_the_idle_timeout_at_m
         Some(100)
     );
     let stopping = tokio::spawn(t.stop());
-    // A byte every 200 ms, for 30 s at the most: well inside the idle
-    // timeout, and far past the drain's end.
+    // A byte every 100 ms, for 30 s at the most: far inside the idle
+    // timeout (a stall of 2 s would be needed to close it idle), and far
+    // past the drain's end.
     let mut sent = 0;
-    while sent < 150 && !stopping.is_finished() {
+    while sent < 300 && !stopping.is_finished() {
         if !trickling.try_send_bytes(b" ").await {
             break;
         }
         sent += 1;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::timeout(Duration::from_secs(10), stopping)
         .await
         .unwrap_or_else(|_| panic!("still serving a trickled body after {sent} bytes"))
         .unwrap();
-    assert!(sent < 150, "the body was sent whole: the drain never ended");
+    assert!(sent < 300, "the body was sent whole: the drain never ended");
 }

@@ -39,19 +39,20 @@ impl PlanLimiter {
     /// back the most ([`Policy::units_given_back`]), least recently seen first
     /// among equals. A client that used up its quota goes last.
     pub fn with_max_clients(max_clients: usize) -> Self {
-        Self {
-            store: MemoryStore::with_max_clients(max_clients),
-            known_limits: KnownLimits::default(),
-            unknown_limits: parking_lot::Mutex::default(),
-        }
+        Self::on(MemoryStore::with_max_clients(max_clients))
     }
 
     /// [`Self::with_max_clients`], evicting the same clients for the same
     /// calls in every run ([`MemoryStore::repeatable`]): for what-if tools,
     /// not servers.
     pub fn with_max_clients_repeatable(max_clients: usize) -> Self {
+        Self::on(MemoryStore::with_max_clients(max_clients).repeatable())
+    }
+
+    /// A limiter keeping its clients in `store`.
+    fn on(store: MemoryStore<PlanStates>) -> Self {
         Self {
-            store: MemoryStore::with_max_clients(max_clients).repeatable(),
+            store,
             known_limits: KnownLimits::default(),
             unknown_limits: parking_lot::Mutex::default(),
         }

@@ -84,8 +84,9 @@ pub struct Access<'a, S> {
 /// [`MemoryStore::with_max_clients`] bounds the number of clients kept, so
 /// that a flood of distinct client ids cannot grow memory without end. The
 /// cap is kept per shard (the 64 shards' caps add up to it, each
-/// `max_clients / 64` or one more, at least 2). When a new client arrives at a full shard, the shard first drops
-/// entries whose removal changes no answer (the caller says which, see
+/// `max_clients / 64` or one more, at least 2). When a new client arrives
+/// at a full shard, the shard first drops entries whose removal changes no
+/// answer (the caller says which, see
 /// [`MemoryStore::with_entry_reclaiming`]); if that frees less than an eighth
 /// of the shard, the clients whose eviction gives back the fewest units are
 /// evicted in one batch down to seven eighths of the shard's cap (among

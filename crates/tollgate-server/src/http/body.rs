@@ -65,11 +65,18 @@ fn refusal(error: BoxError) -> Rejection {
     } else {
         // hyper's own message is general ("error reading a body from
         // connection"); its causes say what was wrong with the body.
-        let mut message = format!("cannot read the request body: {error}");
+        // A wrapper may say its cause's words as its own (axum's error
+        // does): each is said once.
+        let mut said = error.to_string();
+        let mut message = format!("cannot read the request body: {said}");
         let mut cause = error.source();
         while let Some(error) = cause {
-            message.push_str(": ");
-            message.push_str(&error.to_string());
+            let words = error.to_string();
+            if !said.ends_with(&words) {
+                message.push_str(": ");
+                message.push_str(&words);
+            }
+            said = words;
             cause = error.source();
         }
         Rejection::bad_request(message)
