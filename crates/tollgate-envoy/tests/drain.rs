@@ -16,10 +16,10 @@ use prost::Message;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, Store};
-use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use tollgate_envoy::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
+
+mod common;
+use common::{descriptor, request};
 
 const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
@@ -42,18 +42,7 @@ fn config(store: Arc<MemoryBackend>) -> ServiceConfig {
 
 /// One gRPC message: not compressed, its length (big endian), its bytes.
 fn framed(address: &str) -> Bytes {
-    let message = RateLimitRequest {
-        domain: "edge".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "remote_address".into(),
-                value: address.into(),
-            }],
-            ..RateLimitDescriptor::default()
-        }],
-        hits_addend: 0,
-    }
-    .encode_to_vec();
+    let message = request(vec![descriptor("remote_address", address)]).encode_to_vec();
     let mut body = vec![0];
     body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
     body.extend_from_slice(&message);

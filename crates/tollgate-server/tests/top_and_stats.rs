@@ -169,13 +169,13 @@ async fn stats_count_each_second_per_plan() {
     t.stop().await;
 }
 
-#[tokio::test]
-async fn store_failures_show_in_stats_and_health() {
+/// A server on a Redis that nothing listens on, failing by `policy`.
+async fn on_a_redis_down(policy: &str) -> TestServer {
     let text = format!(
         r#"
 [store]
 url = "redis://127.0.0.1:{}"
-failure_policy = "fail-open"
+failure_policy = "{policy}"
 timeout = "200ms"
 
 [[plans.shared]]
@@ -188,7 +188,12 @@ window = "1s"
     );
     let config = Config::parse(&text).unwrap();
     let store = StoreHandle::for_config(&config).unwrap();
-    let t = TestServer::start_with(&text, config, store).await;
+    TestServer::start_with(&text, config, store).await
+}
+
+#[tokio::test]
+async fn store_failures_show_in_stats_and_health() {
+    let t = on_a_redis_down("fail-open").await;
     for _ in 0..2 {
         assert_eq!(t.check("tenant", 1).await.json()["decided_by"], "fail-open");
     }
@@ -212,24 +217,7 @@ window = "1s"
 #[tokio::test]
 async fn looks_answered_by_the_failure_policy_count_as_store_errors() {
     for policy in ["fail-open", "fail-closed", "local-fallback"] {
-        let text = format!(
-            r#"
-[store]
-url = "redis://127.0.0.1:{}"
-failure_policy = "{policy}"
-timeout = "200ms"
-
-[[plans.shared]]
-name = "1s"
-policy = "sliding-window"
-limit = 5
-window = "1s"
-"#,
-            free_port()
-        );
-        let config = Config::parse(&text).unwrap();
-        let store = StoreHandle::for_config(&config).unwrap();
-        let t = TestServer::start_with(&text, config, store).await;
+        let t = on_a_redis_down(policy).await;
         for _ in 0..3 {
             let look = t.get("/v1/remaining/tenant").await;
             assert_eq!(look.json()["decided_by"], policy, "{}", look.body);
