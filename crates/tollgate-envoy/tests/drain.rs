@@ -15,30 +15,12 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
-use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, Store};
-use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
+use tollgate::{MemoryBackend, Store};
 
 mod common;
-use common::{descriptor, request};
+use common::{descriptor, per_ip_config, per_ip_plan, request};
 
 const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
-
-const RULES: &str = r#"
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "remote_address" }]
-plan = "per-ip"
-"#;
-
-fn plan() -> Plan {
-    let policy = AnyPolicy::from_name("sliding-window", 2, 1_000).unwrap();
-    Plan::new("per-ip", vec![Limit::new("1s", policy, false)]).unwrap()
-}
-
-fn config(store: Arc<MemoryBackend>) -> ServiceConfig {
-    let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &[plan()]).unwrap();
-    ServiceConfig::new(rules, store, Arc::new(ManualClock::new(0)))
-}
 
 /// One gRPC message: not compressed, its length (big endian), its bytes.
 fn framed(address: &str) -> Bytes {
@@ -76,7 +58,7 @@ async fn a_call_never_sent_whole_holds_the_shutdown_for_the_drain_at_most() {
     let store = Arc::new(MemoryBackend::new());
     let server = tokio::spawn(tollgate_envoy::run_workers(
         listener,
-        config(store.clone()).drain_within(Duration::from_millis(300)),
+        per_ip_config(store.clone()).drain_within(Duration::from_millis(300)),
         NonZeroUsize::MIN,
         async {
             let _ = stopped.await;
@@ -125,6 +107,6 @@ async fn a_call_never_sent_whole_holds_the_shutdown_for_the_drain_at_most() {
 /// What is left of the address's limit, at time 0.
 async fn remaining(store: &MemoryBackend, address: &str) -> u32 {
     let key = format!("edge|remote_address={address}");
-    let peek = store.check(&plan(), &key, 0, 0).await.unwrap();
+    let peek = store.check(&per_ip_plan(), &key, 0, 0).await.unwrap();
     peek.limits[0].decision.remaining
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::Running;
+use common::{per_ip_config, Running};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -16,23 +16,13 @@ use hyper::{HeaderMap, Method, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
 use tokio::net::TcpStream;
-use tollgate::{AnyPolicy, Limit, ManualClock, MemoryBackend, Plan};
+use tollgate::MemoryBackend;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 
 const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
-
-/// Two calls per address per second: the first call leaves 1, so a budget
-/// with 1 left after one well-formed call had nothing taken before it.
-const RULES: &str = r#"
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "remote_address" }]
-plan = "per-ip"
-"#;
 
 struct Server {
     running: Running,
@@ -40,21 +30,8 @@ struct Server {
 
 impl Server {
     async fn start() -> Self {
-        let plan = Plan::new(
-            "per-ip",
-            vec![Limit::new(
-                "1s",
-                AnyPolicy::from_name("sliding-window", 2, 1_000).unwrap(),
-                false,
-            )],
-        )
-        .unwrap();
-        let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &[plan]).unwrap();
-        let config = ServiceConfig::new(
-            rules,
-            Arc::new(MemoryBackend::new()),
-            Arc::new(ManualClock::new(0)),
-        );
+        // Two calls per address per second (`per_ip_plan`).
+        let config = per_ip_config(Arc::new(MemoryBackend::new()));
         Server {
             running: Running::start(config).await,
         }

@@ -10,37 +10,16 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Semaphore};
-use tollgate::{
-    AnyPolicy, Limit, ManualClock, MemoryBackend, Plan, PlanDecision, Store, StoreFuture,
-};
+use tollgate::{MemoryBackend, Plan, PlanDecision, Store, StoreFuture};
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 use tonic::transport::{Channel, Endpoint};
 
-const RULES: &str = r#"
-[[rules]]
-domain = "edge"
-descriptor = [{ key = "remote_address" }]
-plan = "per-ip"
-"#;
-
-fn config(store: Arc<dyn Store>) -> ServiceConfig {
-    let plan = Plan::new(
-        "per-ip",
-        vec![Limit::new(
-            "1s",
-            AnyPolicy::from_name("sliding-window", 2, 1_000).unwrap(),
-            false,
-        )],
-    )
-    .unwrap();
-    let rules = Rules::new(RulesConfig::from_toml(RULES).unwrap(), &[plan]).unwrap();
-    ServiceConfig::new(rules, store, Arc::new(ManualClock::new(0)))
-}
+mod common;
+use common::per_ip_config;
 
 fn request(addr: &str) -> RateLimitRequest {
     RateLimitRequest {
@@ -71,7 +50,7 @@ async fn start(
     let workers = NonZeroUsize::new(workers).unwrap();
     let task = tokio::spawn(tollgate_envoy::run_workers(
         listener,
-        config(store),
+        per_ip_config(store),
         workers,
         async {
             let _ = stopped.await;

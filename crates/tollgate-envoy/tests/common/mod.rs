@@ -4,14 +4,16 @@
 
 use std::net::SocketAddr;
 
+use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
-use tollgate::{AnyPolicy, Limit, Plan};
+
+use tollgate::{AnyPolicy, Limit, ManualClock, Plan, Store};
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_envoy::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_envoy::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use tollgate_envoy::ServiceConfig;
+use tollgate_envoy::{Rules, RulesConfig, ServiceConfig};
 use tonic::transport::Channel;
 
 /// Rules of two plans: an address (`remote_address`) on `per-ip`, an API
@@ -28,6 +30,32 @@ domain = "edge"
 descriptor = [{ key = "api_key" }]
 plan = "per-key"
 "#;
+
+/// One rule: each address (`remote_address`) of domain `edge` on `per-ip`.
+const PER_IP_RULES: &str = r#"
+[[rules]]
+domain = "edge"
+descriptor = [{ key = "remote_address" }]
+plan = "per-ip"
+"#;
+
+/// `per-ip`: two calls per address per second (sliding window), so that
+/// the first call leaves 1, and a budget with 1 left after one call had
+/// nothing taken before it.
+#[allow(dead_code)]
+pub fn per_ip_plan() -> Plan {
+    let policy = AnyPolicy::from_name("sliding-window", 2, 1_000).expect("policy");
+    Plan::new("per-ip", vec![Limit::new("1s", policy, false)]).expect("plan")
+}
+
+/// The service of one rule, each address on [`per_ip_plan`], on `store`,
+/// its clock stopped at 0.
+#[allow(dead_code)]
+pub fn per_ip_config(store: Arc<dyn Store>) -> ServiceConfig {
+    let config = RulesConfig::from_toml(PER_IP_RULES).expect("rules");
+    let rules = Rules::new(config, &[per_ip_plan()]).expect("rules");
+    ServiceConfig::new(rules, store, Arc::new(ManualClock::new(0)))
+}
 
 /// Each client of [`IP_AND_KEY_RULES`] may make this many requests a day.
 #[allow(dead_code)]
