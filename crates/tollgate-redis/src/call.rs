@@ -7,14 +7,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Script, Value};
+use redis::Value;
 use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 pub(crate) use crate::arg::Arg;
-use crate::connection::{Connection, Evalsha};
+use crate::connection::Connection;
 use crate::deadline::RedisClock;
+use crate::evalsha::{Evalsha, LuaScript};
 use crate::keys::KeyLayout;
 use crate::receipts::{OpenReceipt, Receipts};
 use crate::replicas::{Acked, ReplicaWait};
@@ -61,7 +62,7 @@ impl Call {
     }
 
     /// `script` called with its keys and arguments.
-    pub(crate) fn invocation<'a>(&self, script: &'a Script) -> Evalsha<'a> {
+    pub(crate) fn invocation<'a>(&self, script: &'a LuaScript) -> Evalsha<'a> {
         let mut invocation = Evalsha::new(script, self.keys.len(), self.words());
         self.write_to(&mut invocation);
         invocation
@@ -70,7 +71,7 @@ impl Call {
     /// The plan script called with its keys, the client's receipts key
     /// (declared with them: every key a decision touches, `plan.lua`) and
     /// its arguments.
-    pub(crate) fn decision<'a>(&self, plan: &'a Script) -> Evalsha<'a> {
+    pub(crate) fn decision<'a>(&self, plan: &'a LuaScript) -> Evalsha<'a> {
         let mut invocation = Evalsha::new(plan, self.keys.len() + 1, self.words() + 1);
         for key in &self.keys {
             invocation.arg(key);
@@ -177,10 +178,10 @@ pub(crate) const MOST_BETWEEN_TRIES: Duration = Duration::from_millis(100);
 /// by every clone of a store and by its batcher.
 pub(crate) struct Scripts {
     pub(crate) connection: Connection,
-    pub(crate) plan: Script,
-    batch: Script,
-    refund: Script,
-    claim: Script,
+    pub(crate) plan: LuaScript,
+    batch: LuaScript,
+    refund: LuaScript,
+    claim: LuaScript,
     pub(crate) clock: Arc<RedisClock>,
     counters: Counters,
     pub(crate) refunds: Refunds,
@@ -205,10 +206,10 @@ impl Scripts {
     pub(crate) fn new(connection: Connection, clock: Arc<RedisClock>, home: Handle) -> Self {
         Self {
             connection,
-            plan: Script::new(crate::scripts::PLAN),
-            batch: Script::new(crate::scripts::BATCH),
-            refund: Script::new(crate::scripts::REFUND),
-            claim: Script::new(crate::scripts::CLAIM),
+            plan: LuaScript::new(crate::scripts::PLAN),
+            batch: LuaScript::new(crate::scripts::BATCH),
+            refund: LuaScript::new(crate::scripts::REFUND),
+            claim: LuaScript::new(crate::scripts::CLAIM),
             clock,
             counters: Counters::default(),
             refunds: Refunds::default(),

@@ -7,12 +7,11 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
-use redis::{
-    Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value,
-};
+use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
 use tokio::runtime::Handle;
 
+use crate::evalsha::Evalsha;
 use crate::lazy_cluster::LazyCluster;
 use crate::node::Node;
 use crate::replicas::{Acked, ReplicaWait};
@@ -306,94 +305,6 @@ impl Connection {
             }
             Connection::Cluster(c) => cluster_time_us(c.get().await?).await,
         }
-    }
-}
-
-/// A script's `EVALSHA` with its keys and arguments, written straight into
-/// one command (redis-rs's `ScriptInvocation` keeps its own copy of every
-/// key and argument first: an allocation each, on every decision).
-pub(crate) struct Evalsha<'a> {
-    script: &'a Script,
-    command: Cmd,
-}
-
-impl<'a> Evalsha<'a> {
-    /// `script` with `keys` keys, which the first `keys` calls of
-    /// [`Evalsha::arg`] must give, then its arguments; room for `words`
-    /// keys and arguments in all (more may follow).
-    pub(crate) fn new(script: &'a Script, keys: usize, words: usize) -> Self {
-        // Keys and numbers are mostly under 24 bytes.
-        let mut command = Cmd::with_capacity(3 + words, 64 + 24 * words);
-        command.arg("EVALSHA").arg(script.get_hash()).arg(keys);
-        Self { script, command }
-    }
-
-    /// Appends a key or an argument.
-    pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
-        self.command.arg(arg);
-        self
-    }
-
-    /// Sends it; after `NOSCRIPT` (a Redis that restarted or flushed its
-    /// scripts), loads the script and sends it once more, as redis-rs's
-    /// `ScriptInvocation::invoke_async` does.
-    async fn run<C, T>(&self, connection: &mut C) -> RedisResult<T>
-    where
-        C: redis::aio::ConnectionLike,
-        T: FromRedisValue,
-    {
-        match self.command.query_async(connection).await {
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                self.script.load_async(connection).await?;
-                self.command.query_async(connection).await
-            }
-            answer => answer,
-        }
-    }
-
-    /// Sends it, then `WAIT` for `wait`'s replicas, in one pipeline on one
-    /// connection: a `WAIT` sent on its own could go out on a new
-    /// connection (after a reconnect), which has written nothing and so is
-    /// acknowledged at once. Loads the script after `NOSCRIPT` as
-    /// [`Evalsha::run`] does: the `WAIT` behind the refused script has
-    /// waited for the connection's earlier writes, so with replicas that
-    /// lag the call sent again may start past its deadline (and write
-    /// nothing). The script's reply, and `WAIT`'s answer or refusal (an ACL
-    /// without `WAIT`): the script ran either way.
-    async fn run_acked<C, T>(
-        &self,
-        connection: &mut C,
-        wait: ReplicaWait,
-    ) -> RedisResult<(T, RedisResult<u64>)>
-    where
-        C: redis::aio::ConnectionLike,
-        T: FromRedisValue,
-    {
-        let mut pipeline = redis::pipe();
-        pipeline
-            .ignore_errors()
-            .add_command(self.command.clone())
-            .cmd("WAIT")
-            .arg(wait.replicas)
-            .arg(wait.timeout_ms);
-        let mut replies: Vec<Value> = pipeline.query_async(connection).await?;
-        if matches!(replies.first(), Some(Value::ServerError(e)) if e.kind() == Some(ServerErrorKind::NoScript))
-        {
-            self.script.load_async(connection).await?;
-            replies = pipeline.query_async(connection).await?;
-        }
-        let [reply, acknowledged] = <[Value; 2]>::try_from(replies).map_err(|replies| {
-            redis::RedisError::from((
-                ErrorKind::UnexpectedReturnType,
-                "a script and WAIT answered",
-                format!("{} replies", replies.len()),
-            ))
-        })?;
-        let reply = T::from_redis_value(reply.extract_error()?)?;
-        let acknowledged = acknowledged
-            .extract_error()
-            .and_then(|count| Ok(u64::from_redis_value(count)?));
-        Ok((reply, acknowledged))
     }
 }
 

@@ -269,11 +269,12 @@ pub const SLOT_CODES: &[&str] = &[
     // cluster client follows it; seen only once it gave up).
     "ASK",
     // The script is missing where the call ran although it was just loaded
-    // (`Evalsha::run`): an ASK took the call to a node that owns no slot
-    // yet (one just added to the cluster), which the cluster client's
-    // SCRIPT LOAD, sent to the masters it knows, never reaches (an audit:
-    // counted as the master's failures, its circuit opened for all its
-    // clients while one slot moved).
+    // and then sent whole (`Evalsha::run`; an ASK takes the call to a node
+    // just added to the cluster, which the cluster client's SCRIPT LOAD,
+    // sent to the masters that own slots, never reaches). Not seen since
+    // the text is sent; were it, it is about the slot (an audit: counted as
+    // the master's failures, its circuit opened for all its clients while
+    // one slot moved).
     "NOSCRIPT",
 ];
 

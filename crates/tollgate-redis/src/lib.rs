@@ -180,6 +180,7 @@ mod config;
 mod connection;
 pub mod deadline;
 mod error;
+mod evalsha;
 mod info;
 mod inspect;
 pub mod keys;

@@ -34,10 +34,12 @@
 //!                or { redis_time_us, -1 } past the deadline (nothing written)
 //! ```
 //!
-//! The script is loaded once and called with EVALSHA: `redis::Script` sends
-//! EVALSHA and, on a NOSCRIPT error (after a restart, a failover or SCRIPT
-//! FLUSH), loads the script and sends EVALSHA again by itself (redis-rs
-//! 1.2, `ScriptInvocation::invoke_async`; tested in `tests/faults.rs`).
+//! The script is loaded once and called with EVALSHA (`crate::evalsha`):
+//! on a NOSCRIPT error (after a restart, a failover or SCRIPT FLUSH) it is
+//! loaded and EVALSHA sent again (tested in `tests/faults.rs`); should that
+//! meet NOSCRIPT too (a node just added to a cluster, which SCRIPT LOAD
+//! does not reach), the script's text is sent with EVAL
+//! (`tests/cluster_new_node.rs`).
 
 use crate::policies;
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
+use crate::evalsha::LuaScript;
 use tollgate::{Inspection, Plan, PlanDecision, Policy};
 
 use crate::bounds;
@@ -36,7 +36,7 @@ pub use start_up_checks::NO_EVICTION;
 pub struct RedisStore {
     scripts: Arc<Scripts>,
     queues: Option<Queues>,
-    inspect_script: Arc<Script>,
+    inspect_script: Arc<LuaScript>,
     keys: KeyLayout,
     config: RedisStoreConfig,
 }
@@ -61,7 +61,7 @@ impl RedisStore {
 
     /// The SHA1 of the plan script, as EVALSHA names it.
     pub fn script_sha(&self) -> &str {
-        self.scripts.plan.get_hash()
+        self.scripts.plan.hash()
     }
 
     /// Decides a request of `cost` units (0 only asks) for `client` against

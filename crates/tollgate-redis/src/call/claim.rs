@@ -4,7 +4,7 @@
 use redis::Value;
 
 use super::{script_error, Arg, Call, Scripts};
-use crate::connection::Evalsha;
+use crate::evalsha::Evalsha;
 use crate::keys::KeyLayout;
 use crate::RedisStoreError;
 

@@ -72,10 +72,10 @@
 //! reached for within 60 s; refunds past [`MAX_QUEUED`] waiting; and what
 //! [`crate::call::lost`] names. Each leaves the consumption in place, counted.
 
-use redis::Script;
+use crate::evalsha::LuaScript;
 
 use crate::call::{Arg, Call};
-use crate::connection::Evalsha;
+use crate::evalsha::Evalsha;
 use crate::keys::KeyLayout;
 
 mod give_back;
@@ -173,7 +173,7 @@ impl Refund {
     /// The refund script's KEYS and ARGV, sent under `id`, an id of its own
     /// ([`crate::receipts::Receipts::refund_id`]): its state keys, the key
     /// its answer is kept in, then the client's receipts key.
-    pub(crate) fn invocation<'a>(&self, script: &'a Script, id: &str) -> Evalsha<'a> {
+    pub(crate) fn invocation<'a>(&self, script: &'a LuaScript, id: &str) -> Evalsha<'a> {
         let keys = self.call.keys.len() + 2;
         let mut invocation = Evalsha::new(script, keys, self.call.words() + 2);
         for key in &self.call.keys {

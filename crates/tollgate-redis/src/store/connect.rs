@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use redis::Script;
+use crate::evalsha::LuaScript;
 
 use super::RedisStore;
 use crate::call::Scripts;
@@ -135,7 +135,7 @@ impl RedisStore {
         Self {
             queues: queues(&scripts, &config),
             scripts,
-            inspect_script: Arc::new(Script::new(scripts::INSPECT)),
+            inspect_script: Arc::new(LuaScript::new(scripts::INSPECT)),
             keys,
             config,
         }

@@ -73,6 +73,8 @@ pub fn client_slot(client: &str) -> u16 {
 /// A Redis Cluster on loopback, killed on drop.
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
+    /// What the cluster was started with, for a node added later.
+    options: ClusterOptions,
     /// The certificates' directory of a TLS cluster, removed on drop.
     certs_dir: Option<PathBuf>,
 }
@@ -108,15 +110,8 @@ impl RedisCluster {
         let certs = certs_dir.as_deref().map(TestCerts::generate);
         let count = options.masters * (1 + options.replicas_per_master);
         let mut nodes = Vec::with_capacity(count);
-        for i in 0..count {
-            let conf = format!("nodes-{i}.conf");
-            let mut extra = vec!["--cluster-enabled", "yes", "--cluster-config-file", &conf];
-            if certs.is_some() {
-                extra.extend(["--tls-cluster", "yes", "--tls-replication", "yes"]);
-            }
-            extra.extend(options.extra.iter().map(String::as_str));
-            let tls = certs.clone().map(Some);
-            nodes.push(RedisServer::spawn_inner(test, &extra, tls)?);
+        for _ in 0..count {
+            nodes.push(spawn_node(test, options, certs.clone())?);
         }
         let replicas = options.replicas_per_master.to_string();
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
@@ -124,10 +119,42 @@ impl RedisCluster {
         args.extend(["--cluster-replicas", &replicas, "--cluster-yes"].map(String::from));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let created = nodes[0].cli(&args);
-        let cluster = Self { nodes, certs_dir };
+        let cluster = Self {
+            nodes,
+            options: options.clone(),
+            certs_dir,
+        };
         let ok = wait_for(500, || cluster.is_ok(options.masters));
         assert!(ok, "{test}: the cluster did not become ok: {created}");
         Some(cluster)
+    }
+
+    /// Starts one more node, with the cluster's options, and joins it as a
+    /// master that owns no slot yet (`redis-cli --cluster add-node`), as an
+    /// operator growing the cluster does; waits (bounded) until every node
+    /// knows it and it sees the cluster whole. Returns its index in [`RedisCluster::nodes`].
+    ///
+    /// # Panics
+    /// When the node does not start or join.
+    pub fn add_empty_master(&mut self, test: &str) -> usize {
+        let node = spawn_node(test, &self.options, self.certs().cloned())
+            .expect("redis-server is installed");
+        let joining = format!("127.0.0.1:{}", node.port());
+        let existing = format!("127.0.0.1:{}", self.nodes[0].port());
+        let added = self.nodes[0].cli(&["--cluster", "add-node", &joining, &existing]);
+        let id = node.node_id();
+        self.nodes.push(node);
+        let known = wait_for(500, || {
+            self.nodes.iter().all(|n| {
+                let nodes = n.cli(&["CLUSTER", "NODES"]);
+                let ok = n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok");
+                ok && nodes
+                    .lines()
+                    .any(|line| line.starts_with(&id) && line.contains("connected"))
+            })
+        });
+        assert!(known, "{test}: the new node never joined: {added}");
+        self.nodes.len() - 1
     }
 
     /// Every node says `cluster_state:ok`, and `masters` of them are masters
@@ -248,6 +275,25 @@ impl Drop for RedisCluster {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+/// Starts one cluster node with `options`' arguments (TLS with `certs`).
+fn spawn_node(
+    test: &str,
+    options: &ClusterOptions,
+    certs: Option<TestCerts>,
+) -> Option<RedisServer> {
+    let mut extra = vec![
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ];
+    if certs.is_some() {
+        extra.extend(["--tls-cluster", "yes", "--tls-replication", "yes"]);
+    }
+    extra.extend(options.extra.iter().map(String::as_str));
+    RedisServer::spawn_inner(test, &extra, certs.map(Some))
 }
 
 /// A node's view of the masters from its `CLUSTER NODES`: each master's id,
