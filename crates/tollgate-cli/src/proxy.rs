@@ -149,14 +149,10 @@ async fn listen_addr(listen: &str) -> Result<std::net::SocketAddr, Error> {
 /// fleet's processes does not end this one by the default action.
 fn spawn_hangup_logger() -> tokio::task::JoinHandle<()> {
     let hangups = tollgate_config::signals::catch_hangups();
-    tokio::spawn(async move {
-        let Some(mut hangups) = hangups else {
-            return;
-        };
-        while hangups.recv().await.is_some() {
-            tracing::info!("SIGHUP: no --config to reload; going on");
-        }
-    })
+    tokio::spawn(tollgate_config::signals::log_hangups_without_config(
+        hangups,
+        std::future::pending(),
+    ))
 }
 
 /// Reloads the plans of the config file at `path` on SIGHUP and when the

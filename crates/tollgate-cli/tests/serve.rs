@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tollgate_testkit::process::ChildGuard;
@@ -135,11 +136,14 @@ fn serve_refuses_bad_flags() {
     assert!(stderr.contains("invalid --redis URL \"nope\""), "{stderr}");
 }
 
-/// A running `tollgate serve` and the address it printed.
+/// A running `tollgate serve`, the address it printed and what it logs.
 struct Serve {
     child: ChildGuard,
     addr: String,
     banner: String,
+    /// Its standard error so far, read line by line by `log_reader`.
+    log: Arc<Mutex<String>>,
+    log_reader: std::thread::JoinHandle<()>,
 }
 
 impl Serve {
@@ -172,10 +176,24 @@ impl Serve {
             }
         }
         let addr = addr.unwrap_or_else(|| panic!("no address in the banner:\n{banner}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let log_reader = std::thread::spawn({
+            let log = Arc::clone(&log);
+            move || {
+                for line in stderr.lines().map_while(Result::ok) {
+                    let mut log = log.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            }
+        });
         Self {
             child,
             addr,
             banner,
+            log,
+            log_reader,
         }
     }
 
@@ -216,18 +234,26 @@ impl Serve {
         }
     }
 
+    /// Waits (bounded) until the server has logged `needle`.
+    fn wait_for_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !self.log.lock().unwrap().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "never logged {needle:?}:\n{}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// SIGTERM, then the exit status and everything logged.
     fn stop(mut self) -> (bool, String) {
         self.signal("TERM");
         let status = self.child.wait().unwrap();
-        let mut stderr = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        (status.success(), stderr)
+        self.log_reader.join().unwrap();
+        let log = self.log.lock().unwrap().clone();
+        (status.success(), log)
     }
 }
 
@@ -261,6 +287,20 @@ fn serve_on_the_embedded_default_answers_and_stops_on_sigterm() {
     let (ok, log) = serve.stop();
     assert!(ok, "{log}");
     assert!(log.contains("shutting down"), "{log}");
+}
+
+/// Without `--config` a SIGHUP has nothing to reload: `serve` says so and
+/// goes on, as `proxy` does (an audit: it said nothing, so an operator
+/// could not tell a reload from a signal lost).
+#[test]
+fn serve_without_a_config_says_a_sighup_has_nothing_to_reload() {
+    let serve = Serve::start(&["--listen", "127.0.0.1:0"]);
+    serve.signal("HUP");
+    serve.wait_for_log("SIGHUP: no --config to reload; going on");
+    let response = serve.request("POST /v1/check", r#"{"client":"x","cost":1}"#);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let (ok, log) = serve.stop();
+    assert!(ok, "{log}");
 }
 
 #[test]

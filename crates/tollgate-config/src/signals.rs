@@ -18,6 +18,29 @@ pub fn catch_hangups() -> Option<Signal> {
     }
 }
 
+/// For a front end with no config file: logs each SIGHUP of `hangups`
+/// (there is nothing to reload) until `shutdown` completes. The signal is
+/// caught as with a file, so that a `kill -HUP` sent to a fleet's
+/// processes does not end this one by its default action, and said, so
+/// that an operator can tell it arrived.
+pub async fn log_hangups_without_config(
+    hangups: Option<Signal>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let Some(mut hangups) = hangups else {
+        return shutdown.await;
+    };
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return,
+            Some(()) = hangups.recv() => {
+                tracing::info!("SIGHUP: no --config to reload; going on");
+            }
+        }
+    }
+}
+
 /// A future that completes on SIGTERM or ctrl-c (SIGINT). Both are caught
 /// from this call on, not from the future's first poll: call it before
 /// telling anyone the server is up, so that a SIGTERM sent right after the

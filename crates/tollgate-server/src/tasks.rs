@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use tokio::signal::unix::Signal;
 use tollgate_config::reload::watch_file;
+use tollgate_config::signals::log_hangups_without_config;
 
 use crate::server::Server;
 
 /// Watches for SIGHUP (from `tollgate_config::signals::catch_hangups`) and
 /// config file changes until `shutdown` completes, reloading `server` from
-/// its config file. Does nothing (but wait for `shutdown`) when the server
-/// has no config file.
+/// its config file. Without one, logs each SIGHUP (nothing to reload)
+/// until `shutdown`.
 pub async fn watch(
     server: Server,
     poll: Duration,
@@ -21,8 +22,7 @@ pub async fn watch(
     shutdown: impl Future<Output = ()>,
 ) {
     let Some(path) = server.config_path().map(ToOwned::to_owned) else {
-        shutdown.await;
-        return;
+        return log_hangups_without_config(hangups, shutdown).await;
     };
     // Errors are logged and counted by `reload`.
     watch_file(&path, poll, hangups, shutdown, || {
