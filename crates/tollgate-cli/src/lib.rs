@@ -15,6 +15,7 @@
 //! ```
 
 pub mod lines;
+pub mod logging;
 pub mod progress;
 pub mod proxy;
 pub mod redis_args;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tollgate_cli::{proxy, redis_args, replay, simulate};
+use tollgate_cli::{logging, proxy, redis_args, replay, simulate};
 
 /// tollgate: exact per-client rate limiting.
 #[derive(Parser)]
@@ -123,12 +123,15 @@ fn run_check(file: &std::path::Path) -> ExitCode {
     }
 }
 
-/// Structured logs on standard error (`RUST_LOG` filters; default `info`).
+/// Structured logs on standard error (`RUST_LOG` filters; default `info`,
+/// the Redis client's own lines at `error`: `tollgate_cli::logging`).
 fn init_logging() {
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let directives = logging::directives(rust_log.as_deref());
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_new(&directives)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(logging::directives(None))),
         )
         .with_writer(io::stderr)
         .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
