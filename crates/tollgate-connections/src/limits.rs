@@ -18,6 +18,14 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default cap on open connections per listen address.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
+/// The most a request head may take over HTTP/1, in bytes; a larger one is
+/// refused (431) and its connection closed. A connection's read buffer grows
+/// to its largest head and keeps that size until it closes: hyper's
+/// default of about 400 KiB let one large head a minute hold 322 KB per
+/// connection, gigabytes at the default cap (an audit). Twice nginx's
+/// default (`large_client_header_buffers 4 8k`).
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
 /// Accepted header-read timeouts: 100 ms to 10 minutes.
 pub const HEADER_READ_TIMEOUT_BOUNDS: RangeInclusive<Duration> =
     Duration::from_millis(100)..=Duration::from_secs(600);

@@ -145,7 +145,8 @@ impl<S> Connection<S> {
                 activity.clone(),
                 self.limits.header_read_timeout,
             ))
-            .header_read_timeout(self.limits.header_read_timeout);
+            .header_read_timeout(self.limits.header_read_timeout)
+            .max_buf_size(crate::limits::MAX_HEAD_BYTES);
         let (inner, counter) = (self.service, activity.clone());
         // Each request is counted as a complete head.
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {

@@ -58,6 +58,7 @@ pub(crate) fn refuse(server: &Server, rejection: Rejection) -> Response {
         StatusCode::BAD_REQUEST => Some(BadRequest::Invalid),
         StatusCode::PAYLOAD_TOO_LARGE => Some(BadRequest::TooLarge),
         StatusCode::FORBIDDEN => Some(BadRequest::CrossOrigin),
+        StatusCode::REQUEST_TIMEOUT => Some(BadRequest::TooSlow),
         // An endpoint that is off (404) is no mistake of the request's,
         // nor is a store that cannot decide (5xx).
         _ => None,
@@ -102,7 +103,8 @@ where
     if let Err(rejection) = only_chunked(headers) {
         return refuse(server, rejection);
     }
-    let body = match read_body(body).await {
+    let within = server.config().connections.header_read_timeout;
+    let body = match read_body(body, within).await {
         Ok(body) => body,
         Err(rejection) => return refuse(server, rejection),
     };

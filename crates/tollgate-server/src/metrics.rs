@@ -165,6 +165,8 @@ pub enum BadRequest {
     TooLarge,
     /// 403: a `POST /v1/check` a browser sent from a page of another origin.
     CrossOrigin,
+    /// 408: a body that did not arrive whole within its bound.
+    TooSlow,
 }
 
 /// `d`'s place in [`DecidedBy::ALL`].
@@ -183,7 +185,7 @@ pub struct Metrics {
     decided_by: [Counter; DecidedBy::ALL.len()],
     latency: Histogram,
     /// 400, then 413, then 403.
-    bad_requests: [Counter; 3],
+    bad_requests: [Counter; 4],
     /// Applied, then refused.
     reloads: [Counter; 2],
 }
@@ -229,9 +231,9 @@ impl Metrics {
         let bad_requests = labelled(
             &mut registry,
             "bad_requests",
-            "Requests refused as invalid (400), too large (413) or sent by a browser from a page of another origin (403)",
+            "Requests refused as invalid (400), too large (413), sent by a browser from a page of another origin (403) or with a body too slow to arrive (408)",
             "status",
-            ["400", "413", "403"],
+            ["400", "413", "403", "408"],
         );
         let reloads = labelled(
             &mut registry,
@@ -328,6 +330,7 @@ impl Metrics {
             BadRequest::Invalid => 0,
             BadRequest::TooLarge => 1,
             BadRequest::CrossOrigin => 2,
+            BadRequest::TooSlow => 3,
         };
         self.bad_requests[index].inc();
     }

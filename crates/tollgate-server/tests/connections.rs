@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::TestServer;
 use tokio::time::Instant;
+use tollgate_connections::MAX_HEAD_BYTES;
 use tollgate_testkit::slowloris::{assert_all_closed_within, KeepAlive, SlowClients, Slowness};
 
 const PLAN: &str = "default_plan = \"free\"\n[[plans.free]]\nname = \"1s\"\npolicy = \"sliding-window\"\nlimit = 1000000\nwindow = \"1s\"\n";
@@ -232,4 +233,67 @@ async fn a_body_trickled_through_the_shutdown_holds_it_for_the_idle_timeout_at_m
         .unwrap_or_else(|_| panic!("still serving a trickled body after {sent} bytes"))
         .unwrap();
     assert!(sent < 300, "the body was sent whole: the drain never ended");
+}
+
+/// A body sent a byte at a time is never idle, so the idle timeout alone
+/// let it hold its connection, and the memory behind it, for as long as it
+/// kept sending (an audit: 20 such connections held a server capped at 20
+/// for as long as they trickled). A body must come whole within the
+/// header-read timeout of its head: then it is refused (408) and its
+/// connection closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_trickled_a_byte_at_a_time_is_refused_within_the_header_read_timeout() {
+    let t = TestServer::start(&config(
+        "header_read_timeout = \"1s\"\nidle_timeout = \"5s\"\n",
+    ))
+    .await;
+    let mut trickling = KeepAlive::connect(addr(&t)).await;
+    let head = "POST /v1/check HTTP/1.1\r\nHost: tollgate\r\nContent-Type: application/json\r\n\
+                Content-Length: 10000\r\n\r\n";
+    trickling.send_bytes(head.as_bytes()).await;
+    let started = Instant::now();
+    // A byte every 100 ms, for 30 s at the most: far inside the idle
+    // timeout, and far past the header-read timeout.
+    let mut sent = 0;
+    while sent < 300 && trickling.try_send_bytes(b" ").await {
+        sent += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lived = started.elapsed();
+    assert!(sent < 300, "the body was sent whole: never refused");
+    assert!(
+        lived < Duration::from_secs(1) + MARGIN,
+        "closed {lived:?} after its head"
+    );
+    let metrics = t.get("/metrics").await.body;
+    assert!(
+        metrics.contains("tollgate_bad_requests_total{status=\"408\"} 1\n"),
+        "{metrics}"
+    );
+    t.stop().await;
+}
+
+/// A request head over [`MAX_HEAD_BYTES`] is refused (431): a connection's
+/// read buffer keeps the size of its largest head until it closes, so
+/// hyper's own bound of about 400 KiB let each connection hold that much
+/// (an audit: 322 KB each, one large head a minute). One under it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_over_its_bound_is_refused_and_one_under_it_served() {
+    let t = TestServer::start(&config("")).await;
+    for (header_bytes, status) in [
+        (MAX_HEAD_BYTES - 1_024, Some(200)),
+        (MAX_HEAD_BYTES + 1, Some(431)),
+        (300 * 1_024, Some(431)),
+    ] {
+        let mut connection = KeepAlive::connect(addr(&t)).await;
+        let filler = "a".repeat(header_bytes);
+        let head = format!("GET /healthz HTTP/1.1\r\nHost: tollgate\r\nX-Filler: {filler}\r\n\r\n");
+        connection.send_bytes(head.as_bytes()).await;
+        assert_eq!(
+            connection.answer_within(Duration::from_secs(5)).await,
+            status,
+            "a header of {header_bytes} bytes"
+        );
+    }
+    t.stop().await;
 }

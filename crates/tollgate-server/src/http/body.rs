@@ -6,8 +6,18 @@
 //! instructions per check (BENCHMARKS.md, "Header values and allocations on
 //! the check path"). So the first frame is read alone, and only a body that
 //! goes on after it is collected.
+//!
+//! A body must arrive whole within a bound from its head (`serve` passes
+//! its `header_read_timeout`): the idle timeout alone, which any byte
+//! resets, let a body sent a byte every few seconds hold its connection,
+//! and the memory behind it, as long as its sender liked (an audit: 20 such
+//! connections held a server at `max_connections = 20` for as long as they
+//! trickled). A body whole in its first read starts no timer.
 
+use std::future::{poll_fn, Future};
 use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
 
 use axum::body::{Bytes, HttpBody};
 use axum::http::{HeaderMap, StatusCode};
@@ -16,12 +26,37 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::{Rejection, MAX_BODY_BYTES};
 
+/// A request body, whole, as [`read_whole`] reads it, refused (408) when
+/// it is not whole `within` from now. The connection then closes: hyper
+/// does not wait for the rest of a body its service did not read.
+pub(crate) async fn read_body<B>(body: B, within: Duration) -> Result<Bytes, Rejection>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let mut read = pin!(read_whole(body));
+    let first = poll_fn(|context| Poll::Ready(read.as_mut().poll(context))).await;
+    if let Poll::Ready(whole) = first {
+        return whole;
+    }
+    match tokio::time::timeout(within, read).await {
+        Ok(whole) => whole,
+        Err(_) => Err(Rejection::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive whole within {} ms of its head",
+                within.as_millis()
+            ),
+        )),
+    }
+}
+
 /// A request body, whole, refused past [`MAX_BODY_BYTES`] (413) or when
 /// the connection fails while it is read (400). A body whose declared
 /// length (`Content-Length`) is already over the limit is refused before
 /// any of it is read: its sender may never send it, and would otherwise
 /// hold the connection until the idle timeout.
-pub(crate) async fn read_body<B>(body: B) -> Result<Bytes, Rejection>
+async fn read_whole<B>(body: B) -> Result<Bytes, Rejection>
 where
     B: HttpBody<Data = Bytes>,
     B::Error: Into<BoxError>,
@@ -97,7 +132,7 @@ mod tests {
     use http_body_util::channel::Channel;
     use std::future::Future;
 
-    /// `read_body` of a body that sends `chunks` one frame each, with no
+    /// `read_whole` of a body that sends `chunks` one frame each, with no
     /// size hint.
     async fn read_frames(chunks: &[&'static [u8]]) -> Result<Bytes, Rejection> {
         let (mut sender, body) = Channel::<Bytes>::new(chunks.len().max(1));
@@ -105,7 +140,7 @@ mod tests {
             sender.send_data(Bytes::from_static(chunk)).await.unwrap();
         }
         drop(sender);
-        read_body(body).await
+        read_whole(body).await
     }
 
     #[tokio::test]
@@ -120,7 +155,9 @@ mod tests {
             let whole: Vec<u8> = chunks.concat();
             assert_eq!(read_frames(chunks).await.unwrap(), whole);
         }
-        let one = read_body(Body::from("{\"client\":\"a\"}")).await.unwrap();
+        let one = read_body(Body::from("{\"client\":\"a\"}"), Duration::ZERO)
+            .await
+            .unwrap();
         assert_eq!(one, "{\"client\":\"a\"}");
     }
 
@@ -156,10 +193,10 @@ mod tests {
         }
     }
 
-    /// `read_body` of a body declaring `length` bytes, polled once.
+    /// `read_whole` of a body declaring `length` bytes, polled once.
     fn read_silent_once(length: u64) -> std::task::Poll<Result<Bytes, Rejection>> {
         let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-        std::pin::pin!(read_body(Silent { length })).poll(&mut context)
+        std::pin::pin!(read_whole(Silent { length })).poll(&mut context)
     }
 
     #[test]
@@ -172,5 +209,27 @@ mod tests {
         }
         // At the limit, the body is waited for.
         assert!(read_silent_once(MAX_BODY_BYTES as u64).is_pending());
+    }
+
+    /// A body that has not come whole within its bound is refused then
+    /// (408), on tokio's paused clock; one that comes in time is read, and
+    /// one whole at once is read even with no time at all.
+    #[tokio::test(start_paused = true)]
+    async fn a_body_not_whole_within_its_bound_is_refused() {
+        let started = tokio::time::Instant::now();
+        let refused = read_body(Silent { length: 10 }, Duration::from_secs(10))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.status, StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+
+        let (mut sender, body) = Channel::<Bytes>::new(2);
+        let late = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(9)).await;
+            sender.send_data(Bytes::from_static(b"{}")).await.unwrap();
+        });
+        let read = read_body(body, Duration::from_secs(10)).await;
+        assert_eq!(read.unwrap(), "{}");
+        late.await.unwrap();
     }
 }
