@@ -103,8 +103,7 @@ where
     if let Err(rejection) = only_chunked(headers) {
         return refuse(server, rejection);
     }
-    let within = server.config().connections.header_read_timeout;
-    let body = match read_body(body, within).await {
+    let body = match read_body(body, server.body_within()).await {
         Ok(body) => body,
         Err(rejection) => return refuse(server, rejection),
     };

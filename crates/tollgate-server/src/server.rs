@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tollgate::{Clock, Inspection, MemoryBackend, Plan, PlanDecision, Store};
@@ -62,6 +63,10 @@ struct Inner {
     swept: AtomicU64,
     /// The dashboard's counters (`/v1/stats`, `/v1/top`), unless `[dashboard]` is off.
     observed: Option<Arc<Observed>>,
+    /// How long a request body may take to come whole after its head:
+    /// `[connections] header_read_timeout`, kept from the start as every
+    /// connection limit is.
+    body_within: Duration,
 }
 
 /// Where reloads read the config from: the file, and the flags that
@@ -175,6 +180,7 @@ impl Server {
         let rules = config.envoy.rules.clone();
         // A shutdown waits for gRPC calls as long as for HTTP requests.
         let drain_within = config.connections.idle_timeout;
+        let body_within = config.connections.header_read_timeout;
         let metrics = Arc::new(Metrics::new());
         let observed = config
             .dashboard_enabled
@@ -205,6 +211,7 @@ impl Server {
                 reload_lock: Mutex::new(()),
                 swept: AtomicU64::new(0),
                 observed,
+                body_within,
             }),
         }
     }
@@ -238,6 +245,11 @@ impl Server {
             config: Arc::new(config),
             metrics: plan_metrics,
         }
+    }
+
+    /// How long a request body may take to come whole after its head.
+    pub(crate) fn body_within(&self) -> Duration {
+        self.inner.body_within
     }
 
     /// The config in force.
