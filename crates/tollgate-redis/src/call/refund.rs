@@ -24,7 +24,8 @@
 //! together (the replies of one held batch, or of batches released by one
 //! read) are sent newest first, and a refund that finds the state changed
 //! is kept for a while ([`STALE_KEPT`] of them, for [`STALE_KEPT_US`]) and
-//! tried again after a later refund of the same client restores. A refund
+//! tried again after a later refund of the same client restores, and on a
+//! timer, for the later refunds another store holds (`refund/stale.rs`). A refund
 //! that still finds the state changed leaves the consumption in place: the
 //! client was used by a call the store answered meanwhile, and the error is
 //! towards admitting less. (Never under the sliding log, whose undo takes
@@ -189,7 +190,7 @@ impl Refund {
 
     /// What is left of it once the limits `restored` says were restored
     /// are taken out (its receipt still open).
-    fn partly(&self, restored: &[i64]) -> Refund {
+    pub(super) fn partly(&self, restored: &[i64]) -> Refund {
         let mut keys = Vec::new();
         let mut args = self.call.args[..3].to_vec();
         for (i, key) in self.call.keys.iter().enumerate() {

@@ -40,9 +40,12 @@ pub(crate) struct Queued {
     pub(super) number: u64,
     /// The id it is sent under, the same for every copy until Redis
     /// answers it ([`crate::scripts::REFUND`] keeps its answer under it).
-    id: String,
+    pub(super) id: String,
     /// When it was made: it is sent again until [`LOST_KEPT`] after.
     made: Instant,
+    /// When it was first kept after finding its state changed (the
+    /// clock's monotonic µs): it is tried again until `STALE_KEPT_US` after.
+    pub(super) first_kept_us: Option<u64>,
     pub(super) refund: Refund,
 }
 
@@ -97,6 +100,7 @@ impl Refunds {
             number,
             id: scripts.receipts.refund_id(),
             made: Instant::now(),
+            first_kept_us: None,
             refund,
         }
     }

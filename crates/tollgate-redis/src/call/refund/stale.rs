@@ -1,47 +1,77 @@
-//! Refunds that found their state changed, kept to be tried again after a
-//! later refund of the same client restores (`refund.rs` says why), for at
-//! most [`STALE_KEPT_US`], and one task that drops them as they come of
-//! age. A kept refund lets go of its call's receipt: held open, it would
-//! keep the store's later calls of its group of slots from dropping any
-//! receipt (`receipts.rs`) for as long, and a busy client's receipts would
-//! swell meanwhile, read and written by each of its calls. A retry that
-//! finds the receipt dropped since keeps the use, as a stale refund does.
+//! Refunds that found their state changed, kept to be tried again (for at
+//! most [`STALE_KEPT_US`] from when first kept): after a later refund of the
+//! same client restores, and on a timer, by one task that also drops them
+//! as they come of age.
+//!
+//! The timer is for refunds of other stores: the servers of a fleet that
+//! all gave up on one client's calls during a Redis stall each hold some
+//! of its refunds, and a store's refund can restore only once every later
+//! call's refund has, whichever store holds it (an audit: two stores
+//! sharing 30 abandoned calls kept 29 units, each waiting for the other).
+//! The task tries each client's kept refunds again every
+//! [`RETRY_FIRST`], doubling the wait up to [`RETRY_MOST`] while nothing
+//! restores; a pass goes through all of a client's, newest call first,
+//! and another follows while one restored.
+//!
+//! A kept refund lets go of its call's receipt: held open, it would keep
+//! the store's later calls of its group of slots from dropping any receipt
+//! (`receipts.rs`) for as long, and a busy client's receipts would swell
+//! meanwhile, read and written by each of its calls. A retry that finds the
+//! receipt dropped since keeps the use, as a stale refund does.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::GivenBack;
-
-use super::queue::{attempt, Queued};
+use super::queue::Queued;
 use super::{STALE_KEPT, STALE_KEPT_US};
-use crate::call::Scripts;
+use crate::call::{Scripts, REFUND_TIMEOUT};
 use crate::task_place::TaskPlace;
+use crate::RedisStoreError;
 
-/// The refunds kept, each with when it was kept (the clock's monotonic
-/// µs), and whether a task drops them as they come of age.
+/// The first wait before kept refunds are tried again, and the wait after
+/// a round in which one restored.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+
+/// The longest wait between two rounds of tries.
+const RETRY_MOST: Duration = Duration::from_secs(1);
+
+/// The refunds kept, each with when it was first kept (the clock's
+/// monotonic µs), and whether the task that tries them again runs.
 #[derive(Default)]
 pub(super) struct Kept {
     refunds: Vec<(u64, Queued)>,
-    pruning: bool,
+    retrying: bool,
 }
 
 impl Kept {
-    /// Drops the refunds kept for [`STALE_KEPT_US`] by `now_us`; the
-    /// oldest left's time, if any.
-    fn prune(&mut self, now_us: u64) -> Option<u64> {
+    /// Drops the refunds kept for [`STALE_KEPT_US`] by `now_us`.
+    fn prune(&mut self, now_us: u64) {
         self.refunds
             .retain(|(at, _)| now_us.saturating_sub(*at) < STALE_KEPT_US);
-        self.refunds.iter().map(|(at, _)| *at).min()
+    }
+
+    /// The clients with refunds kept, each once.
+    fn clients(&self) -> Vec<String> {
+        let mut clients: Vec<String> = self
+            .refunds
+            .iter()
+            .map(|(_, queued)| queued.refund.client.clone())
+            .collect();
+        clients.sort_unstable();
+        clients.dedup();
+        clients
     }
 }
 
 /// Keeps `queued`, whose refund found its state changed, to be tried again
-/// ([`STALE_KEPT`] at most: the oldest go first), and starts the task that
-/// drops it when it comes of age, unless that runs.
+/// ([`STALE_KEPT`] at most: the oldest go first) until [`STALE_KEPT_US`]
+/// after it was first kept, and starts the task that tries the kept
+/// refunds again, unless that runs.
 pub(super) fn keep_stale(scripts: &Arc<Scripts>, mut queued: Queued) {
     queued.refund.let_go_of_receipt();
     let now_us = scripts.clock.now_us();
+    let first_kept = *queued.first_kept_us.get_or_insert(now_us);
     let start = {
         let mut pending = scripts.refunds.lock();
         let kept = &mut pending.stale;
@@ -49,58 +79,103 @@ pub(super) fn keep_stale(scripts: &Arc<Scripts>, mut queued: Queued) {
         if kept.refunds.len() >= STALE_KEPT {
             kept.refunds.remove(0);
         }
-        kept.refunds.push((now_us, queued));
-        !std::mem::replace(&mut kept.pruning, true)
+        kept.refunds.push((first_kept, queued));
+        !std::mem::replace(&mut kept.retrying, true)
     };
     if start {
-        scripts.spawn(prune_until_none(scripts.clone()));
+        scripts.spawn(retry_until_none(scripts.clone()));
     }
 }
 
-/// Drops the kept refunds as they come of age, until none is left.
-async fn prune_until_none(scripts: Arc<Scripts>) {
-    let mut place = TaskPlace::new(|| scripts.refunds.lock().stale.pruning = false);
+/// Sends a kept refund again. It was counted stale when first tried, and
+/// stays so unless it now restores every limit left (then it counts as
+/// restored instead), so that the counts never show a retry under way.
+/// Kept again when it does not: under a new id once Redis answered (its
+/// answer is kept under the old one), under the same one after an error
+/// (Redis may have run it). Whether it restored.
+async fn retry(scripts: &Arc<Scripts>, mut queued: Queued) -> bool {
+    let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.refund(&queued.refund, &queued.id))
+        .await
+        .unwrap_or(Err(RedisStoreError::Timeout(REFUND_TIMEOUT)));
+    let counters = &scripts.refunds.counters;
+    match answer {
+        Ok(restored) if !restored.is_empty() && restored.iter().all(|&r| r == 1) => {
+            counters.stale.fetch_sub(1, Ordering::Relaxed);
+            counters.restored.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        // Its call's receipt is gone: nothing of it can be taken back.
+        Ok(restored) if restored.is_empty() => false,
+        Ok(restored) => {
+            queued.refund = queued.refund.partly(&restored);
+            queued.id = scripts.receipts.refund_id();
+            keep_stale(scripts, queued);
+            false
+        }
+        Err(_) => {
+            keep_stale(scripts, queued);
+            false
+        }
+    }
+}
+
+/// Tries the kept refunds again in rounds, each client's in passes, and
+/// drops them as they come of age, until none is left.
+async fn retry_until_none(scripts: Arc<Scripts>) {
+    let mut place = TaskPlace::new(|| scripts.refunds.lock().stale.retrying = false);
+    let mut wait = RETRY_FIRST;
     loop {
-        let now_us = scripts.clock.now_us();
-        let wait_us = {
+        tokio::time::sleep(wait).await;
+        let clients = {
             let mut pending = scripts.refunds.lock();
-            let Some(oldest) = pending.stale.prune(now_us) else {
-                pending.stale.pruning = false;
+            pending.stale.prune(scripts.clock.now_us());
+            if pending.stale.refunds.is_empty() {
+                pending.stale.retrying = false;
                 place.given_back();
                 return;
-            };
-            STALE_KEPT_US.saturating_sub(now_us.saturating_sub(oldest))
+            }
+            pending.stale.clients()
         };
-        tokio::time::sleep(Duration::from_micros(wait_us.max(1_000))).await;
+        let mut restored = false;
+        for client in clients {
+            restored |= retry_stale_of(&scripts, &client).await;
+        }
+        wait = if restored {
+            RETRY_FIRST
+        } else {
+            (wait * 2).min(RETRY_MOST)
+        };
     }
 }
 
-/// Tries `client`'s kept refunds again, newest call first, while they
-/// restore: a refund of the client just restored may have been what they
-/// waited for.
-pub(crate) async fn retry_stale_of(scripts: &Arc<Scripts>, client: &str) {
+/// Tries `client`'s kept refunds again, newest call first, all of them,
+/// and again while a pass restored one: a refund of the client just
+/// restored (here or by another store) may have been what they waited
+/// for, and one further down may be next although one above it is still
+/// held back. Whether one restored.
+pub(crate) async fn retry_stale_of(scripts: &Arc<Scripts>, client: &str) -> bool {
+    let mut any = false;
     loop {
-        let next = {
+        let mut newest_first: Vec<Queued> = {
             let mut pending = scripts.refunds.lock();
             let kept = &mut pending.stale.refunds;
-            let newest = kept
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, queued))| queued.refund.client == client)
-                .max_by_key(|(_, (_, queued))| queued.number)
-                .map(|(at, _)| at);
-            let Some(at) = newest else {
-                return;
-            };
-            kept.remove(at).1
+            let (of_client, others) = std::mem::take(kept)
+                .into_iter()
+                .partition(|(_, queued)| queued.refund.client == client);
+            *kept = others;
+            of_client.into_iter().map(|(_, queued)| queued).collect()
         };
-        // Counted as stale when first tried: it is pending again, and
-        // whatever it ends as now counts instead.
-        let counters = &scripts.refunds.counters;
-        counters.pending.fetch_add(1, Ordering::Relaxed);
-        counters.stale.fetch_sub(1, Ordering::Relaxed);
-        if !matches!(attempt(scripts, next).await, Ok(GivenBack::Restored)) {
-            return;
+        if newest_first.is_empty() {
+            return any;
         }
+        newest_first.sort_by_key(|queued| std::cmp::Reverse(queued.number));
+        let mut restored = false;
+        for queued in newest_first {
+            restored |= retry(scripts, queued).await;
+        }
+        if !restored {
+            return any;
+        }
+        any = true;
     }
 }
