@@ -68,11 +68,51 @@ fn take_waits(look: &mut PlanDecision, inspection: &Inspection) {
     if !same_limits {
         return;
     }
-    let wait = |ms: u64| (ms != u64::MAX).then_some(ms);
+    // A limit is at least 1, so a request of cost 1 always has a wait: one
+    // of u64::MAX is a wait that saturated (a window of u64::MAX ms), not
+    // "never" (an audit: null, where the check said 18446744073709551615).
     for (limit, state) in look.limits.iter_mut().zip(&inspection.limits) {
         limit.decision.remaining = state.remaining;
         limit.decision.reset_after_ms = state.reset_after_ms;
-        limit.decision.retry_after_ms = wait(state.retry_after_ms);
+        limit.decision.retry_after_ms = Some(state.retry_after_ms);
     }
-    look.retry_after_ms = wait(inspection.retry_after_ms);
+    look.retry_after_ms = Some(inspection.retry_after_ms);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate::{AnyPolicy, Limit, LimitState, Plan, PlanLimiter};
+
+    /// A look at a client whose one request filled a window of u64::MAX
+    /// ms, told the waits an inspection at the same time read: the
+    /// largest wait there is, not "never".
+    #[test]
+    fn a_saturated_wait_is_told_as_a_wait() {
+        let policy = AnyPolicy::from_name("sliding-window", 1, u64::MAX).unwrap();
+        let plan = Plan::new("p", vec![Limit::new("a", policy, false)]).unwrap();
+        let limiter = PlanLimiter::new();
+        assert!(limiter.check(&plan, "n", 0, 1).allowed);
+        let mut look = limiter.check(&plan, "n", 0, 0);
+        let inspection = Inspection {
+            now_ms: 0,
+            allowed: false,
+            retry_after_ms: u64::MAX,
+            limits: vec![LimitState {
+                name: "a".into(),
+                policy: "sliding-window",
+                limit: 1,
+                window_ms: u64::MAX,
+                shadow: false,
+                remaining: 0,
+                reset_after_ms: u64::MAX,
+                retry_after_ms: u64::MAX,
+                log: None,
+            }],
+        };
+        take_waits(&mut look, &inspection);
+        assert_eq!(look.retry_after_ms, Some(u64::MAX));
+        assert_eq!(look.limits[0].decision.retry_after_ms, Some(u64::MAX));
+        assert_eq!(look.limits[0].decision.remaining, 0);
+    }
 }
