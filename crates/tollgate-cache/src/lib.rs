@@ -48,8 +48,10 @@
 //! than the true wait when someone consumed meanwhile, when the cost is
 //! larger than `c`, or when the store decided the rejection at a time
 //! later than `t` (a shared store decides at the latest time it has seen
-//! for the client, and another instance's request stamped later may have
-//! reached it first; `w` then counts from that time); `remaining` and each
+//! for the client, and a request stamped later may have reached it first:
+//! another instance's, or this one's own when the cache held no entry for
+//! the client to keep its latest time in, e.g. one allowed at `t + 400`
+//! before a request stamped `t` came; `w` then counts from that time); `remaining` and each
 //! limit's waits are those of the store's rejection at `t`, counted down.
 //! When `c = 1`, the plan has a single limit (the repeat offender's case)
 //! and the store decided at `t`, nobody can consume from `C` before
