@@ -36,6 +36,19 @@ pub enum Error {
         /// The plan's name.
         plan: String,
     },
+    /// A plan holds more than [`crate::MAX_LIMITS_PER_PLAN`] limits: every
+    /// decision reads and writes each, on Redis in one script, and the
+    /// RateLimit headers name each (an audit: 8,000 limits made every Redis
+    /// call time out, so the failure policy answered every request).
+    #[error("plan {plan:?} has {count} limits; a plan holds at most {max}")]
+    TooManyLimits {
+        /// The plan's name.
+        plan: String,
+        /// How many limits it was given.
+        count: usize,
+        /// The most a plan may hold.
+        max: usize,
+    },
     /// Two limits of one plan share a name, so their states and headers would collide.
     #[error("plan {plan:?} names the limit {limit:?} twice")]
     DuplicateLimit {

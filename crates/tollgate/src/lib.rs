@@ -78,7 +78,9 @@ pub use failure::{FailurePolicy, UnknownFailurePolicy};
 pub use headers::RateLimitHeaders;
 pub use inspect::{inspect_plan, Inspection, LimitState, LogRun};
 pub use limiter::{Limiter, RateLimiter};
-pub use plan::{DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanStates};
+pub use plan::{
+    DecidedBy, Limit, LimitDecision, Plan, PlanDecision, PlanStates, MAX_LIMITS_PER_PLAN,
+};
 pub use plan_limiter::{check_plan, PlanLimiter};
 pub use policy::{AnyPolicy, AnyState, Policy, Reclaim, POLICY_NAMES};
 pub use receipt::{GivenBack, Receipt, Returnable};

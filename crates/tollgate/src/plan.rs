@@ -62,6 +62,11 @@ impl Limit {
     }
 }
 
+/// The most limits one plan may hold: far more than a real plan needs (a
+/// few windows: per second, per minute, per day), few enough that a
+/// decision's one Redis script and its headers stay small.
+pub const MAX_LIMITS_PER_PLAN: usize = 64;
+
 /// A named list of limits, checked together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -70,15 +75,23 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// A plan with at least one limit, limit names unique.
+    /// A plan with at least one limit and at most [`MAX_LIMITS_PER_PLAN`],
+    /// limit names unique.
     ///
     /// # Errors
-    /// [`Error::EmptyPlan`] or [`Error::DuplicateLimit`].
+    /// [`Error::EmptyPlan`], [`Error::TooManyLimits`] or [`Error::DuplicateLimit`].
     pub fn new(name: impl Into<Arc<str>>, limits: Vec<Limit>) -> Result<Self, Error> {
         let name = name.into();
         if limits.is_empty() {
             return Err(Error::EmptyPlan {
                 plan: name.to_string(),
+            });
+        }
+        if limits.len() > MAX_LIMITS_PER_PLAN {
+            return Err(Error::TooManyLimits {
+                plan: name.to_string(),
+                count: limits.len(),
+                max: MAX_LIMITS_PER_PLAN,
             });
         }
         let mut limits = limits;

@@ -2,7 +2,9 @@
 //! observe but never reject; limit ids are stable.
 
 use proptest::prelude::*;
-use tollgate::{AnyPolicy, Limit, Plan, PlanLimiter, RateLimiter, POLICY_NAMES};
+use tollgate::{
+    AnyPolicy, Limit, Plan, PlanLimiter, RateLimiter, MAX_LIMITS_PER_PLAN, POLICY_NAMES,
+};
 
 fn policy(name: &str, limit: u32, window: u64) -> AnyPolicy {
     AnyPolicy::from_name(name, limit, window).unwrap()
@@ -197,6 +199,17 @@ fn bad_plans_are_errors() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("\"x\""), "{err}");
+    let limits = |count: usize| -> Vec<Limit> {
+        (0..count)
+            .map(|i| Limit::new(format!("l{i}"), policy("gcra", 1, 1), false))
+            .collect()
+    };
+    assert!(Plan::new("p", limits(MAX_LIMITS_PER_PLAN)).is_ok());
+    let err = Plan::new("p", limits(MAX_LIMITS_PER_PLAN + 1)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plan \"p\" has 65 limits; a plan holds at most 64"
+    );
 }
 
 proptest! {
