@@ -39,7 +39,10 @@ where
     if let Poll::Ready(whole) = first {
         return whole;
     }
-    match tokio::time::timeout(within, read).await {
+    // Boxed: the timer's state would otherwise make every check's future
+    // larger, and moving it costs each check (about 300 instructions,
+    // counted with callgrind).
+    match Box::pin(tokio::time::timeout(within, read)).await {
         Ok(whole) => whole,
         Err(_) => Err(Rejection::new(
             StatusCode::REQUEST_TIMEOUT,
