@@ -120,6 +120,14 @@ pub struct CallCounts {
     /// promoted before it arrived): their consumption stays, an error
     /// towards admitting less.
     pub refunds_stale: u64,
+    /// Of the refunds that found the state changed, those that restored on
+    /// a later try (`call/refund/stale.rs`): counted in [`Self::refunded`]
+    /// since, and no longer in [`Self::refunds_stale`], which so goes down
+    /// by one each time. Never goes down: with it, the refunds that found
+    /// the state changed first are `refunds_stale + refunds_restored_late`,
+    /// and those restored at once `refunded - refunds_restored_late`, both
+    /// counters (as `/metrics` shows them).
+    pub refunds_restored_late: u64,
     /// Such decisions whose refund Redis refused or never answered: their
     /// consumption stays.
     pub refunds_failed: u64,
@@ -241,6 +249,7 @@ impl Scripts {
             batches: self.counters.batches.load(Ordering::Relaxed),
             refunded: refunds.restored.load(Ordering::Relaxed),
             refunds_stale: refunds.stale.load(Ordering::Relaxed),
+            refunds_restored_late: refunds.restored_late.load(Ordering::Relaxed),
             refunds_failed: refunds.failed.load(Ordering::Relaxed),
             refunds_pending: refunds.pending.load(Ordering::Relaxed),
             replies_lost: self.lost.queued.load(Ordering::Relaxed),

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use tollgate::{AnyPolicy, Limit, Plan, POLICY_NAMES, SETTLE_WITHIN};
-use tollgate_redis::testing::{load_scripts, RedisServer, Relay};
+use tollgate_redis::testing::{counts_until, load_scripts, RedisServer, Relay};
 use tollgate_redis::{RedisStore, RedisStoreConfig};
 
 const LIMIT: u32 = 100;
@@ -66,10 +66,36 @@ async fn abandon_at_once(relay: &Relay, stores: &[RedisStore], policy: &str) -> 
             .expect("look");
         let left = look.limits[0].decision.remaining;
         if left == LIMIT || started.elapsed() > Duration::from_secs(5) {
+            assert_counted(stores, policy).await;
             return left;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Every refund counted once, as restored, over the stores (a call still
+/// queued in its store when its caller gave up was never sent, and has
+/// none); those that found the state changed first, then restored, counted
+/// as such too.
+async fn assert_counted(stores: &[RedisStore], policy: &str) {
+    let mut restored = 0;
+    for store in stores {
+        let counts = counts_until(store, |c| c.refunds_pending == 0).await;
+        assert_eq!(
+            (counts.refunds_stale, counts.refunds_failed),
+            (0, 0),
+            "{policy}: {counts:?}"
+        );
+        assert!(
+            counts.refunds_restored_late <= counts.refunded,
+            "{policy}: {counts:?}"
+        );
+        restored += counts.refunded;
+    }
+    assert!(
+        (1..=ABANDONED as u64).contains(&restored),
+        "{policy}: {restored}"
+    );
 }
 
 /// Before: the refunds were numbered in the order their callers' tasks

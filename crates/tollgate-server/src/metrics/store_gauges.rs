@@ -52,6 +52,9 @@ pub struct StoreCalls {
     pub refunded: u64,
     /// Such decisions whose refund found the client used since: kept.
     pub refunds_stale: u64,
+    /// Of those, restored on a later try (moved from `refunds_stale` to
+    /// `refunded` since).
+    pub refunds_restored_late: u64,
     /// Such decisions whose refund failed: kept.
     pub refunds_failed: u64,
     /// Decisions whose reply never came (the connection dropped after they
@@ -209,15 +212,26 @@ impl StoreCalls {
         }
         let refunds = Family::<[(&'static str, &'static str); 1], Counter>::default();
         for (outcome, count) in [
-            ("restored", self.refunded),
-            ("stale", self.refunds_stale),
+            // Each refund counted once, by how its first try ended, so
+            // that every outcome only grows: one restored on a later try
+            // stays under "stale" and is counted under "restored_late" too.
+            (
+                "restored",
+                self.refunded.saturating_sub(self.refunds_restored_late),
+            ),
+            (
+                "stale",
+                self.refunds_stale
+                    .saturating_add(self.refunds_restored_late),
+            ),
+            ("restored_late", self.refunds_restored_late),
             ("failed", self.refunds_failed),
         ] {
             refunds.get_or_create(&[("outcome", outcome)]).inc_by(count);
         }
         registry.register(
             "store_refunds",
-            "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came, whose reply was lost, or that their caller gave back (an Envoy request another of whose clients refused): restored (taken back), stale (the client was used since, or the master reached does not hold the call's write after a failover, so kept: admits less, never more) or failed (kept)",
+            "Decisions Redis ran and counted but whose caller had given up (timed out or gone) before the answer came, whose reply was lost, or that their caller gave back (an Envoy request another of whose clients refused): restored (taken back), stale (the client was used since, or the master reached does not hold the call's write after a failover, so kept: admits less, never more; or another abandoned call's refund had to restore first), of the stale those restored_late (taken back on a later try), or failed (kept)",
             refunds,
         );
         registry.register(

@@ -45,6 +45,7 @@ impl Server {
                 calls: counts.calls,
                 refunded: counts.refunded,
                 refunds_stale: counts.refunds_stale,
+                refunds_restored_late: counts.refunds_restored_late,
                 refunds_failed: counts.refunds_failed,
                 replies_lost: counts.replies_lost,
                 refunds_pending: counts.refunds_pending,

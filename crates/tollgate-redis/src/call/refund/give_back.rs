@@ -51,7 +51,12 @@ async fn give_back_now(
     let queued = scripts.refunds.number(scripts, refund);
     let given_back = attempt(scripts, queued).await?;
     if given_back == GivenBack::Restored {
-        retry_stale_of(scripts, &client).await;
+        // In the background: the caller holds the client's lock until this
+        // returns, and the client's kept refunds may be many.
+        let retrying = scripts.clone();
+        scripts.spawn(async move {
+            retry_stale_of(&retrying, &client).await;
+        });
     }
     Ok(given_back)
 }

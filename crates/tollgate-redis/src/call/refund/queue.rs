@@ -26,6 +26,8 @@ use crate::RedisStoreError;
 pub(crate) struct RefundCounters {
     pub(crate) restored: AtomicU64,
     pub(crate) stale: AtomicU64,
+    /// Of the stale, restored on a later try (moved to `restored`).
+    pub(crate) restored_late: AtomicU64,
     pub(crate) failed: AtomicU64,
     /// Refunds made that have not ended yet: queued, being sent, or waiting
     /// to be sent again.
@@ -214,50 +216,71 @@ pub(crate) async fn attempt(
     scripts: &Arc<Scripts>,
     queued: Queued,
 ) -> Result<GivenBack, RedisStoreError> {
-    let counters = &scripts.refunds.counters;
-    let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.refund(&queued.refund, &queued.id))
-        .await
-        .unwrap_or(Err(RedisStoreError::Timeout(REFUND_TIMEOUT)));
-    let answer = match answer {
+    let sent = match send_once(scripts, queued, REFUND_TIMEOUT).await {
         // A login refused or a permission cut too: the operator may mend
         // them, and until then the use stays counted.
-        Err(error) if error.may_heal() && queued.made.elapsed() < LOST_KEPT => {
+        Sent::Failed(error, queued) if error.may_heal() && queued.made.elapsed() < LOST_KEPT => {
             let refunds = &scripts.refunds;
             refunds.start_with(scripts, |pending| pending.again.push(queued));
             return Err(error);
         }
-        answer => answer,
+        sent => sent,
     };
     // Ended: no longer pending, before it is counted as what it ended as
     // (so that counts that show it ended show it no longer pending).
+    let counters = &scripts.refunds.counters;
     counters.pending.fetch_sub(1, Ordering::Relaxed);
-    match answer {
-        // The call's receipt is not where the refund ran: the call never
-        // ran there (a replica promoted before its write reached it), so
-        // there is nothing of it to take back, now or later; or its receipt
-        // is gone (expired, pushed out of the client's 1 MiB), and the
-        // consumption stays, towards admitting less.
-        Ok(restored) if restored.is_empty() => {
+    match sent {
+        Sent::NothingThere => {
             counters.stale.fetch_add(1, Ordering::Relaxed);
             Ok(GivenBack::Kept)
         }
-        Ok(restored) if restored.iter().all(|&r| r == 1) => {
+        Sent::Restored => {
             counters.restored.fetch_add(1, Ordering::Relaxed);
             Ok(GivenBack::Restored)
         }
-        Ok(restored) => {
+        Sent::Partly(left) => {
             counters.stale.fetch_add(1, Ordering::Relaxed);
-            let left = Queued {
-                id: scripts.receipts.refund_id(),
-                refund: queued.refund.partly(&restored),
-                ..queued
-            };
             keep_stale(scripts, left);
             Ok(GivenBack::Kept)
         }
-        Err(error) => {
+        Sent::Failed(error, _) => {
             counters.failed.fetch_add(1, Ordering::Relaxed);
             Err(error)
         }
+    }
+}
+
+/// What one send of a refund came to.
+pub(super) enum Sent {
+    /// Every limit left was restored.
+    Restored,
+    /// The call's receipt is not where the refund ran: the call never ran
+    /// there (a replica promoted before its write reached it), so there is
+    /// nothing of it to take back, now or later; or its receipt is gone
+    /// (expired, pushed out of the client's 1 MiB), and the consumption
+    /// stays, towards admitting less.
+    NothingThere,
+    /// Some limit found its state changed: what is left of the refund, under
+    /// a new id (Redis keeps this one's answer under the old).
+    Partly(Queued),
+    /// Redis refused it or did not answer within the wait (it may have run).
+    Failed(RedisStoreError, Queued),
+}
+
+/// Sends `queued` once, waiting at most `wait` for Redis's answer.
+pub(super) async fn send_once(scripts: &Arc<Scripts>, queued: Queued, wait: Duration) -> Sent {
+    let answer = tokio::time::timeout(wait, scripts.refund(&queued.refund, &queued.id))
+        .await
+        .unwrap_or(Err(RedisStoreError::Timeout(wait)));
+    match answer {
+        Ok(restored) if restored.is_empty() => Sent::NothingThere,
+        Ok(restored) if restored.iter().all(|&r| r == 1) => Sent::Restored,
+        Ok(restored) => Sent::Partly(Queued {
+            id: scripts.receipts.refund_id(),
+            refund: queued.refund.partly(&restored),
+            ..queued
+        }),
+        Err(error) => Sent::Failed(error, queued),
     }
 }

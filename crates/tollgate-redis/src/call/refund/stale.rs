@@ -23,11 +23,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::queue::Queued;
+use super::queue::{send_once, Queued, Sent};
 use super::{STALE_KEPT, STALE_KEPT_US};
 use crate::call::{Scripts, REFUND_TIMEOUT};
 use crate::task_place::TaskPlace;
-use crate::RedisStoreError;
 
 /// The first wait before kept refunds are tried again, and the wait after
 /// a round in which one restored.
@@ -87,33 +86,34 @@ pub(super) fn keep_stale(scripts: &Arc<Scripts>, mut queued: Queued) {
     }
 }
 
-/// Sends a kept refund again. It was counted stale when first tried, and
-/// stays so unless it now restores every limit left (then it counts as
-/// restored instead), so that the counts never show a retry under way.
+/// Sends a kept refund again, unless it has been kept [`STALE_KEPT_US`].
+/// It was counted stale when first tried, and stays so unless it now
+/// restores every limit left (then it counts as restored, and as restored
+/// late), so that the counts never show a retry under way.
 /// Kept again when it does not: under a new id once Redis answered (its
 /// answer is kept under the old one), under the same one after an error
-/// (Redis may have run it). Whether it restored.
-async fn retry(scripts: &Arc<Scripts>, mut queued: Queued) -> bool {
-    let answer = tokio::time::timeout(REFUND_TIMEOUT, scripts.refund(&queued.refund, &queued.id))
-        .await
-        .unwrap_or(Err(RedisStoreError::Timeout(REFUND_TIMEOUT)));
+/// (Redis may have run it). One come of age is dropped unsent, and a try
+/// waits no longer than its refund has left to be kept (a Redis that hangs
+/// must not keep the refunds past their time, nor hold the others' tries
+/// for long). Whether it restored.
+async fn retry(scripts: &Arc<Scripts>, queued: Queued) -> bool {
+    let now_us = scripts.clock.now_us();
+    let kept_for = now_us.saturating_sub(queued.first_kept_us.unwrap_or(now_us));
+    let left = Duration::from_micros(STALE_KEPT_US.saturating_sub(kept_for));
+    if left.is_zero() {
+        return false;
+    }
     let counters = &scripts.refunds.counters;
-    match answer {
-        Ok(restored) if !restored.is_empty() && restored.iter().all(|&r| r == 1) => {
+    match send_once(scripts, queued, left.min(REFUND_TIMEOUT)).await {
+        Sent::Restored => {
+            counters.restored_late.fetch_add(1, Ordering::Relaxed);
             counters.stale.fetch_sub(1, Ordering::Relaxed);
             counters.restored.fetch_add(1, Ordering::Relaxed);
             true
         }
-        // Its call's receipt is gone: nothing of it can be taken back.
-        Ok(restored) if restored.is_empty() => false,
-        Ok(restored) => {
-            queued.refund = queued.refund.partly(&restored);
-            queued.id = scripts.receipts.refund_id();
-            keep_stale(scripts, queued);
-            false
-        }
-        Err(_) => {
-            keep_stale(scripts, queued);
+        Sent::NothingThere => false,
+        Sent::Partly(left) | Sent::Failed(_, left) => {
+            keep_stale(scripts, left);
             false
         }
     }
