@@ -5,15 +5,13 @@
 //! real events (a line printed, an answer changed), never sleeps standing in
 //! for a clock.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tollgate_testkit::process::ChildGuard;
+use tollgate_testkit::process::{ChildGuard, Log};
 use tollgate_testkit::{counting_upstream, get_status};
 
 mod proxy_common;
@@ -57,8 +55,8 @@ fn write(path: &Path, text: &str) {
 struct Proxy {
     child: ChildGuard,
     addr: SocketAddr,
-    /// Everything logged so far (read by a thread as it comes).
-    log: Arc<Mutex<String>>,
+    /// Its standard error, read as it comes.
+    log: Log,
 }
 
 impl Proxy {
@@ -80,30 +78,8 @@ impl Proxy {
         )
         .unwrap();
         let (_, addr) = read_banner(&mut child);
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = log.clone();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
+        let log = Log::read(child.stderr.take().unwrap());
         Self { child, addr, log }
-    }
-
-    /// Waits (bounded) until the log says `needle`.
-    fn wait_for_log(&self, needle: &str) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while !self.log.lock().unwrap().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
-                "never logged {needle:?}:\n{}",
-                self.log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 
     /// `GET /` for `client` on a fresh connection: the status code.
@@ -158,18 +134,20 @@ fn proxy_reloads_its_plans_on_sighup_keeping_unchanged_limits() {
     }
     assert_eq!(proxy.allowed("bob", 4), 3, "the 4th of the new plan");
     assert_eq!(proxy.allowed("acme", 5), 4, "paid kept its count");
-    proxy.wait_for_log("plans reloaded");
+    proxy.log.wait_for("plans reloaded");
 
     // A changed sweep interval is put in force by a restart only, and
     // says so.
     write(&path, &format!("sweep_interval = \"2s\"\n{}", config(4)));
     proxy.signal("HUP");
-    proxy.wait_for_log("the changed sweep_interval waits for a restart");
+    proxy
+        .log
+        .wait_for("the changed sweep_interval waits for a restart");
 
     // A broken file is refused; the running plans stay.
     write(&path, "default_plan = \"gold\"\n");
     proxy.signal("HUP");
-    proxy.wait_for_log("config reload refused");
+    proxy.log.wait_for("config reload refused");
     assert_eq!(proxy.allowed("carol", 5), 4, "still free at 4 a day");
 
     assert!(proxy.stop(), "the proxy stops cleanly on SIGTERM");
@@ -191,7 +169,7 @@ fn a_proxy_without_a_config_goes_on_after_a_sighup() {
     );
     assert_eq!(proxy.allowed("bob", 1), 1);
     proxy.signal("HUP");
-    proxy.wait_for_log("SIGHUP: no --config to reload");
+    proxy.log.wait_for("SIGHUP: no --config to reload");
     assert_eq!(proxy.allowed("bob", 2), 1, "bob kept his count");
     assert!(proxy.stop(), "the proxy stops cleanly on SIGTERM");
     assert_eq!(seen.load(Ordering::SeqCst), 2);
@@ -224,8 +202,8 @@ fn proxy_refuses_a_reload_whose_limits_its_running_redis_could_not_serve() {
     );
     write(&path, &to_memory);
     proxy.signal("HUP");
-    proxy.wait_for_log("config reload refused");
-    proxy.wait_for_log("the running redis store");
+    proxy.log.wait_for("config reload refused");
+    proxy.log.wait_for("the running redis store");
     // The running plans stay, on Redis: bob has one request left.
     assert_eq!(proxy.allowed("bob", 3), 1, "still 2 a day, on Redis");
 

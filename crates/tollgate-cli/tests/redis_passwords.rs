@@ -7,10 +7,8 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-use tollgate_testkit::process::ChildGuard;
+use tollgate_testkit::process::{ChildGuard, Log};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
@@ -74,34 +72,6 @@ fn serve_proxy_and_replay_refuse_a_bad_redis_flag_without_its_password() {
     }
 }
 
-/// Everything `child` writes to stderr, gathered by a thread as it comes.
-fn gather_stderr(child: &mut ChildGuard) -> Arc<Mutex<String>> {
-    let log = Arc::new(Mutex::new(String::new()));
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let gathered = Arc::clone(&log);
-    std::thread::spawn(move || {
-        while let Some(Ok(line)) = lines.next() {
-            let mut log = gathered.lock().unwrap();
-            log.push_str(&line);
-            log.push('\n');
-        }
-    });
-    log
-}
-
-/// Waits (bounded) until `log` holds `needle`.
-fn wait_for_log(log: &Mutex<String>, needle: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !log.lock().unwrap().contains(needle) {
-        assert!(
-            Instant::now() < deadline,
-            "never logged {needle:?}:\n{}",
-            log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Writes `text` to `path` whole (write, then rename), as editors do.
 fn write(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");
@@ -123,7 +93,7 @@ fn a_reload_refused_for_a_bad_url_logs_no_password() {
             .stderr(Stdio::piped()),
     )
     .unwrap();
-    let log = gather_stderr(&mut child);
+    let log = Log::read(child.stderr.take().unwrap());
     // Listening (the banner's last line) before the file changes.
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
@@ -134,12 +104,12 @@ fn a_reload_refused_for_a_bad_url_logs_no_password() {
 
     write(&path, &format!("[store]\nurl = \"{BAD_URL}\"\n{PLAN}"));
     child.signal("HUP");
-    wait_for_log(&log, "config reload refused");
+    log.wait_for("config reload refused");
 
     child.signal("TERM");
     assert!(child.wait().unwrap().success());
     let _ = stdout.read_to_string(&mut String::new());
-    let log = log.lock().unwrap();
+    let log = log.finish();
     assert!(log.contains("alice:***@127.0.0.1:notaport"), "{log}");
     assert!(!log.contains("s3cret"), "{log}");
 }

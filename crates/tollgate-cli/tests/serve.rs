@@ -7,10 +7,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tollgate_testkit::process::ChildGuard;
+use tollgate_testkit::process::{ChildGuard, Log};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/tollgate.toml");
@@ -141,9 +140,8 @@ struct Serve {
     child: ChildGuard,
     addr: String,
     banner: String,
-    /// Its standard error so far, read line by line by `log_reader`.
-    log: Arc<Mutex<String>>,
-    log_reader: std::thread::JoinHandle<()>,
+    /// Its standard error, read as it comes.
+    log: Log,
 }
 
 impl Serve {
@@ -176,24 +174,12 @@ impl Serve {
             }
         }
         let addr = addr.unwrap_or_else(|| panic!("no address in the banner:\n{banner}"));
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let log_reader = std::thread::spawn({
-            let log = Arc::clone(&log);
-            move || {
-                for line in stderr.lines().map_while(Result::ok) {
-                    let mut log = log.lock().unwrap();
-                    log.push_str(&line);
-                    log.push('\n');
-                }
-            }
-        });
+        let log = Log::read(child.stderr.take().unwrap());
         Self {
             child,
             addr,
             banner,
             log,
-            log_reader,
         }
     }
 
@@ -234,26 +220,11 @@ impl Serve {
         }
     }
 
-    /// Waits (bounded) until the server has logged `needle`.
-    fn wait_for_log(&self, needle: &str) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while !self.log.lock().unwrap().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
-                "never logged {needle:?}:\n{}",
-                self.log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     /// SIGTERM, then the exit status and everything logged.
     fn stop(mut self) -> (bool, String) {
         self.signal("TERM");
         let status = self.child.wait().unwrap();
-        self.log_reader.join().unwrap();
-        let log = self.log.lock().unwrap().clone();
-        (status.success(), log)
+        (status.success(), self.log.finish())
     }
 }
 
@@ -296,7 +267,9 @@ fn serve_on_the_embedded_default_answers_and_stops_on_sigterm() {
 fn serve_without_a_config_says_a_sighup_has_nothing_to_reload() {
     let serve = Serve::start(&["--listen", "127.0.0.1:0"]);
     serve.signal("HUP");
-    serve.wait_for_log("SIGHUP: no --config to reload; going on");
+    serve
+        .log
+        .wait_for("SIGHUP: no --config to reload; going on");
     let response = serve.request("POST /v1/check", r#"{"client":"x","cost":1}"#);
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     let (ok, log) = serve.stop();

@@ -6,6 +6,10 @@
 //! (a `std::process::Child` is not killed when dropped), holding its ports
 //! and CPU for every later test and after CI.
 
+mod log;
+
+pub use log::Log;
+
 use std::ops::{Deref, DerefMut};
 use std::process::{Child, Command};
 
