@@ -64,7 +64,7 @@ impl Kept {
 }
 
 /// Keeps `queued`, whose refund found its state changed, to be tried again
-/// ([`STALE_KEPT`] at most: the oldest go first) until [`STALE_KEPT_US`]
+/// ([`STALE_KEPT`] at most: the one kept longest goes first) until [`STALE_KEPT_US`]
 /// after it was first kept, and starts the task that tries the kept
 /// refunds again, unless that runs.
 pub(super) fn keep_stale(scripts: &Arc<Scripts>, mut queued: Queued) {
@@ -76,7 +76,12 @@ pub(super) fn keep_stale(scripts: &Arc<Scripts>, mut queued: Queued) {
         let kept = &mut pending.stale;
         kept.prune(now_us);
         if kept.refunds.len() >= STALE_KEPT {
-            kept.refunds.remove(0);
+            // The one kept longest (a refund tried again goes back to the
+            // end with its first time).
+            let oldest = (0..kept.refunds.len()).min_by_key(|&i| kept.refunds[i].0);
+            if let Some(oldest) = oldest {
+                kept.refunds.swap_remove(oldest);
+            }
         }
         kept.refunds.push((first_kept, queued));
         !std::mem::replace(&mut kept.retrying, true)
