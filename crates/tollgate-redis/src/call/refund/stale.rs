@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use super::queue::{send_once, Queued, Sent};
 use super::{STALE_KEPT, STALE_KEPT_US};
+use crate::by_client::by_client;
 use crate::call::{Scripts, REFUND_TIMEOUT};
 use crate::task_place::TaskPlace;
 
@@ -48,18 +49,6 @@ impl Kept {
     fn prune(&mut self, now_us: u64) {
         self.refunds
             .retain(|(at, _)| now_us.saturating_sub(*at) < STALE_KEPT_US);
-    }
-
-    /// The clients with refunds kept, each once.
-    fn clients(&self) -> Vec<String> {
-        let mut clients: Vec<String> = self
-            .refunds
-            .iter()
-            .map(|(_, queued)| queued.refund.client.clone())
-            .collect();
-        clients.sort_unstable();
-        clients.dedup();
-        clients
     }
 }
 
@@ -117,21 +106,23 @@ async fn retry(scripts: &Arc<Scripts>, queued: Queued) -> bool {
             true
         }
         Sent::NothingThere => false,
-        Sent::Partly(left) | Sent::Failed(_, left) => {
-            keep_stale(scripts, left);
+        Sent::Partly(again) | Sent::Failed(_, again) => {
+            keep_stale(scripts, again);
             false
         }
     }
 }
 
 /// Tries the kept refunds again in rounds, each client's in passes, and
-/// drops them as they come of age, until none is left.
+/// drops them as they come of age, until none is left. A round takes them
+/// all at once, split by client (one pass over the kept refunds, however
+/// many clients hold them).
 async fn retry_until_none(scripts: Arc<Scripts>) {
     let mut place = TaskPlace::new(|| scripts.refunds.lock().stale.retrying = false);
     let mut wait = RETRY_FIRST;
     loop {
         tokio::time::sleep(wait).await;
-        let clients = {
+        let taken: Vec<Queued> = {
             let mut pending = scripts.refunds.lock();
             pending.stale.prune(scripts.clock.now_us());
             if pending.stale.refunds.is_empty() {
@@ -139,11 +130,16 @@ async fn retry_until_none(scripts: Arc<Scripts>) {
                 place.given_back();
                 return;
             }
-            pending.stale.clients()
+            let kept = std::mem::take(&mut pending.stale.refunds);
+            kept.into_iter().map(|(_, queued)| queued).collect()
         };
         let mut restored = false;
-        for client in clients {
-            restored |= retry_stale_of(&scripts, &client).await;
+        for of_client in by_client(taken, |queued| Some(&queued.refund.client)) {
+            let client = of_client[0].refund.client.clone();
+            if retry_pass(&scripts, of_client).await {
+                restored = true;
+                retry_stale_of(&scripts, &client).await;
+            }
         }
         wait = if restored {
             RETRY_FIRST
@@ -153,15 +149,13 @@ async fn retry_until_none(scripts: Arc<Scripts>) {
     }
 }
 
-/// Tries `client`'s kept refunds again, newest call first, all of them,
-/// and again while a pass restored one: a refund of the client just
-/// restored (here or by another store) may have been what they waited
-/// for, and one further down may be next although one above it is still
-/// held back. Whether one restored.
+/// Tries `client`'s kept refunds again, in passes while one restores: a
+/// refund of the client just restored (here or by another store) may have
+/// been what they waited for. Whether one restored.
 pub(crate) async fn retry_stale_of(scripts: &Arc<Scripts>, client: &str) -> bool {
     let mut any = false;
     loop {
-        let mut newest_first: Vec<Queued> = {
+        let of_client: Vec<Queued> = {
             let mut pending = scripts.refunds.lock();
             let kept = &mut pending.stale.refunds;
             let (of_client, others) = std::mem::take(kept)
@@ -170,17 +164,21 @@ pub(crate) async fn retry_stale_of(scripts: &Arc<Scripts>, client: &str) -> bool
             *kept = others;
             of_client.into_iter().map(|(_, queued)| queued).collect()
         };
-        if newest_first.is_empty() {
-            return any;
-        }
-        newest_first.sort_by_key(|queued| std::cmp::Reverse(queued.number));
-        let mut restored = false;
-        for queued in newest_first {
-            restored |= retry(scripts, queued).await;
-        }
-        if !restored {
+        if of_client.is_empty() || !retry_pass(scripts, of_client).await {
             return any;
         }
         any = true;
     }
+}
+
+/// One pass through one client's kept refunds, newest call first, all of
+/// them (one further down may restore although one above it is still held
+/// back). Whether one restored.
+async fn retry_pass(scripts: &Arc<Scripts>, mut of_client: Vec<Queued>) -> bool {
+    of_client.sort_by_key(|queued| std::cmp::Reverse(queued.number));
+    let mut restored = false;
+    for queued in of_client {
+        restored |= retry(scripts, queued).await;
+    }
+    restored
 }
