@@ -137,4 +137,18 @@ impl<S: Store> Store for CachedStore<S> {
     fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
         self.inner.failure_domain(client)
     }
+
+    /// The cache's answer, when it has one: only refusals are remembered.
+    fn remembered_refusal(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+    ) -> Option<PlanDecision> {
+        match self.ask(plan, client, now_ms, cost) {
+            Asked::Answered(refusal) => Some(refusal),
+            Asked::Store { .. } => None,
+        }
+    }
 }

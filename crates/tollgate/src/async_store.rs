@@ -241,6 +241,24 @@ pub trait Store: Send + Sync {
         let _ = client;
         None
     }
+
+    /// A refusal of a request of `cost` that the store can give at once,
+    /// without deciding or reaching what lies behind it: one that a
+    /// rejection cache in front remembers (`tollgate-cache`). A request of
+    /// several clients asks it for a client whose store failed, so that a
+    /// client known to be over its limit still refuses the request.
+    ///
+    /// The default remembers nothing.
+    fn remembered_refusal(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+    ) -> Option<PlanDecision> {
+        let _ = (plan, client, now_ms, cost);
+        None
+    }
 }
 
 /// The in-memory store behind the async boundary: decisions are immediate.
@@ -347,6 +365,16 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn failure_domain(&self, client: &str) -> Option<Arc<str>> {
         (**self).failure_domain(client)
+    }
+
+    fn remembered_refusal(
+        &self,
+        plan: &Plan,
+        client: &str,
+        now_ms: u64,
+        cost: u32,
+    ) -> Option<PlanDecision> {
+        (**self).remembered_refusal(plan, client, now_ms, cost)
     }
 }
 

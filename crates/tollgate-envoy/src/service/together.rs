@@ -77,7 +77,12 @@ impl RlsService {
     /// fail-closed: its store failing) is answered by the policy at its
     /// cost without a second call, which would wait out the store's
     /// timeout again while the request holds its clients' locks; a refusal
-    /// among them refuses the request before anything is used.
+    /// among them refuses the request before anything is used. Before the
+    /// policy, such a group, or one whose look failed, is refused if the
+    /// store remembers refusing it ([`tollgate::Store::remembered_refusal`]:
+    /// the rejection cache): its look, of cost 0, was below what the cache
+    /// answers, and the failure policy would have let a client known to be
+    /// over its limit through (an audit, with a real Envoy and fail-open).
     async fn use_in_turn(
         &self,
         groups: &[Group],
@@ -86,6 +91,18 @@ impl RlsService {
         now: u64,
         taken: &Mutex<Taken>,
     ) -> Vec<(usize, Result<PlanDecision, Status>)> {
+        let remembered: Vec<(usize, Result<PlanDecision, Status>)> = (0..groups.len())
+            .filter(|&i| store_failed(&looks[i]))
+            .filter_map(|i| {
+                let group = &groups[i];
+                let store = &self.config.store;
+                let refusal = store.remembered_refusal(&group.plan, &group.key, now, costs[i])?;
+                Some((i, Ok(refusal)))
+            })
+            .collect();
+        if !remembered.is_empty() {
+            return remembered;
+        }
         let mut uses: Vec<(usize, Result<PlanDecision, Status>)> = (0..groups.len())
             .filter_map(|i| {
                 let look = looks[i].as_ref().ok()?;
@@ -170,6 +187,14 @@ fn policy_answer(group: &Group, cost: u32, now: u64, look: &PlanDecision) -> Opt
         .retry_after_ms
         .unwrap_or(tollgate_guard::DEFAULT_FAIL_CLOSED_RETRY_AFTER_MS);
     tollgate_guard::failure_answer(policy, &group.plan, now, cost, retry_after_ms)
+}
+
+/// Whether a group's look failed, or its failure policy answered it.
+fn store_failed(look: &Result<PlanDecision, Status>) -> bool {
+    match look {
+        Ok(look) => matches!(look.decided_by, DecidedBy::Failure(_)),
+        Err(_) => true,
+    }
 }
 
 /// Whether a group's look (cost 0) leaves room for its cost in every
