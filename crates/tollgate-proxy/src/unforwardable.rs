@@ -57,6 +57,18 @@ pub(crate) fn why_unforwardable<B>(request: &Request<B>) -> Option<String> {
     if !seen_host && request.version() == Version::HTTP_11 {
         return Some("the Host header is missing: an HTTP/1.1 request must have one".to_owned());
     }
+    // Without a `Host`, HTTP/2's `:authority` (or an absolute-form target)
+    // becomes the upstream's `Host`: it must be one, as a `Host` must
+    // (an audit: `a:abc` and `u:p@a:80`, user info and password included,
+    // reached the upstream as `Host` over HTTP/2 only).
+    if let Some(authority) = request.uri().authority().filter(|_| !seen_host) {
+        if !is_host(authority.as_str().as_bytes()) {
+            return Some(format!(
+                "the request's authority {:?} is not a host[:port]",
+                authority.as_str()
+            ));
+        }
+    }
     None
 }
 
@@ -150,6 +162,16 @@ mod tests {
         for version in [Version::HTTP_10, Version::HTTP_2] {
             let hostless = Request::builder().version(version).uri("/").body(());
             assert_eq!(why_unforwardable(&hostless.unwrap()), None, "{version:?}");
+        }
+        // HTTP/2: the host in `:authority` alone.
+        let http2 = |uri: &str| {
+            let request = Request::builder().version(Version::HTTP_2).uri(uri);
+            why_unforwardable(&request.body(()).unwrap())
+        };
+        assert_eq!(http2("http://api.example:8080/x"), None);
+        for bad in ["http://a:abc/x", "http://u@a/x", "http://u:p@a:80/x"] {
+            let reason = http2(bad).unwrap_or_default();
+            assert!(reason.contains("is not a host[:port]"), "{bad}: {reason}");
         }
         for (bad, why) in [
             (request("CONNECT", &[("host", "h:443")]), "CONNECT"),
