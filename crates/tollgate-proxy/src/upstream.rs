@@ -80,12 +80,14 @@ impl Upstream {
 
     /// The path and query to ask the upstream for (origin form) for a
     /// request to `path_and_query`: the same, behind the base path if any.
+    /// `OPTIONS *` (the asterisk form, about the server as a whole, not a
+    /// path) stays `*` (an audit: `/v2*` before, another resource).
     pub(crate) fn path_for(
         &self,
         path_and_query: Option<&PathAndQuery>,
     ) -> Result<PathAndQuery, http::Error> {
         match path_and_query {
-            Some(tail) if self.base_path.is_empty() => Ok(tail.clone()),
+            Some(tail) if self.base_path.is_empty() || tail.as_str() == "*" => Ok(tail.clone()),
             tail => {
                 let tail = tail.map_or("/", PathAndQuery::as_str);
                 Ok(PathAndQuery::try_from(format!("{}{tail}", self.base_path))?)
@@ -131,6 +133,8 @@ mod tests {
         let based = Upstream::parse("http://h/v2/").unwrap();
         assert_eq!(based.path_for(Some(&pq)).unwrap(), "/v2/a?b=c");
         assert_eq!(based.path_for(None).unwrap(), "/v2/");
+        let asterisk = PathAndQuery::from_static("*");
+        assert_eq!(based.path_for(Some(&asterisk)).unwrap(), "*");
         assert_eq!(based.address, "h:80");
         assert_eq!(based.host, "h");
         for (bad, why) in [

@@ -174,7 +174,10 @@ fn ip_key(ip: IpAddr) -> String {
 
 /// The value of one header (e.g. `X-Client-Id`), trimmed; absent, empty,
 /// repeated or non-UTF-8 values are no key (read by
-/// [`tollgate_http::header_key`], whose error the 400 says).
+/// [`tollgate_http::header_key`], whose error the 400 says). `Host` is read
+/// from the request's authority when the header is absent: an HTTP/2
+/// client names the host in `:authority` only (an audit: `header:host`
+/// refused every HTTP/2 request).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderKey {
     name: HeaderName,
@@ -189,7 +192,14 @@ impl HeaderKey {
 
 impl<B> KeyExtractor<B> for HeaderKey {
     fn extract(&self, request: &Request<B>) -> Option<String> {
-        tollgate_http::header_key(request.headers(), &self.name).ok()
+        let headers = request.headers();
+        match tollgate_http::header_key(headers, &self.name) {
+            Ok(key) => Some(key),
+            Err(_) if self.name == http::header::HOST && !headers.contains_key(&self.name) => {
+                Some(request.uri().authority()?.as_str().to_owned())
+            }
+            Err(_) => None,
+        }
     }
 
     fn why_missing(&self, request: &Request<B>) -> NoKey {
@@ -321,6 +331,24 @@ mod tests {
             let ip: IpAddr = ip.parse().unwrap();
             assert_eq!(ip_key(ip), ip.to_string());
         }
+    }
+
+    /// An HTTP/2 request names its host in `:authority` alone: the `Host`
+    /// key reads it there; a `Host` header, when sent, is the key.
+    #[test]
+    fn the_host_key_of_an_http2_request_is_its_authority() {
+        let key = HeaderKey::new(http::header::HOST);
+        let http2 = Request::builder()
+            .version(http::Version::HTTP_2)
+            .uri("http://api.example:8080/x")
+            .body(())
+            .unwrap();
+        assert_eq!(key.extract(&http2).as_deref(), Some("api.example:8080"));
+        assert_eq!(
+            key.extract(&request(&[("host", "h")], None)).as_deref(),
+            Some("h")
+        );
+        assert_eq!(key.extract(&request(&[], None)), None);
     }
 
     #[test]
