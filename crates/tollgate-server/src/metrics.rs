@@ -184,7 +184,7 @@ pub struct Metrics {
     frontends: [Counter; 2],
     decided_by: [Counter; DecidedBy::ALL.len()],
     latency: Histogram,
-    /// 400, then 413, then 403.
+    /// 400, then 413, then 403, then 408.
     bad_requests: [Counter; 4],
     /// Applied, then refused.
     reloads: [Counter; 2],

@@ -37,8 +37,9 @@ pub const TRANSIENT_CODES: &[&str] = &[
     // Redirections the cluster client follows itself; seen only when it gave up.
     "MOVED",
     "ASK",
-    // The script cache was flushed: redis-rs loads the script and retries by
-    // itself; seen only if that failed too.
+    // The script cache was flushed: the store loads the script, sends the
+    // call again and then sends the script's text (`Evalsha::run`); seen
+    // only if all of that failed too.
     "NOSCRIPT",
 ];
 
