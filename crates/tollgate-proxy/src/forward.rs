@@ -15,7 +15,7 @@ use http::header::{
     TRANSFER_ENCODING, UPGRADE,
 };
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use tower::Service;
 
 use crate::body::ForwardBody;
@@ -77,7 +77,14 @@ pub struct Forward {
     pool: Pool,
     upstream: Arc<Upstream>,
     response_timeout: Duration,
+    /// See [`Forward::resend_after_idle`].
+    resend_after_idle: Duration,
 }
+
+/// How long a kept upstream connection must have been idle for a request
+/// sent on it to be copied, so that it can be sent again
+/// ([`Forward::resend_after_idle`]).
+pub const RESEND_AFTER_IDLE: Duration = Duration::from_millis(100);
 
 impl std::fmt::Debug for Forward {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,7 +106,23 @@ impl Forward {
             pool: Pool::new(upstream.address.clone(), response_timeout),
             upstream: Arc::new(upstream),
             response_timeout,
+            resend_after_idle: RESEND_AFTER_IDLE,
         }
+    }
+
+    /// How long a kept upstream connection must have been idle for a
+    /// request sent on it to be copied first, so that it can go once more
+    /// on a new connection should the upstream close this one as it
+    /// arrives (its keep-alive timeout running out just then: Node's is
+    /// 5 s, gunicorn's 2 s). Only a request safe to send twice is copied:
+    /// an idempotent method and no body. By default [`RESEND_AFTER_IDLE`]
+    /// (100 ms): a connection idle for less was answering a moment ago, and
+    /// the copy costs about 3% of what forwarding a request does (its
+    /// headers, BENCHMARKS.md). Zero copies every such request.
+    #[must_use]
+    pub fn resend_after_idle(mut self, idle: Duration) -> Self {
+        self.resend_after_idle = idle;
+        self
     }
 
     /// Rewrites `request` in place for the upstream: its path behind the
@@ -190,24 +213,33 @@ impl Forward {
     /// Sends `request` on a pooled connection, or a new one, and gives the
     /// response with its body streaming from the upstream, if its head
     /// comes in time ([`Conn::send_until`]).
+    ///
+    /// A kept connection may be closed by its upstream as the request goes
+    /// out on it. The request goes once more on a new connection when it
+    /// did not go out at all (as hyper-util's client does), or when it was
+    /// copied ([`Forward::resend_after_idle`], [`copy_to_resend`]) and the
+    /// connection failed without an answer (as nginx and Go's client do).
+    /// Not on a timeout: an upstream that did not answer in time is not
+    /// asked again.
     async fn send(
         &self,
         request: Request<UploadBody>,
         deadline: tokio::time::Instant,
         progress: Option<&Arc<Progress>>,
     ) -> Result<Response<ForwardBody>, Failure> {
-        let Some(mut conn) = self.pool.checkout() else {
+        let Some((mut conn, idle)) = self.pool.checkout() else {
             // Boxed, as the connection: a large future on the rare path.
             return Box::pin(self.send_new(request, deadline, progress)).await;
         };
+        let copy = (idle >= self.resend_after_idle)
+            .then(|| copy_to_resend(&request))
+            .flatten();
         match conn
             .send_until(request, deadline, progress, self.response_timeout)
             .await
         {
             Ok(Ok(response)) => Ok(self.relay(response, conn, progress)),
-            Ok(Err(mut error)) => match error.take_message() {
-                // The upstream closed the idle connection before the request
-                // went out: once more on a new one (as hyper-util's client does).
+            Ok(Err(mut error)) => match error.take_message().or(copy) {
                 Some(request) => Box::pin(self.send_new(request, deadline, progress)).await,
                 None => Err(Failure::Unreachable(error.into_error().into())),
             },
@@ -269,6 +301,23 @@ impl Forward {
         let body = ReturningBody::new(body, conn, self.pool.clone());
         Response::from_parts(parts, ForwardBody::upstream(body))
     }
+}
+
+/// A copy of `request` to send again should its connection fail, if it is
+/// safe to send twice: an idempotent method (RFC 9110 §9.2.2: `GET`,
+/// `HEAD`, `OPTIONS`, `TRACE`, `PUT`, `DELETE`) and no body (one streamed
+/// to the upstream is not kept). Its extensions are not copied: the
+/// upstream connection reads none.
+fn copy_to_resend(request: &Request<UploadBody>) -> Option<Request<UploadBody>> {
+    if !request.method().is_idempotent() || !request.body().is_end_stream() {
+        return None;
+    }
+    let mut copy = Request::new(UploadBody::empty());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    Some(copy)
 }
 
 /// Whether `headers` say the connection closes after this message.

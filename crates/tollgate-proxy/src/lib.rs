@@ -148,6 +148,7 @@ pub struct ProxyConfig {
     key: KeySource,
     limits: RateLimitConfig,
     response_timeout: Duration,
+    resend_after_idle: Duration,
     connections: Limits,
 }
 
@@ -165,6 +166,7 @@ impl ProxyConfig {
             key,
             limits,
             response_timeout: Duration::from_secs(30),
+            resend_after_idle: forward::RESEND_AFTER_IDLE,
             connections: Limits::default(),
         })
     }
@@ -178,6 +180,16 @@ impl ProxyConfig {
     #[must_use]
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
+        self
+    }
+
+    /// How long a kept upstream connection must have been idle for a
+    /// request sent on it to be copied first, so that it can be sent again
+    /// should the upstream close the connection as it arrives (by default
+    /// 100 ms: [`Forward::resend_after_idle`]).
+    #[must_use]
+    pub fn resend_after_idle(mut self, idle: Duration) -> Self {
+        self.resend_after_idle = idle;
         self
     }
 
@@ -219,8 +231,10 @@ pub type Proxy = RateLimit<Forward, KeySource>;
 /// The [`Proxy`] service that `config` describes. Each call builds a new
 /// forwarder, with its own upstream connections: one per worker thread.
 pub fn service(config: ProxyConfig) -> Proxy {
-    RateLimitLayer::new(config.limits, config.key)
-        .layer(Forward::new(config.upstream, config.response_timeout))
+    RateLimitLayer::new(config.limits, config.key).layer(
+        Forward::new(config.upstream, config.response_timeout)
+            .resend_after_idle(config.resend_after_idle),
+    )
 }
 
 /// Serves the proxy on `listener` until `shutdown` completes, then lets the

@@ -150,11 +150,12 @@ impl Pool {
         }
     }
 
-    /// An idle connection, the most recently used, unless none is left open.
-    pub(crate) fn checkout(&self) -> Option<Conn> {
-        while let Some(conn) = self.pop() {
+    /// An idle connection, the most recently used, and how long it was
+    /// idle; `None` when none is left open.
+    pub(crate) fn checkout(&self) -> Option<(Conn, Duration)> {
+        while let Some((conn, idle)) = self.pop() {
             if !conn.sender.is_closed() {
-                return Some(conn);
+                return Some((conn, idle));
             }
         }
         None
@@ -208,15 +209,16 @@ impl Pool {
         idle.push_back((conn, now));
     }
 
-    fn pop(&self) -> Option<Conn> {
+    fn pop(&self) -> Option<(Conn, Duration)> {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         let (conn, since) = idle.pop_back()?;
-        if since.elapsed() > IDLE_TIMEOUT {
+        let idle_for = since.elapsed();
+        if idle_for > IDLE_TIMEOUT {
             // The newest is stale: so are all the others.
             idle.clear();
             return None;
         }
-        Some(conn)
+        Some((conn, idle_for))
     }
 
     /// A new connection, its task spawned on the current runtime. Boxed:

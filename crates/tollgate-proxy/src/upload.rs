@@ -26,12 +26,10 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-/// The client's body as the upstream connection reads it.
-pub(crate) struct UploadBody {
-    body: Incoming,
-    /// `None` for a body that was empty from the start (a `GET`).
-    progress: Option<Arc<Progress>>,
-}
+/// The client's body as the upstream connection reads it, and where its
+/// upload stands; `None` for a body that was empty from the start (a
+/// `GET`): nothing to send, nothing to time.
+pub(crate) struct UploadBody(Option<(Incoming, Arc<Progress>)>);
 
 /// Where a request's upload stands, as its body last saw it.
 pub(crate) struct Progress {
@@ -64,13 +62,7 @@ impl UploadBody {
     /// request allocates nothing for it.
     pub(crate) fn new(body: Incoming) -> (Self, Option<Arc<Progress>>) {
         if body.is_end_stream() {
-            return (
-                Self {
-                    body,
-                    progress: None,
-                },
-                None,
-            );
+            return (Self::empty(), None);
         }
         let progress = Arc::new(Progress {
             began: Instant::now(),
@@ -79,11 +71,12 @@ impl UploadBody {
             waiting_for_client: AtomicBool::new(false),
             asked: AtomicBool::new(false),
         });
-        let upload = Self {
-            body,
-            progress: Some(progress.clone()),
-        };
-        (upload, Some(progress))
+        (Self(Some((body, progress.clone()))), Some(progress))
+    }
+
+    /// A body with nothing in it.
+    pub(crate) fn empty() -> Self {
+        Self(None)
     }
 }
 
@@ -163,27 +156,27 @@ impl Body for UploadBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.body).poll_frame(cx);
-        if let Some(progress) = &this.progress {
-            progress.asked.store(true, Ordering::Release);
-            match &polled {
-                Poll::Pending => progress.waiting_for_client.store(true, Ordering::Release),
-                Poll::Ready(frame) => {
-                    let now = progress.now_us();
-                    progress.last_us.store(now, Ordering::Release);
-                    progress.waiting_for_client.store(false, Ordering::Release);
-                    // A broken body ends the upload too: hyper then fails
-                    // the request, and no answer is awaited.
-                    // Trailers end a body: hyper's client asks for nothing
-                    // after them.
-                    let ended = match frame {
-                        Some(Ok(frame)) => frame.is_trailers() || this.body.is_end_stream(),
-                        None | Some(Err(_)) => true,
-                    };
-                    if ended {
-                        progress.ended_us.store(now, Ordering::Release);
-                    }
+        let Some((body, progress)) = &mut self.get_mut().0 else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(&mut *body).poll_frame(cx);
+        progress.asked.store(true, Ordering::Release);
+        match &polled {
+            Poll::Pending => progress.waiting_for_client.store(true, Ordering::Release),
+            Poll::Ready(frame) => {
+                let now = progress.now_us();
+                progress.last_us.store(now, Ordering::Release);
+                progress.waiting_for_client.store(false, Ordering::Release);
+                // A broken body ends the upload too: hyper then fails the
+                // request, and no answer is awaited.
+                // Trailers end a body: hyper's client asks for nothing
+                // after them.
+                let ended = match frame {
+                    Some(Ok(frame)) => frame.is_trailers() || body.is_end_stream(),
+                    None | Some(Err(_)) => true,
+                };
+                if ended {
+                    progress.ended_us.store(now, Ordering::Release);
                 }
             }
         }
@@ -191,10 +184,13 @@ impl Body for UploadBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.0.as_ref().is_none_or(|(body, _)| body.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        match &self.0 {
+            Some((body, _)) => body.size_hint(),
+            None => SizeHint::with_exact(0),
+        }
     }
 }

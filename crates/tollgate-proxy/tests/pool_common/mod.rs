@@ -87,6 +87,14 @@ pub async fn proxy_with_timeout(
     upstream: SocketAddr,
     response_timeout: Duration,
 ) -> (SocketAddr, oneshot::Sender<()>) {
+    proxy_with(upstream, |config| config.response_timeout(response_timeout)).await
+}
+
+/// [`proxy`], its config then changed by `configure`.
+pub async fn proxy_with(
+    upstream: SocketAddr,
+    configure: impl FnOnce(ProxyConfig) -> ProxyConfig,
+) -> (SocketAddr, oneshot::Sender<()>) {
     let plan = Plan::new(
         "proxy",
         vec![Limit::new(
@@ -102,8 +110,8 @@ pub async fn proxy_with_timeout(
         KeySource::Peer { trusted_proxies: 0 },
         limits,
     )
-    .unwrap()
-    .response_timeout(response_timeout);
+    .unwrap();
+    let config = configure(config);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
