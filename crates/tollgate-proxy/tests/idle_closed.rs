@@ -112,9 +112,7 @@ async fn read_head(stream: &mut TcpStream) -> Option<String> {
     Some(head.lines().next().unwrap().to_owned())
 }
 
-/// `method path` through the proxy, without a body: its status. One
-/// client throughout a test, so that its requests come to the proxy on one
-/// connection (hence to one worker, and one pool of upstream connections).
+/// `method path` through the proxy, without a body: its status.
 async fn send(client: &Client, proxy: SocketAddr, method: Method, path: &str) -> StatusCode {
     let request = Request::builder()
         .method(method)
@@ -131,45 +129,66 @@ async fn send(client: &Client, proxy: SocketAddr, method: Method, path: &str) ->
     .expect("an answer in time")
 }
 
-/// The proxy in front of `upstream`, copying every request it may send
-/// twice, however short its connection's idle time (the tests send theirs
-/// one after another, at once).
-async fn proxy_copying_every_request(
-    upstream: SocketAddr,
-) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
-    proxy_with(upstream, |config| config.resend_after_idle(Duration::ZERO)).await
+/// What two requests one after another through the proxy came to: `method
+/// /a`, then `method /b` on the upstream connection `/a` left kept, with
+/// the proxy copying requests on connections idle `resend_after_idle` or
+/// more, in front of [`closing_upstream`]`(close, answers_until)`: the two
+/// statuses, and the request lines the upstream read.
+struct TwoRequests {
+    close: Close,
+    answers_until: usize,
+    resend_after_idle: Duration,
+    method: Method,
 }
 
-fn lines(seen: &Seen) -> Vec<(usize, String)> {
-    seen.lock().unwrap().clone()
+impl TwoRequests {
+    /// Every connection answers once then closes after reading; every
+    /// request the proxy may send twice is copied.
+    fn of(method: Method) -> Self {
+        Self {
+            close: Close::AfterReading,
+            answers_until: usize::MAX,
+            resend_after_idle: Duration::ZERO,
+            method,
+        }
+    }
+
+    async fn run(self) -> (StatusCode, StatusCode, Vec<(usize, String)>) {
+        let (upstream, seen) = closing_upstream(self.close, self.answers_until).await;
+        let idle = self.resend_after_idle;
+        let (proxy, _stop) = proxy_with(upstream, |config| config.resend_after_idle(idle)).await;
+        // One client, so that both requests come to the proxy on one
+        // connection: one worker, one pool of upstream connections.
+        let client = client();
+        let first = send(&client, proxy, self.method.clone(), "/a").await;
+        let second = send(&client, proxy, self.method, "/b").await;
+        let seen = seen.lock().unwrap().clone();
+        (first, second, seen)
+    }
 }
 
 fn line(connection: usize, text: &str) -> (usize, String) {
     (connection, text.to_owned())
 }
 
+const OK: StatusCode = StatusCode::OK;
+const BAD_GATEWAY: StatusCode = StatusCode::BAD_GATEWAY;
+
 #[tokio::test]
 async fn a_get_on_a_connection_the_upstream_closed_goes_again_on_a_new_one() {
     for close in [Close::Reset, Close::AfterReading] {
-        let (upstream, seen) = closing_upstream(close, usize::MAX).await;
-        let (proxy, _stop) = proxy_copying_every_request(upstream).await;
-        let client = client();
-        assert_eq!(
-            send(&client, proxy, Method::GET, "/a").await,
-            StatusCode::OK
-        );
-        // Kept; the upstream closes it at this request, which goes again.
-        assert_eq!(
-            send(&client, proxy, Method::GET, "/b").await,
-            StatusCode::OK,
-            "{close:?}"
-        );
+        let (first, second, seen) = TwoRequests {
+            close,
+            ..TwoRequests::of(Method::GET)
+        }
+        .run()
+        .await;
         let mut expected = vec![line(0, "GET /a HTTP/1.1")];
         if matches!(close, Close::AfterReading) {
             expected.push(line(0, "GET /b HTTP/1.1"));
         }
         expected.push(line(1, "GET /b HTTP/1.1"));
-        assert_eq!(lines(&seen), expected, "{close:?}");
+        assert_eq!((first, second, seen), (OK, OK, expected), "{close:?}");
     }
 }
 
@@ -184,39 +203,27 @@ async fn every_idempotent_method_goes_again_and_a_post_does_not() {
         Method::TRACE,
     ];
     for method in idempotent {
-        let (upstream, seen) = closing_upstream(Close::AfterReading, usize::MAX).await;
-        let (proxy, _stop) = proxy_copying_every_request(upstream).await;
-        let client = client();
-        assert_eq!(
-            send(&client, proxy, method.clone(), "/a").await,
-            StatusCode::OK
-        );
-        assert_eq!(
-            send(&client, proxy, method.clone(), "/b").await,
-            StatusCode::OK,
-            "{method}"
-        );
-        assert_eq!(lines(&seen).len(), 3, "{method}: {:?}", lines(&seen));
+        let (first, second, seen) = TwoRequests::of(method.clone()).run().await;
+        let expected = vec![
+            line(0, &format!("{method} /a HTTP/1.1")),
+            line(0, &format!("{method} /b HTTP/1.1")),
+            line(1, &format!("{method} /b HTTP/1.1")),
+        ];
+        assert_eq!((first, second, seen), (OK, OK, expected), "{method}");
     }
     // Sent once, and lost with its connection: the upstream may have acted
     // on it, so it is not sent twice.
     for method in [Method::POST, Method::PATCH] {
-        let (upstream, seen) = closing_upstream(Close::AfterReading, usize::MAX).await;
-        let (proxy, _stop) = proxy_copying_every_request(upstream).await;
-        let client = client();
-        assert_eq!(
-            send(&client, proxy, method.clone(), "/a").await,
-            StatusCode::OK
-        );
-        assert_eq!(
-            send(&client, proxy, method.clone(), "/b").await,
-            StatusCode::BAD_GATEWAY
-        );
-        let expected = [
+        let (first, second, seen) = TwoRequests::of(method.clone()).run().await;
+        let expected = vec![
             line(0, &format!("{method} /a HTTP/1.1")),
             line(0, &format!("{method} /b HTTP/1.1")),
         ];
-        assert_eq!(lines(&seen), expected);
+        assert_eq!(
+            (first, second, seen),
+            (OK, BAD_GATEWAY, expected),
+            "{method}"
+        );
     }
 }
 
@@ -224,57 +231,36 @@ async fn every_idempotent_method_goes_again_and_a_post_does_not() {
 async fn a_request_goes_again_once_at_most() {
     // The first connection answers once; every later one closes at its
     // first request: the second try fails too, and that is the answer.
-    let (upstream, seen) = closing_upstream(Close::AfterReading, 1).await;
-    let (proxy, _stop) = proxy_copying_every_request(upstream).await;
-    let client = client();
-    assert_eq!(
-        send(&client, proxy, Method::GET, "/a").await,
-        StatusCode::OK
-    );
-    assert_eq!(
-        send(&client, proxy, Method::GET, "/b").await,
-        StatusCode::BAD_GATEWAY
-    );
-    let expected = [
+    let run = TwoRequests {
+        answers_until: 1,
+        ..TwoRequests::of(Method::GET)
+    };
+    let expected = vec![
         line(0, "GET /a HTTP/1.1"),
         line(0, "GET /b HTTP/1.1"),
         line(1, "GET /b HTTP/1.1"),
     ];
-    assert_eq!(lines(&seen), expected);
+    assert_eq!(run.run().await, (OK, BAD_GATEWAY, expected));
 }
 
 #[tokio::test]
 async fn a_request_on_a_new_connection_the_upstream_closes_is_not_sent_again() {
-    // No connection answers: the first request is on a new one, whose
-    // loss says the upstream itself fails, not that a kept one went stale.
-    let (upstream, seen) = closing_upstream(Close::AfterReading, 0).await;
-    let (proxy, _stop) = proxy_copying_every_request(upstream).await;
-    let client = client();
-    assert_eq!(
-        send(&client, proxy, Method::GET, "/a").await,
-        StatusCode::BAD_GATEWAY
-    );
-    assert_eq!(lines(&seen), [line(0, "GET /a HTTP/1.1")]);
+    // No connection answers: `/a` is on a new one, whose loss says the
+    // upstream itself fails, not that a kept one went stale; `/b` too.
+    let run = TwoRequests {
+        answers_until: 0,
+        ..TwoRequests::of(Method::GET)
+    };
+    let expected = vec![line(0, "GET /a HTTP/1.1"), line(1, "GET /b HTTP/1.1")];
+    assert_eq!(run.run().await, (BAD_GATEWAY, BAD_GATEWAY, expected));
 }
 
 #[tokio::test]
 async fn a_request_on_a_connection_idle_for_less_than_resend_after_idle_is_not_copied() {
-    let (upstream, seen) = closing_upstream(Close::AfterReading, usize::MAX).await;
-    let (proxy, _stop) = proxy_with(upstream, |config| {
-        config.resend_after_idle(Duration::from_secs(3600))
-    })
-    .await;
-    let client = client();
-    assert_eq!(
-        send(&client, proxy, Method::GET, "/a").await,
-        StatusCode::OK
-    );
-    assert_eq!(
-        send(&client, proxy, Method::GET, "/b").await,
-        StatusCode::BAD_GATEWAY
-    );
-    assert_eq!(
-        lines(&seen),
-        [line(0, "GET /a HTTP/1.1"), line(0, "GET /b HTTP/1.1")]
-    );
+    let run = TwoRequests {
+        resend_after_idle: Duration::from_secs(3600),
+        ..TwoRequests::of(Method::GET)
+    };
+    let expected = vec![line(0, "GET /a HTTP/1.1"), line(0, "GET /b HTTP/1.1")];
+    assert_eq!(run.run().await, (OK, BAD_GATEWAY, expected));
 }
