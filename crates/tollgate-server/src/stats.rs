@@ -21,9 +21,12 @@ use tollgate::{DecidedBy, FailurePolicy, PlanDecision};
 /// Seconds kept: five minutes.
 pub const SECONDS: usize = 300;
 
-/// Plans counted separately; decisions on plans beyond these (after many
-/// reloads with new plan names) are counted under [`OTHER_PLANS`].
-pub const MAX_PLANS: usize = 32;
+/// Plans counted separately, in order of first decision; decisions on
+/// plans beyond these (a config of more, or many reloads with new plan
+/// names) are counted under [`OTHER_PLANS`]. The counters of a second are
+/// two per plan, so the ring holds `2 x 8 x 300 x (MAX_PLANS + 1)` bytes
+/// (1.2 MiB), whatever the config.
+pub const MAX_PLANS: usize = 256;
 
 /// The name under which plans beyond [`MAX_PLANS`] are counted.
 pub const OTHER_PLANS: &str = "(other plans)";
@@ -421,6 +424,42 @@ mod tests {
         // A second within the window still counts.
         stats.record_decision(later - 1_000, "free", &decision(false));
         assert_eq!(stats.snapshot(later).rejected[SECONDS - 2], 1);
+    }
+
+    /// Each plan's allowed count in `stats`' last second, by name.
+    fn allowed_per_plan(stats: &Stats, now_ms: u64) -> Vec<(String, u64)> {
+        let snapshot = stats.snapshot(now_ms);
+        (snapshot.plans.into_iter())
+            .map(|columns| (columns.plan, columns.allowed[SECONDS - 1]))
+            .collect()
+    }
+
+    #[test]
+    fn a_config_of_forty_plans_has_each_counted_apart() {
+        let stats = Stats::new();
+        let now = 1_000_000_000;
+        for i in 0..40 {
+            stats.record_decision(now, &format!("p{i}"), &decision(true));
+        }
+        // No overflow entry when nothing overflowed.
+        let expected: Vec<(String, u64)> = (0..40).map(|i| (format!("p{i}"), 1)).collect();
+        assert_eq!(allowed_per_plan(&stats, now), expected);
+    }
+
+    #[test]
+    fn plans_past_max_plans_are_counted_together() {
+        let stats = Stats::new();
+        let now = 1_000_000_000;
+        for i in 0..MAX_PLANS + 3 {
+            stats.record_decision(now, &format!("p{i}"), &decision(true));
+        }
+        // A plan counted apart stays apart.
+        stats.record_decision(now, "p0", &decision(true));
+        let mut expected: Vec<(String, u64)> =
+            (0..MAX_PLANS).map(|i| (format!("p{i}"), 1)).collect();
+        expected[0].1 = 2;
+        expected.push((OTHER_PLANS.to_owned(), 3));
+        assert_eq!(allowed_per_plan(&stats, now), expected);
     }
 
     #[test]
