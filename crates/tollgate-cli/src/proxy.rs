@@ -26,7 +26,7 @@ use tollgate_proxy::{Error, Placement};
 use tollgate_tower::PlansHandle;
 
 pub use args::ProxyArgs;
-pub use plans::{reload_plans, RestartOnly, Running, Sweep};
+pub use plans::{reload_plans, FlaggedConnections, RestartOnly, Running, Sweep};
 
 /// Runs the proxy until `shutdown` completes, printing where it listens.
 ///

@@ -155,6 +155,49 @@ fn proxy_reloads_its_plans_on_sighup_keeping_unchanged_limits() {
     assert_eq!(seen.load(Ordering::SeqCst), 15);
 }
 
+/// A `[connections]` key that a flag replaces is the flag's after a restart
+/// too: the file changing it waits for nothing (audit: the proxy logged
+/// that it waited for a restart); a key no flag replaces does wait.
+#[test]
+fn a_connections_key_a_flag_replaces_does_not_wait_for_a_restart() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (upstream, _seen) = runtime.block_on(counting_upstream());
+    let upstream = format!("http://{upstream}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tollgate.toml");
+    let with_connections = |idle: &str, header_read: &str| {
+        let connections = format!(
+            "[connections]\nidle_timeout = \"{idle}\"\nheader_read_timeout = \"{header_read}\"\n"
+        );
+        // The plans' tables come after [connections]'s keys end.
+        format!("{}\n{connections}", config(2))
+    };
+    write(&path, &with_connections("60s", "10s"));
+    let args = [
+        "--config".as_ref(),
+        path.as_os_str(),
+        "--idle-timeout".as_ref(),
+        "5s".as_ref(),
+    ];
+    let proxy = Proxy::start_with(&upstream, &args);
+
+    write(&path, &with_connections("30s", "10s"));
+    proxy.signal("HUP");
+    proxy.log.wait_for("plans reloaded");
+    assert!(
+        !proxy.log.so_far().contains("waits for a restart"),
+        "{}",
+        proxy.log.so_far()
+    );
+
+    write(&path, &with_connections("30s", "5s"));
+    proxy.signal("HUP");
+    proxy
+        .log
+        .wait_for("the changed [connections] waits for a restart");
+    assert!(proxy.stop(), "the proxy stops cleanly on SIGTERM");
+}
+
 /// Without `--config` a SIGHUP has nothing to reload: the proxy logs it and
 /// goes on (it was ended by the signal's default action, audit), and its
 /// clients keep their counts.

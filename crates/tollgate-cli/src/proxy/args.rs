@@ -15,7 +15,9 @@ use tollgate_proxy::options::{connection_limits, parse_duration_ms, parse_key, s
 use tollgate_proxy::{Error, ProxyConfig};
 use tollgate_tower::RateLimitConfig;
 
-use super::plans::{connect_store, invalid_redis, plan_config, redis_option, Running, Sweep};
+use super::plans::{
+    connect_store, invalid_redis, plan_config, redis_option, FlaggedConnections, Running, Sweep,
+};
 use crate::redis_args::RedisArgs;
 
 /// The options of `tollgate proxy`.
@@ -117,7 +119,7 @@ impl ProxyArgs {
     ) -> Result<(ProxyConfig, Option<Running>, Sweep), Error> {
         let key = parse_key(&self.key, self.trust_forwarded_for)?;
         let overrides = self.config_overrides();
-        let (limits, store, sweep) = match &self.config {
+        let (limits, mut store, sweep) = match &self.config {
             None => {
                 let plan = single_limit_plan("proxy", &self.policy, self.limit, &self.window)?;
                 let mut config = Config::embedded_default();
@@ -138,6 +140,13 @@ impl ProxyArgs {
             }
         };
         let timeout = parse_duration_ms("--upstream-timeout", &self.upstream_timeout)?;
+        if let Some(running) = &mut store {
+            running.flagged = FlaggedConnections {
+                header_read_timeout: self.header_read_timeout.is_some(),
+                idle_timeout: self.idle_timeout.is_some(),
+                max_connections: self.max_connections.is_some(),
+            };
+        }
         let from_file = store
             .as_ref()
             .map_or_else(Limits::default, |s| s.restart_only.connections);

@@ -33,6 +33,40 @@ pub struct Running {
     pub restart_only: RestartOnly,
     /// The shared store's rejection cache, if on.
     pub cache: Option<Arc<RejectionCache>>,
+    /// The `[connections]` keys a flag replaces, whose changes in the file
+    /// wait for nothing: a restart would take the flag's value again.
+    pub flagged: FlaggedConnections,
+}
+
+/// Which `[connections]` keys the proxy's flags replace
+/// (`--header-read-timeout`, `--idle-timeout`, `--max-connections`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FlaggedConnections {
+    /// `--header-read-timeout` was given.
+    pub header_read_timeout: bool,
+    /// `--idle-timeout` was given.
+    pub idle_timeout: bool,
+    /// `--max-connections` was given.
+    pub max_connections: bool,
+}
+
+impl FlaggedConnections {
+    /// `file`'s limits with each key a flag replaces taken from `running`
+    /// instead: what differs from `running` then is what a restart would
+    /// change.
+    fn unflagged(self, file: Limits, running: Limits) -> Limits {
+        let mut limits = file;
+        if self.header_read_timeout {
+            limits.header_read_timeout = running.header_read_timeout;
+        }
+        if self.idle_timeout {
+            limits.idle_timeout = running.idle_timeout;
+        }
+        if self.max_connections {
+            limits.max_connections = running.max_connections;
+        }
+        limits
+    }
 }
 
 /// Where the proxy keeps clients in memory (the memory store, or a Redis
@@ -151,6 +185,7 @@ pub(super) async fn plan_config(
     let running = Running {
         restart_only,
         cache,
+        flagged: FlaggedConnections::default(),
     };
     Ok((limits, running, sweep))
 }
@@ -158,8 +193,9 @@ pub(super) async fn plan_config(
 /// Re-reads the config file at `path` and puts its plans in force through
 /// `handle`, with the same flag `overrides` as at start-up. The store and
 /// the connection limits stay the ones the proxy started with: a `[store]`,
-/// `[connections]` or `sweep_interval` different from `running`'s is logged
-/// as waiting for a restart, and the rejection cache forgets the plans
+/// `[connections]` (but for the keys a flag replaces) or `sweep_interval`
+/// different from `running`'s is logged as waiting for a restart, and the
+/// rejection cache forgets the plans
 /// whose limits changed.
 /// So the new limits must be ones the running store can serve, whatever
 /// store the file names ([`Config::load_for_reload`]).
@@ -178,12 +214,13 @@ pub fn reload_plans(
             if let Some(cache) = &running.cache {
                 cache.forget_changed(config.plans());
             }
+            let flagged = running.flagged;
             let running = &running.restart_only;
             let mut waiting = Vec::new();
             if config.store != running.store {
                 waiting.push("[store]");
             }
-            if config.connections != running.connections {
+            if flagged.unflagged(config.connections, running.connections) != running.connections {
                 waiting.push("[connections]");
             }
             if config.sweep_interval_ms != running.sweep_interval_ms {
