@@ -118,6 +118,19 @@ impl Config {
         Self::parse(EMBEDDED_DEFAULT).unwrap_or_else(|_| Self::fallback_default())
     }
 
+    /// The embedded default with `flags` applied, checked as a file with
+    /// those flags is (serve without `--config`): two addresses on one
+    /// socket are refused here rather than by the system at start-up.
+    ///
+    /// # Errors
+    /// As [`Overrides::apply`], and [`Error::AddressesCollide`].
+    pub fn embedded_default_with(flags: &Overrides) -> Result<Self, Error> {
+        let mut config = Self::embedded_default();
+        flags.apply(&mut config)?;
+        general::check_distinct_addresses(&config, flags, None)?;
+        Ok(config)
+    }
+
     fn fallback_default() -> Self {
         let limit = AnyPolicy::from_name("sliding-window", 100, 1_000)
             .map(|policy| Limit::new("1s", policy, false));
@@ -239,7 +252,7 @@ impl Config {
             connections,
         };
         overrides.apply(&mut config)?;
-        general::check_distinct_addresses(&config, &file, &at)?;
+        general::check_distinct_addresses(&config, overrides, Some((&file, &at)))?;
         store::check_redis_only_settings(&config, &file.store, &at)?;
         redis_bounds::check_store_bounds(&config, &file, &at)?;
         if let Some(running) = running {

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{mistake, LIMIT};
+use common::{mistake, mistake_with, LIMIT};
 use tollgate_config::{ClientIdSource, Config, Error, FailurePolicy, Overrides, StoreKind};
 
 const GOOD: &str = include_str!("../../../examples/tollgate.toml");
@@ -351,6 +351,56 @@ fn every_address_serve_listens_on_is_its_own() {
         }
         other => panic!("expected the default gRPC address to collide, got {other:?}"),
     }
+}
+
+/// A flag's address is named by its flag, not as a key's default (audit:
+/// `--grpc-listen` colliding with the file's `listen` was said to be
+/// `grpc_listen`'s default); serve without a config file checks its flags'
+/// addresses too (audit: the system's "Address already in use" at start-up).
+#[test]
+fn colliding_addresses_are_named_by_the_flags_that_gave_them() {
+    let grpc_flag = Overrides {
+        grpc_listen: Some("127.0.0.1:9000".to_owned()),
+        ..Overrides::default()
+    };
+    let (at, _, message) = mistake_with(
+        &format!("listen = [\"127.0.0.1:9000\"]\n{LIMIT}"),
+        &grpc_flag,
+    );
+    assert_eq!(at, 1, "{message}");
+    assert!(
+        message.contains("(listen, then --grpc-listen)"),
+        "{message}"
+    );
+    let both = Overrides {
+        listen: vec!["127.0.0.1:9000".to_owned()],
+        ..grpc_flag
+    };
+    for config in [
+        Config::parse_with(LIMIT, &both),
+        Config::embedded_default_with(&both),
+    ] {
+        match config {
+            Err(Error::AddressesCollide { detail }) => assert!(
+                detail.contains("127.0.0.1:9000 is given twice (--listen, then --grpc-listen)"),
+                "{detail}"
+            ),
+            other => panic!("expected the flags' addresses to collide, got {other:?}"),
+        }
+    }
+    // Without a file, the default gRPC address's way out is its flag.
+    let listen_flag = Overrides {
+        listen: vec!["127.0.0.1:8081".to_owned()],
+        ..Overrides::default()
+    };
+    match Config::embedded_default_with(&listen_flag) {
+        Err(Error::AddressesCollide { detail }) => assert!(
+            detail.contains("(--listen, then grpc_listen, whose default it is; give --grpc-listen another address, or off)"),
+            "{detail}"
+        ),
+        other => panic!("expected the default gRPC address to collide, got {other:?}"),
+    }
+    assert!(Config::embedded_default_with(&Overrides::default()).is_ok());
 }
 
 #[test]

@@ -190,11 +190,7 @@ pub async fn prepare(options: Options) -> Result<Prepared, Error> {
     let overrides = options.flags;
     let config = match &options.config {
         Some(path) => Config::load_with(path, &overrides)?,
-        None => {
-            let mut config = Config::embedded_default();
-            overrides.apply(&mut config)?;
-            config
-        }
+        None => Config::embedded_default_with(&overrides)?,
     };
     let store = StoreHandle::connect(&config).await?;
     let mut listeners = Vec::with_capacity(config.listen.len());

@@ -6,7 +6,7 @@ use toml::Spanned;
 
 use super::window::Millis;
 use super::{file, At, Config, DEFAULT_LISTEN, DEFAULT_MAX_COST, DEFAULT_SWEEP_INTERVAL_MS};
-use crate::Error;
+use crate::{Error, Overrides};
 
 /// The shortest `sweep_interval` accepted, in ms.
 pub const MIN_SWEEP_INTERVAL_MS: u64 = 100;
@@ -42,29 +42,42 @@ pub(super) fn build_listen(
 /// Every address `serve` listens on, HTTP (`listen`) and gRPC
 /// (`grpc_listen`), taken once (after the flags): two of them on one socket
 /// would pass `tollgate check` and then fail at start-up with "Address
-/// already in use", which points at some other process.
+/// already in use", which points at some other process. Each address is
+/// named by where it came from: `flags` (`--listen`, `--grpc-listen`),
+/// `file`'s keys, at their line, or `grpc_listen`'s default; `file` is
+/// `None` for serve without a config file (the embedded default).
 pub(super) fn check_distinct_addresses(
     config: &Config,
-    file: &file::File,
-    at: &At<'_>,
+    flags: &Overrides,
+    file: Option<(&file::File, &At<'_>)>,
 ) -> Result<(), Error> {
-    let grpc = config
-        .envoy
-        .grpc_listen
-        .iter()
-        .map(|addr| (addr, "grpc_listen"));
-    let all: Vec<(&SocketAddr, &str)> = config
-        .listen
-        .iter()
-        .map(|addr| (addr, "listen"))
+    let listen_key = if flags.listen.is_empty() {
+        "listen"
+    } else {
+        "--listen"
+    };
+    let written_grpc = file.and_then(|(file, _)| file.envoy.grpc_listen.as_ref());
+    let grpc_key = match (&flags.grpc_listen, written_grpc) {
+        (Some(_), _) => "--grpc-listen",
+        (None, Some(_)) => "grpc_listen",
+        (None, None) if file.is_some() => {
+            "grpc_listen, whose default it is; set [envoy] grpc_listen to another address, or \"off\""
+        }
+        (None, None) => "grpc_listen, whose default it is; give --grpc-listen another address, or off",
+    };
+    let grpc = (config.envoy.grpc_listen.iter()).map(|addr| (addr, grpc_key));
+    let all: Vec<(&SocketAddr, &str)> = (config.listen.iter())
+        .map(|addr| (addr, listen_key))
         .chain(grpc)
         .collect();
     // The file's line of the address at `index` of `all`, unless a flag gave it.
     let written = |index: usize| {
+        let (file, _) = file?;
         let (addr, key) = all[index];
         let text = match key {
             "grpc_listen" => file.envoy.grpc_listen.as_ref(),
-            _ => file.listen.as_ref().and_then(|addrs| addrs.get(index)),
+            "listen" => file.listen.as_ref().and_then(|addrs| addrs.get(index)),
+            _ => None,
         };
         text.filter(|text| text.get_ref().parse::<SocketAddr>().ok().as_ref() == Some(addr))
             .map(Spanned::span)
@@ -79,17 +92,12 @@ pub(super) fn check_distinct_addresses(
         } else {
             format!("{a} overlaps {b}")
         };
-        let default = if *key_a == "grpc_listen" && file.envoy.grpc_listen.is_none() {
-            ", whose default it is; set [envoy] grpc_listen to another address, or \"off\""
-        } else {
-            ""
-        };
         let detail = format!(
-            "{what} ({key_b}, then {key_a}{default}): every address serve listens on must be its own"
+            "{what} ({key_b}, then {key_a}): every address serve listens on must be its own"
         );
-        return Err(match written(i).or_else(|| written(j)) {
-            Some(span) => at(span, detail),
-            None => Error::AddressesCollide { detail },
+        return Err(match (file, written(i).or_else(|| written(j))) {
+            (Some((_, at)), Some(span)) => at(span, detail),
+            _ => Error::AddressesCollide { detail },
         });
     }
     Ok(())

@@ -1,10 +1,15 @@
 //! What the config tests share: the error a text gets, and a plan of one limit.
 
-use tollgate_config::{Config, Error};
+use tollgate_config::{Config, Error, Overrides};
 
 /// The (line, column, message) of the error for `text`.
 pub fn mistake(text: &str) -> (usize, usize, String) {
-    match Config::parse(text) {
+    mistake_with(text, &Overrides::default())
+}
+
+/// The (line, column, message) of the error for `text` with `flags`.
+pub fn mistake_with(text: &str, flags: &Overrides) -> (usize, usize, String) {
+    match Config::parse_with(text, flags) {
         Err(Error::InvalidConfig {
             line,
             column,
