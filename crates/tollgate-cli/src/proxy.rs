@@ -20,7 +20,7 @@ use std::future::Future;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
-use tollgate::{Clock, SystemClock};
+use tollgate::{Clock, Plan, Policy, SystemClock};
 use tollgate_config::Overrides;
 use tollgate_proxy::{Error, Placement};
 use tollgate_tower::PlansHandle;
@@ -58,7 +58,7 @@ pub async fn run(
         _ => spawn_hangup_logger(),
     };
     let limits = match &args.config {
-        None => format!("{} {} per {}", args.policy, args.limit, args.window),
+        None => flag_limit(config.limits().current_plans().default_plan()),
         Some(path) => format!(
             "plans of {} (default plan {:?})",
             path.display(),
@@ -180,11 +180,44 @@ fn spawn_reloader(
     })
 }
 
+/// The limit the flags made (`plan`'s one limit), as the start-up line
+/// says it: the policy, the limit and the window as a config writes it
+/// (`--window 250` is `250ms`).
+fn flag_limit(plan: &Plan) -> String {
+    let limits = plan.limits().iter().map(|limit| {
+        let policy = limit.policy();
+        let window = tollgate_config::format_duration(policy.window_ms());
+        format!("{} {} per {window}", policy.name(), policy.limit())
+    });
+    limits.collect::<Vec<_>>().join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::args::tests::Cli;
     use super::*;
     use clap::Parser;
+
+    /// The window as the proxy read it, not as typed (audit: `--window
+    /// 250` was said as `per 250`, `" 1s"` as `per  1s`).
+    #[tokio::test]
+    async fn the_start_up_line_says_the_window_as_read() {
+        for (window, said) in [("250", "250ms"), (" 1s", "1s"), ("60000", "1m")] {
+            let cli = Cli::try_parse_from([
+                "proxy",
+                "--upstream",
+                "http://127.0.0.1:3000",
+                "--limit",
+                "7",
+                "--window",
+                window,
+            ])
+            .unwrap();
+            let (config, _, _) = cli.proxy.config_and_store().await.unwrap();
+            let plan = config.limits().current_plans().default_plan().clone();
+            assert_eq!(flag_limit(&plan), format!("sliding-window 7 per {said}"));
+        }
+    }
 
     #[tokio::test]
     async fn a_listen_address_that_is_not_one_is_refused_by_name() {

@@ -68,6 +68,32 @@ fn a_bad_redis_prefix_is_shown_as_given() {
     }
 }
 
+/// replay has no config file: a Redis-only flag without a Redis names the
+/// flags that give one, not a config's keys (audit).
+#[test]
+fn a_redis_only_flag_without_a_redis_names_replays_flags() {
+    for (args, flag) in [
+        (["--redis-ca", "ca.pem"], "--redis-ca ca.pem"),
+        (
+            ["--redis-replicas-to-ack", "1"],
+            "--redis-replicas-to-ack 1",
+        ),
+        (["--redis-prefix", "p"], "--redis-prefix"),
+    ] {
+        let output = Command::new(BIN)
+            .arg("replay")
+            .args(args)
+            .arg("-")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tollgate");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let expected = format!("tollgate replay: {flag} needs --redis or --redis-cluster\n");
+        assert_eq!(stderr, expected, "{args:?}");
+    }
+}
+
 #[test]
 fn two_processes_share_one_limit() {
     let Some(server) = RedisServer::spawn("two_processes_share_one_limit") else {

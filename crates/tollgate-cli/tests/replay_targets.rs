@@ -63,7 +63,8 @@ fn the_redis_target_refuses_a_new_it_could_never_serve() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 4, "{out}");
     assert!(
-        lines[0].starts_with("error: line 1: ") && lines[0].contains("exceeds 2^53 - 1"),
+        lines[0].starts_with("error: line 1: out of the Redis store's exact range: gcra 4294967295 per 18446744073709551615 ms: ")
+            && lines[0].contains("exceeds 2^53 - 1"),
         "{out}"
     );
     assert_eq!(

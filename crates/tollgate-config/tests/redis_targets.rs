@@ -103,6 +103,21 @@ fn mistakes_in_the_redis_target_are_shown_at_their_line() {
             && !not_a_number.contains("is not a redis://"),
         "{not_a_number}"
     );
+    // A unix socket's database and path are written otherwise (audit: the
+    // hint spoke of host:port).
+    let unix_database = error(&format!(
+        "{LIMIT}[store]\nurl = \"unix:///tmp/r.sock?db=x\"\n"
+    ));
+    assert!(
+        unix_database.contains("?db= after the socket's path"),
+        "{unix_database}"
+    );
+    let unix_relative = error(&format!("{LIMIT}[store]\nurl = \"unix://relative.sock\"\n"));
+    assert!(
+        unix_relative
+            .contains("is not a unix socket's URL (unix:// then the socket's absolute path"),
+        "{unix_relative}"
+    );
     let missing = error(&format!(
         "{LIMIT}[store]\nurl = \"rediss://h:1\"\ntls_ca = \"/nonexistent/ca.pem\"\n"
     ));

@@ -121,6 +121,21 @@ pub fn check_servable(plan: &Plan, margin_ms: u64) -> Result<(), RedisStoreError
     check(plan, Some(0), margin_ms)
 }
 
+/// [`check_servable`] for a plan of one limit that has no name of its own
+/// (`tollgate replay`'s `new`), which the error names by its numbers.
+///
+/// # Errors
+/// As [`check`].
+pub fn check_servable_limit(
+    policy_name: &str,
+    limit: u32,
+    window_ms: u64,
+    margin_ms: u64,
+) -> Result<(), RedisStoreError> {
+    let what = format!("{policy_name} {limit} per {window_ms} ms");
+    check_one(&what, policy_name, limit, window_ms, Some(0), margin_ms)
+}
+
 /// Whether the Redis store (with its default configuration) can serve a
 /// limit of `limit` per `window_ms` under the policy named `policy_name`
 /// exactly, at every decision time up to [`HORIZON_MS`] (year 2100): for

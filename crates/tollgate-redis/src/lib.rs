@@ -202,7 +202,7 @@ mod task_place;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use bounds::{at_fault, check_limit, check_servable, AtFault};
+pub use bounds::{at_fault, check_limit, check_servable, check_servable_limit, AtFault};
 pub use call::CallCounts;
 pub use config::{
     RedisStoreConfig, TimeSource, DEFAULT_BATCHES_IN_FLIGHT, DEFAULT_BATCH_MAX, DEFAULT_TIMEOUT,

@@ -131,10 +131,20 @@ impl RedisTarget {
         let mut infos = Vec::with_capacity(self.nodes.len());
         for (i, url) in self.nodes.iter().enumerate() {
             let info = url.as_str().into_connection_info().map_err(|e| {
-                let what = if e.to_string().contains("database") {
-                    "has no valid database number (the path after host:port, e.g. /0)"
-                } else {
-                    "is not a redis:// or rediss:// URL"
+                let unix = url.starts_with("unix:") || url.starts_with("redis+unix:");
+                let what = match (unix, e.to_string().contains("database")) {
+                    (false, true) => {
+                        "has no valid database number (the path after host:port, e.g. /0)"
+                    }
+                    (true, true) => {
+                        "has no valid database number (?db= after the socket's path, \
+                         e.g. unix:///run/redis.sock?db=0)"
+                    }
+                    (false, false) => "is not a redis://, rediss:// or unix:// URL",
+                    (true, false) => {
+                        "is not a unix socket's URL (unix:// then the socket's absolute \
+                         path, e.g. unix:///run/redis.sock)"
+                    }
                 };
                 RedisStoreError::Config(format!("Redis URL number {} {what}: {e}", i + 1))
             })?;

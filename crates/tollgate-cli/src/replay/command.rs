@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use tollgate::Clock;
+use tollgate_config::Error as ConfigError;
 use tollgate_redis::RedisTarget;
 
 use super::{replay_with, Interrupt, Memory, Redis, Summary, Target, MAX_LINE_BYTES};
@@ -24,7 +25,7 @@ pub struct ReplayArgs {
     /// key space.
     #[command(flatten)]
     pub redis: RedisArgs,
-    /// With --redis: share state with other replays using the same prefix
+    /// With --redis or --redis-cluster: share state with other replays using the same prefix
     /// (the n-th `new` of the session uses `<PREFIX>:<n>`) instead of a
     /// fresh random key space.
     #[arg(long, value_name = "PREFIX")]
@@ -38,11 +39,13 @@ pub struct ReplayArgs {
 /// The Redis the flags name, if any, checked by `tollgate-config` as a
 /// config's `[store]` is.
 fn redis_target(args: &ReplayArgs) -> Result<Option<RedisTarget>, String> {
-    let target = args
-        .redis
-        .overrides()
-        .redis_target()
-        .map_err(|e| format!("cannot use Redis: {e}"))?;
+    let target = (args.redis.overrides().redis_target()).map_err(|e| match e {
+        // replay has no config file: its Redis is a flag's.
+        ConfigError::FlagWithoutRedis { flag } => {
+            format!("{flag} needs --redis or --redis-cluster")
+        }
+        e => format!("cannot use Redis: {e}"),
+    })?;
     if target.is_none() && args.redis_prefix.is_some() {
         return Err("--redis-prefix needs --redis or --redis-cluster".into());
     }

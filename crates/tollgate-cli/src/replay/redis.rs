@@ -180,10 +180,11 @@ fn random_u64() -> u64 {
 
 impl Target for Redis {
     fn start(&mut self, policy: &str, limit: u32, window_ms: u64) -> Result<(), String> {
-        let policy = AnyPolicy::from_name(policy, limit, window_ms).map_err(|e| e.to_string())?;
-        let plan = Plan::new("replay", vec![Limit::new("limit", policy, false)])
+        let margin_ms = self.store.config().expiry_margin_ms;
+        let any = AnyPolicy::from_name(policy, limit, window_ms).map_err(|e| e.to_string())?;
+        tollgate_redis::check_servable_limit(policy, limit, window_ms, margin_ms)
             .map_err(|e| e.to_string())?;
-        tollgate_redis::check_servable(&plan, self.store.config().expiry_margin_ms)
+        let plan = Plan::new("replay", vec![Limit::new("limit", any, false)])
             .map_err(|e| e.to_string())?;
         self.sessions += 1;
         let config = RedisStoreConfig {

@@ -123,7 +123,7 @@ impl Gauges {
             ConstGauge::new(self.rejection_cache_clients),
         );
         self.register_store(&mut registry);
-        registry.register("clients_dropped", "Clients dropped from memory: evicted (least recently seen, at the cap), reclaimed (at the cap, state no longer mattered) or swept (idle, by the periodic sweep)", dropped);
+        registry.register("clients_dropped", "Clients dropped from memory: evicted (at the cap, those whose eviction gives back the fewest requests first, the least recently seen among equals), reclaimed (at the cap, state no longer mattered) or swept (idle, by the periodic sweep)", dropped);
         registry
     }
 
