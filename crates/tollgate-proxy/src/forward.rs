@@ -19,7 +19,7 @@ use hyper::body::{Body as _, Incoming};
 use tower::Service;
 
 use crate::body::ForwardBody;
-use crate::pool::{Conn, Pool, ReturningBody};
+use crate::pool::{Conn, Pool, RequestTimes, ReturningBody};
 use crate::upload::{Late, Progress, UploadBody};
 use crate::Upstream;
 
@@ -81,8 +81,8 @@ pub struct Forward {
     resend_after_idle: Duration,
 }
 
-/// How long a kept upstream connection must have been idle for a request
-/// sent on it to be copied, so that it can be sent again
+/// How long a kept upstream connection may have been idle, at the most, for
+/// a request sent on it to be copied, so that it can be sent again
 /// ([`Forward::resend_after_idle`]).
 pub const RESEND_AFTER_IDLE: Duration = Duration::from_millis(100);
 
@@ -110,15 +110,19 @@ impl Forward {
         }
     }
 
-    /// How long a kept upstream connection must have been idle for a
+    /// How long a kept upstream connection may have been idle for a
     /// request sent on it to be copied first, so that it can go once more
     /// on a new connection should the upstream close this one as it
     /// arrives (its keep-alive timeout running out just then: Node's is
-    /// 5 s, gunicorn's 2 s). Only a request safe to send twice is copied:
-    /// an idempotent method and no body. By default [`RESEND_AFTER_IDLE`]
-    /// (100 ms): a connection idle for less was answering a moment ago, and
-    /// the copy costs about 3% of what forwarding a request does (its
-    /// headers, BENCHMARKS.md). Zero copies every such request.
+    /// 5 s, gunicorn's 2 s). The upstream's idle time is taken at its
+    /// longest: since the connection's previous request began (the
+    /// upstream wrote that answer after, however long its body then took
+    /// to be read). Only a request safe to send twice is copied: an
+    /// idempotent method and no body. By default [`RESEND_AFTER_IDLE`]
+    /// (100 ms): a connection whose last request began less than that ago
+    /// was answering a moment ago, and the copy costs about 3% of what
+    /// forwarding a request does (its headers, BENCHMARKS.md). Zero copies
+    /// every such request.
     #[must_use]
     pub fn resend_after_idle(mut self, idle: Duration) -> Self {
         self.resend_after_idle = idle;
@@ -157,8 +161,12 @@ impl Forward {
         request: Request<UploadBody>,
         progress: Option<Arc<Progress>>,
     ) -> Response<ForwardBody> {
-        let deadline = tokio::time::Instant::now() + self.response_timeout;
-        let failure = match self.send(request, deadline, progress.as_ref()).await {
+        let began = tokio::time::Instant::now();
+        let times = RequestTimes {
+            began,
+            deadline: began + self.response_timeout,
+        };
+        let failure = match self.send(request, times, progress.as_ref()).await {
             Ok(response) => return response,
             Err(failure) => failure,
         };
@@ -218,53 +226,56 @@ impl Forward {
     /// out on it. The request goes once more on a new connection when it
     /// did not go out at all (as hyper-util's client does), or when it was
     /// copied ([`Forward::resend_after_idle`], [`copy_to_resend`]) and the
-    /// connection failed without an answer (as nginx and Go's client do).
-    /// Not on a timeout: an upstream that did not answer in time is not
-    /// asked again.
+    /// connection failed before a byte of an answer came (as Go's client
+    /// does): an upstream that began answering, even with a broken head,
+    /// acted on it. Not on a timeout either: an upstream that did not
+    /// answer in time is not asked again.
     async fn send(
         &self,
         request: Request<UploadBody>,
-        deadline: tokio::time::Instant,
+        times: RequestTimes,
         progress: Option<&Arc<Progress>>,
     ) -> Result<Response<ForwardBody>, Failure> {
-        let Some((mut conn, idle)) = self.pool.checkout() else {
+        let Some(mut conn) = self.pool.checkout() else {
             // Boxed, as the connection: a large future on the rare path.
-            return Box::pin(self.send_new(request, deadline, progress)).await;
+            return Box::pin(self.send_new(request, times, progress)).await;
         };
-        let copy = (idle >= self.resend_after_idle)
-            .then(|| copy_to_resend(&request))
+        // Boxed: held across the send, it would make every request's
+        // future larger (BENCHMARKS.md), though few requests copy.
+        let copy = (conn.idle_at_most(times.began) >= self.resend_after_idle)
+            .then(|| copy_to_resend(&request).map(Box::new))
             .flatten();
-        match conn
-            .send_until(request, deadline, progress, self.response_timeout)
-            .await
-        {
+        let read = conn.bytes_read();
+        match (conn.send_until(request, times, progress, self.response_timeout)).await {
             Ok(Ok(response)) => Ok(self.relay(response, conn, progress)),
-            Ok(Err(mut error)) => match error.take_message().or(copy) {
-                Some(request) => Box::pin(self.send_new(request, deadline, progress)).await,
-                None => Err(Failure::Unreachable(error.into_error().into())),
-            },
+            Ok(Err(mut error)) => {
+                let unanswered = conn.bytes_read() == read;
+                let copy = copy.filter(|_| unanswered).map(|copy| *copy);
+                match error.take_message().or(copy) {
+                    Some(request) => Box::pin(self.send_new(request, times, progress)).await,
+                    None => Err(Failure::Unreachable(error.into_error().into())),
+                }
+            }
             Err(late) => Err(Failure::Late(late)),
         }
     }
 
-    /// Sends `request` on a new connection, opened for it before
-    /// `deadline`, if the response head comes in time
+    /// Sends `request` on a new connection, opened for it before its
+    /// deadline, if the response head comes in time
     /// ([`Conn::send_until`]).
     async fn send_new(
         &self,
         request: Request<UploadBody>,
-        deadline: tokio::time::Instant,
+        times: RequestTimes,
         progress: Option<&Arc<Progress>>,
     ) -> Result<Response<ForwardBody>, Failure> {
-        let mut conn = match tokio::time::timeout_at(deadline, self.pool.connect()).await {
+        let connecting = self.pool.connect();
+        let mut conn = match tokio::time::timeout_at(times.deadline, connecting).await {
             Ok(Ok(conn)) => conn,
             Ok(Err(e)) => return Err(Failure::Unreachable(e.into())),
             Err(_) => return Err(Failure::Late(Late::Upstream)),
         };
-        match conn
-            .send_until(request, deadline, progress, self.response_timeout)
-            .await
-        {
+        match (conn.send_until(request, times, progress, self.response_timeout)).await {
             Ok(Ok(response)) => Ok(self.relay(response, conn, progress)),
             Ok(Err(error)) => Err(Failure::Unreachable(error.into_error().into())),
             Err(late) => Err(Failure::Late(late)),
@@ -290,6 +301,14 @@ impl Forward {
         progress: Option<&Arc<Progress>>,
     ) -> Response<ForwardBody> {
         let (mut parts, body) = response.into_parts();
+        if let Err(why) = relayable(parts.status, &mut parts.headers, body.is_end_stream()) {
+            // Dropped with its connection, which is not reused.
+            let upstream = self.upstream.url();
+            return proxy_error(
+                StatusCode::BAD_GATEWAY,
+                &format!("upstream {upstream} {why}"),
+            );
+        }
         parts.version = http::Version::HTTP_11;
         let uploading = progress.filter(|progress| !progress.ended());
         let closes = uploading.is_some() && says_close(&parts.headers);
@@ -301,6 +320,49 @@ impl Forward {
         let body = ReturningBody::new(body, conn, self.pool.clone());
         Response::from_parts(parts, ForwardBody::upstream(body))
     }
+}
+
+/// Whether an answer of `status` with `headers` can go to the client;
+/// `Err` saying why not: a `101` (the proxy passes no `Upgrade` on, so no
+/// one asked to switch protocols: RFC 9110 §15.2.2), or, on an answer
+/// without a body (`no_body`), `Content-Length`s that do not parse or
+/// disagree: hyper's client checks them only where they frame a body (not
+/// on the answer to a `HEAD`, nor a `204` or `304`), and its server then
+/// fails to write them. Repeated equal lengths are made one (RFC 9110
+/// §8.6).
+fn relayable(
+    status: StatusCode,
+    headers: &mut HeaderMap,
+    no_body: bool,
+) -> Result<(), &'static str> {
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        return Err("switched protocols, which no request through the proxy asks for");
+    }
+    if !no_body {
+        return Ok(());
+    }
+    let mut lengths = (headers.get_all(CONTENT_LENGTH).iter())
+        .flat_map(|value| value.as_bytes().split(|&byte| byte == b','))
+        .map(|part| part.trim_ascii());
+    let Some(first) = lengths.next() else {
+        return Ok(());
+    };
+    let mut repeated = false;
+    for other in lengths {
+        if other != first {
+            return Err("answered with Content-Length values that disagree");
+        }
+        repeated = true;
+    }
+    if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
+        return Err("answered with a Content-Length that is not a number");
+    }
+    if repeated {
+        let one =
+            HeaderValue::from_bytes(first).map_err(|_| "answered with a bad Content-Length")?;
+        headers.insert(CONTENT_LENGTH, one);
+    }
+    Ok(())
 }
 
 /// A copy of `request` to send again should its connection fail, if it is

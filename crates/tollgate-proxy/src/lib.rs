@@ -45,6 +45,7 @@ use tollgate_tower::{
 use tower::Layer;
 
 mod body;
+mod counted;
 mod error;
 pub mod forward;
 pub mod options;
@@ -183,10 +184,11 @@ impl ProxyConfig {
         self
     }
 
-    /// How long a kept upstream connection must have been idle for a
-    /// request sent on it to be copied first, so that it can be sent again
-    /// should the upstream close the connection as it arrives (by default
-    /// 100 ms: [`Forward::resend_after_idle`]).
+    /// How long a kept upstream connection may have been idle (since its
+    /// previous request began) for a request sent on it to be copied first,
+    /// so that it can be sent again should the upstream close the
+    /// connection as it arrives (by default 100 ms:
+    /// [`Forward::resend_after_idle`]).
     #[must_use]
     pub fn resend_after_idle(mut self, idle: Duration) -> Self {
         self.resend_after_idle = idle;

@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
+use crate::counted::Counted;
 use crate::upload::{while_moving, Late, Progress, UploadBody};
 
 /// How long an idle upstream connection is kept (as hyper-util's pooled
@@ -60,6 +62,12 @@ pub(crate) struct Conn {
     /// The upload of the request whose answer came before its body was
     /// all sent, while it goes on ([`Pool::checkin`]).
     upload: Option<Arc<Progress>>,
+    /// The bytes read from the upstream so far ([`Counted`]).
+    read: Arc<AtomicU64>,
+    /// When the request last sent on it began: the upstream has kept the
+    /// connection idle for no longer than since then (it wrote the answer
+    /// after it, however long the answer's body then took to be read).
+    began: tokio::time::Instant,
 }
 
 /// Aborts a task when dropped.
@@ -72,15 +80,30 @@ impl Drop for AbortOnDrop {
 }
 
 impl Conn {
-    fn new(sender: Sender, driver: tokio::task::AbortHandle) -> Self {
+    fn new(sender: Sender, driver: tokio::task::AbortHandle, read: Arc<AtomicU64>) -> Self {
+        let now = tokio::time::Instant::now();
         // Registered with the runtime when first awaited, not now.
-        let timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
+        let timer = Box::pin(tokio::time::sleep_until(now));
         Self {
             sender,
             timer,
             _driver: AbortOnDrop(driver),
             upload: None,
+            read,
+            began: now,
         }
+    }
+
+    /// The bytes read from the upstream so far: the same before and after a
+    /// request that failed means no byte of an answer came.
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    /// How long the upstream may have kept the connection idle at `now`, at
+    /// the most: since the last request sent on it began.
+    pub(crate) fn idle_at_most(&self, now: tokio::time::Instant) -> Duration {
+        now.saturating_duration_since(self.began)
     }
 
     /// Marks the connection as still sending `upload`'s body, if any.
@@ -88,22 +111,32 @@ impl Conn {
         self.upload = upload;
     }
 
-    /// Sends `request` and waits for its response head until `deadline`,
-    /// or, for a request with a body (`progress`), for as long as the
-    /// upload keeps moving and then `timeout` after it ended
-    /// ([`crate::upload`]); `Err` with who was late once that has passed.
+    /// Sends `request`, which began at `times.began`, and waits for its
+    /// response head until `times.deadline`, or, for a request with a body
+    /// (`progress`), for as long as the upload keeps moving and then
+    /// `timeout` after it ended ([`crate::upload`]); `Err` with who was late
+    /// once that has passed.
     pub(crate) async fn send_until(
         &mut self,
         request: Request<UploadBody>,
-        deadline: tokio::time::Instant,
+        times: RequestTimes,
         progress: Option<&Arc<Progress>>,
         timeout: Duration,
     ) -> Result<Sent, Late> {
+        let RequestTimes { began, deadline } = times;
+        self.began = began;
         let sending = self.sender.try_send_request(request);
         tokio::pin!(sending);
         let progress = progress.map(|progress| &**progress);
         while_moving(sending, self.timer.as_mut(), deadline, progress, timeout).await
     }
+}
+
+/// When a request began, and until when its answer's head is awaited.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestTimes {
+    pub(crate) began: tokio::time::Instant,
+    pub(crate) deadline: tokio::time::Instant,
 }
 
 /// What sending a request on a connection gave: the response head, or the
@@ -150,12 +183,11 @@ impl Pool {
         }
     }
 
-    /// An idle connection, the most recently used, and how long it was
-    /// idle; `None` when none is left open.
-    pub(crate) fn checkout(&self) -> Option<(Conn, Duration)> {
-        while let Some((conn, idle)) = self.pop() {
+    /// An idle connection, the most recently used, unless none is left open.
+    pub(crate) fn checkout(&self) -> Option<Conn> {
+        while let Some(conn) = self.pop() {
             if !conn.sender.is_closed() {
-                return Some((conn, idle));
+                return Some(conn);
             }
         }
         None
@@ -209,16 +241,15 @@ impl Pool {
         idle.push_back((conn, now));
     }
 
-    fn pop(&self) -> Option<(Conn, Duration)> {
+    fn pop(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         let (conn, since) = idle.pop_back()?;
-        let idle_for = since.elapsed();
-        if idle_for > IDLE_TIMEOUT {
+        if since.elapsed() > IDLE_TIMEOUT {
             // The newest is stale: so are all the others.
             idle.clear();
             return None;
         }
-        Some((conn, idle_for))
+        Some(conn)
     }
 
     /// A new connection, its task spawned on the current runtime. Boxed:
@@ -238,13 +269,14 @@ impl Pool {
         // Requests are small writes on a kept-alive connection: send them
         // at once rather than waiting for more to coalesce.
         stream.set_nodelay(true)?;
+        let (stream, read) = Counted::new(stream);
         let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
         // A connection that ends with an error is not reused; the request
         // on it, if any, got the error.
         let driver = tokio::spawn(async move {
             let _ = connection.await;
         });
-        Ok(Conn::new(sender, driver.abort_handle()))
+        Ok(Conn::new(sender, driver.abort_handle(), read))
     }
 }
 

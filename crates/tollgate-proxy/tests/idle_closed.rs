@@ -17,10 +17,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use pool_common::{client, proxy_with, PATIENCE};
+use pool_common::{client, proxy_with, read_head, PATIENCE};
 
 type Client = hyper_util::client::legacy::Client<
     hyper_util::client::legacy::connect::HttpConnector,
@@ -34,6 +34,9 @@ enum Close {
     AfterReading,
     /// Closes as the request arrives, unread: the proxy's side is reset.
     Reset,
+    /// Reads the request, writes these bytes (the start of an answer),
+    /// then closes.
+    AfterWriting(&'static [u8]),
 }
 
 /// What the upstream did: each request line it read, in order, with the
@@ -85,6 +88,12 @@ async fn serve(
                 seen.lock().unwrap().push((connection, line));
             }
         }
+        Close::AfterWriting(bytes) => {
+            if let Some(line) = read_head(&mut stream).await {
+                seen.lock().unwrap().push((connection, line));
+                let _ = stream.write_all(bytes).await;
+            }
+        }
         Close::Reset => {
             // Closed as the request arrives, unread: the proxy's side is
             // reset. (A zero linger resets at once: nothing blocks on the
@@ -95,21 +104,6 @@ async fn serve(
             }
         }
     }
-}
-
-/// Reads one body-less request's head; its request line, or `None` at the
-/// end of the stream.
-async fn read_head(stream: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).await.ok()? == 0 {
-            return None;
-        }
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    Some(head.lines().next().unwrap().to_owned())
 }
 
 /// `method path` through the proxy, without a body: its status.
@@ -224,6 +218,27 @@ async fn every_idempotent_method_goes_again_and_a_post_does_not() {
             (OK, BAD_GATEWAY, expected),
             "{method}"
         );
+    }
+}
+
+/// An upstream that began answering acted on the request, however broken
+/// its answer (audit: a GET whose answer's head was cut off, or not HTTP,
+/// went to the upstream twice).
+#[tokio::test]
+async fn a_request_the_upstream_began_answering_is_not_sent_again() {
+    for begun in [
+        &b"HTTP/1.1 200 OK\r\nContent-Le"[..],
+        b"HTTX/1.1 2x0\r\n\r\n",
+        b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>\r\n\r\n",
+    ] {
+        let close = Close::AfterWriting(begun);
+        let run = TwoRequests {
+            close,
+            ..TwoRequests::of(Method::GET)
+        };
+        let expected = vec![line(0, "GET /a HTTP/1.1"), line(0, "GET /b HTTP/1.1")];
+        let begun = String::from_utf8_lossy(begun);
+        assert_eq!(run.run().await, (OK, BAD_GATEWAY, expected), "{begun:?}");
     }
 }
 

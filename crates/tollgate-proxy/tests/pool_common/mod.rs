@@ -16,7 +16,8 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpListener;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tollgate::{AnyPolicy, Limit, MemoryBackend, Plan, SystemClock};
 use tollgate_proxy::{KeySource, ProxyConfig};
@@ -144,4 +145,19 @@ pub async fn get(
     })
     .await
     .expect("an answer in time")
+}
+
+/// Reads one body-less request's head; its request line, or `None` at the
+/// end of the stream.
+pub async fn read_head(stream: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.ok()? == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    Some(head.lines().next().unwrap().to_owned())
 }
