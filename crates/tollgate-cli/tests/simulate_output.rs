@@ -40,6 +40,7 @@ fn the_json_summary_has_exactly_the_documented_keys_and_round_trips() {
         [
             "allowed",
             "clients",
+            "evicted",
             "malformed",
             "plans",
             "rejected",
@@ -385,4 +386,16 @@ fn a_simulation_past_max_clients_says_clients_were_evicted() {
         shown.contains("evicted: ") && shown.contains("max_clients = 16"),
         "{shown}"
     );
+    // --json says it too (audit: it did not).
+    let evicted = |config: &Path| {
+        let config = config.to_str().unwrap();
+        let out = tollgate(&[
+            "simulate", "--json", "--format", "json", "--config", config, &log,
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        value["evicted"].as_u64().expect("evicted, a number")
+    };
+    assert_eq!(evicted(&dir.path("plans.toml")), 0);
+    assert!(evicted(Path::new(&capped)) > 0);
 }

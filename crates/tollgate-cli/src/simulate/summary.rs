@@ -25,6 +25,10 @@ pub struct JsonSummary {
     pub rejected: u64,
     /// Malformed lines.
     pub malformed: u64,
+    /// Times a client's state in use was dropped for room (`[store]
+    /// max_clients`), as `serve` would: that client was then decided
+    /// afresh, so the rejections are fewer than with room for all.
+    pub evicted: u64,
     /// Per plan, per limit: requests the limit said no to (for a shadow
     /// limit: would have said no to; it rejected none).
     pub plans: BTreeMap<String, BTreeMap<String, LimitCount>>,
@@ -68,8 +72,6 @@ pub struct Outcome {
     pub client_count: usize,
     /// The earliest and latest request times.
     pub span_ms: Option<(u64, u64)>,
-    /// Clients' states in use dropped for room ([`Simulation::evicted`]).
-    pub evicted: u64,
 }
 
 impl Outcome {
@@ -117,6 +119,7 @@ impl Outcome {
                 allowed: simulation.requests - simulation.rejected,
                 rejected: simulation.rejected,
                 malformed: malformed.count,
+                evicted: simulation.evicted(),
                 plans,
                 clients,
             },
@@ -124,7 +127,6 @@ impl Outcome {
             lines,
             client_count: simulation.clients.len(),
             span_ms: simulation.span_ms,
-            evicted: simulation.evicted(),
         }
     }
 
@@ -155,12 +157,12 @@ impl Outcome {
             json.rejected,
             percent(json.rejected, json.requests)
         );
-        if self.evicted > 0 {
+        if json.evicted > 0 {
             let _ = writeln!(
                 out,
                 "evicted: {} times a client's state was dropped for room ([store] max_clients = {}, as serve \
                  would), and that client decided afresh: fewer rejections than with room for every client",
-                self.evicted, config.store.max_clients
+                json.evicted, config.store.max_clients
             );
         }
         render_plans(&mut out, config, simulation);

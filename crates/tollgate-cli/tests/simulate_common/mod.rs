@@ -125,6 +125,8 @@ pub fn expected(requests: &[(String, u64)], malformed: u64) -> JsonSummary {
         allowed: requests.len() as u64 - rejected,
         rejected,
         malformed,
+        // A dozen clients, far under the default max_clients: none evicted.
+        evicted: 0,
         plans,
         clients,
     }
