@@ -149,6 +149,23 @@ fn the_flags_replace_the_file_and_are_checked() {
     };
     let message = Config::parse_with(LIMIT, &bad).err().unwrap().to_string();
     assert!(message.contains("/nonexistent/ca.pem"), "{message}");
+    // The file's CA left under a flag's plain URL: the error says whose
+    // each is (audit: it read as if the CA were given for that URL).
+    let file = format!(
+        "[store]\nurl = \"rediss://h:1\"\ntls_ca = \"{}\"\n{LIMIT}",
+        ca_file(&dir).display()
+    );
+    let plain = Overrides {
+        redis: Some("redis://127.0.0.1:6379".into()),
+        ..Overrides::default()
+    };
+    let message = Config::parse_with(&file, &plain).err().unwrap().to_string();
+    assert!(
+        message.contains(
+            "not rediss:// (the CA is the config file's [store] tls_ca, the URL --redis's)"
+        ),
+        "{message}"
+    );
 }
 
 /// `--redis-replicas-to-ack N` replaces the file's `replicas_to_ack`, on a

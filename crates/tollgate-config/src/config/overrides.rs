@@ -87,14 +87,26 @@ impl Overrides {
             }
             store.replicas_to_ack = replicas;
         }
+        let url_flag = match (&redis, self.redis_cluster.is_empty()) {
+            (Some(_), _) => Some("--redis"),
+            (None, false) => Some("--redis-cluster"),
+            (None, true) => None,
+        };
         store
             .redis_target()
-            .map_err(|error| match (error, &self.redis_ca) {
-                (Error::RedisCa { reason, .. }, Some(path)) => Error::InvalidRedisCaFlag {
+            .map_err(|error| match (error, &self.redis_ca, url_flag) {
+                (Error::RedisCa { reason, .. }, Some(path), _) => Error::InvalidRedisCaFlag {
                     path: path.display().to_string(),
                     reason,
                 },
-                (error, _) => error,
+                // The file's CA, under a flag's URL: say whose each is.
+                (Error::RedisCa { url, reason }, None, Some(flag)) => Error::RedisCa {
+                    url,
+                    reason: format!(
+                        "{reason} (the CA is the config file's [store] tls_ca, the URL {flag}'s)"
+                    ),
+                },
+                (error, _, _) => error,
             })?;
         if !listen.is_empty() {
             config.listen = listen;
