@@ -20,6 +20,7 @@ use tower::Service;
 
 use crate::body::ForwardBody;
 use crate::pool::{Conn, Pool, RequestTimes, ReturningBody};
+use crate::unrelayable::relayable;
 use crate::upload::{Late, Progress, UploadBody};
 use crate::Upstream;
 
@@ -320,49 +321,6 @@ impl Forward {
         let body = ReturningBody::new(body, conn, self.pool.clone());
         Response::from_parts(parts, ForwardBody::upstream(body))
     }
-}
-
-/// Whether an answer of `status` with `headers` can go to the client;
-/// `Err` saying why not: a `101` (the proxy passes no `Upgrade` on, so no
-/// one asked to switch protocols: RFC 9110 §15.2.2), or, on an answer
-/// without a body (`no_body`), `Content-Length`s that do not parse or
-/// disagree: hyper's client checks them only where they frame a body (not
-/// on the answer to a `HEAD`, nor a `204` or `304`), and its server then
-/// fails to write them. Repeated equal lengths are made one (RFC 9110
-/// §8.6).
-fn relayable(
-    status: StatusCode,
-    headers: &mut HeaderMap,
-    no_body: bool,
-) -> Result<(), &'static str> {
-    if status == StatusCode::SWITCHING_PROTOCOLS {
-        return Err("switched protocols, which no request through the proxy asks for");
-    }
-    if !no_body {
-        return Ok(());
-    }
-    let mut lengths = (headers.get_all(CONTENT_LENGTH).iter())
-        .flat_map(|value| value.as_bytes().split(|&byte| byte == b','))
-        .map(|part| part.trim_ascii());
-    let Some(first) = lengths.next() else {
-        return Ok(());
-    };
-    let mut repeated = false;
-    for other in lengths {
-        if other != first {
-            return Err("answered with Content-Length values that disagree");
-        }
-        repeated = true;
-    }
-    if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
-        return Err("answered with a Content-Length that is not a number");
-    }
-    if repeated {
-        let one =
-            HeaderValue::from_bytes(first).map_err(|_| "answered with a bad Content-Length")?;
-        headers.insert(CONTENT_LENGTH, one);
-    }
-    Ok(())
 }
 
 /// A copy of `request` to send again should its connection fail, if it is

@@ -52,6 +52,7 @@ pub mod options;
 mod placement;
 mod pool;
 mod unforwardable;
+mod unrelayable;
 pub mod upload;
 mod upstream;
 pub mod workers;
