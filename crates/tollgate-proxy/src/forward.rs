@@ -193,6 +193,14 @@ impl Forward {
                 StatusCode::BAD_REQUEST,
                 &format!("the request could not be passed on: {}", error_chain(&*e)),
             ),
+            Failure::Unreachable(e) if unreadable_answer(&*e) => proxy_error(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "upstream {} answered what the proxy cannot read: {}",
+                    self.upstream.url(),
+                    error_chain(&*e)
+                ),
+            ),
             Failure::Unreachable(e) => proxy_error(
                 StatusCode::BAD_GATEWAY,
                 &format!(
@@ -302,13 +310,20 @@ impl Forward {
         progress: Option<&Arc<Progress>>,
     ) -> Response<ForwardBody> {
         let (mut parts, body) = response.into_parts();
-        if let Err(why) = relayable(parts.status, &mut parts.headers, body.is_end_stream()) {
-            // Dropped with its connection, which is not reused.
+        if let Err(why) = relayable(parts.status, &mut parts.headers) {
+            // Dropped with its connection, which is not reused; a body
+            // still on its way up is not read further, so the client's
+            // connection ends with this answer (as after a timeout).
             let upstream = self.upstream.url();
-            return proxy_error(
+            let mut refused = proxy_error(
                 StatusCode::BAD_GATEWAY,
                 &format!("upstream {upstream} {why}"),
             );
+            if progress.is_some_and(|progress| !progress.ended()) {
+                let close = HeaderValue::from_static("close");
+                refused.headers_mut().insert(CONNECTION, close);
+            }
+            return refused;
         }
         parts.version = http::Version::HTTP_11;
         let uploading = progress.filter(|progress| !progress.ended());
@@ -379,6 +394,14 @@ fn from_the_client(error: &(dyn StdError + 'static)) -> bool {
     error
         .downcast_ref::<hyper::Error>()
         .is_some_and(hyper::Error::is_user)
+}
+
+/// Whether sending failed on an answer hyper could not parse (a head that
+/// is not HTTP/1.1, too large, a bad length): the upstream was reached.
+fn unreadable_answer(error: &(dyn StdError + 'static)) -> bool {
+    error
+        .downcast_ref::<hyper::Error>()
+        .is_some_and(hyper::Error::is_parse)
 }
 
 /// The proxy's own answer: `status`, and `message` as plain text.

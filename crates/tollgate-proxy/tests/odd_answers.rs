@@ -90,16 +90,66 @@ async fn a_switch_of_protocols_nobody_asked_for_is_a_502() {
 }
 
 #[tokio::test]
-async fn a_head_answered_with_repeated_equal_lengths_gets_one() {
-    for odd in [
-        &b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 5\r\n\r\n"[..],
-        b"HTTP/1.1 200 OK\r\ncontent-length: 5, 5\r\n\r\n",
+async fn repeated_equal_lengths_are_made_one() {
+    for (odd, method) in [
+        (
+            &b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 5\r\n\r\n"[..],
+            Method::HEAD,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5, 05\r\n\r\n",
+            Method::HEAD,
+        ),
+        // hyper's client reads the list as 5; its server would pass the
+        // list on (audit).
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5, 5\r\n\r\nhello",
+            Method::GET,
+        ),
     ] {
-        let (status, headers, _) = odd_answer(odd, Method::HEAD).await;
+        let (status, headers, _) = odd_answer(odd, method).await;
         assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(odd));
         let lengths: Vec<_> = headers.get_all("content-length").iter().collect();
         assert_eq!(lengths, ["5"], "{}", String::from_utf8_lossy(odd));
     }
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_http_says_so() {
+    let (status, _, body) = odd_answer(b"HTTX/1.1 2x0\r\n\r\n", Method::GET).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        body.contains("answered what the proxy cannot read"),
+        "{body}"
+    );
+}
+
+/// An answer refused while the request's body is still on its way up: the
+/// rest of the body is not read, so the client's connection ends with the
+/// answer, and says so (audit: it ended without a word).
+#[tokio::test]
+async fn an_answer_refused_mid_upload_closes_the_clients_connection() {
+    let odd = b"HTTP/1.1 101 Switching Protocols\r\n\r\n";
+    let (proxy, _stop) = proxy(upstream_answering(odd).await).await;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::channel::Channel<Bytes, std::convert::Infallible>>();
+    let (mut upload, body) = http_body_util::channel::Channel::new(1);
+    let request = Request::post(format!("http://{proxy}/odd"))
+        .body(body)
+        .unwrap();
+    upload
+        .send_data(Bytes::from_static(b"a first part"))
+        .await
+        .unwrap();
+    // The body never ends: `upload` is held until the answer came.
+    let response = tokio::time::timeout(PATIENCE, client.request(request))
+        .await
+        .expect("an answer in time")
+        .expect("an answer");
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(response.headers()["connection"], "close");
+    drop(upload);
 }
 
 #[tokio::test]
