@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tollgate::Clock;
 
+use crate::log::Throttle;
+
 /// Consecutive transient failures that open the circuit, unless configured.
 pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
 
@@ -100,6 +102,9 @@ pub(crate) struct Breaker {
     answered: AtomicU64,
     state: Mutex<State>,
     short_circuited: AtomicU64,
+    /// The log of failed probes: one a probe interval would flood it (the
+    /// interval may be 1 ms), so at most one line a second.
+    failed_probes: Mutex<Throttle>,
 }
 
 impl Breaker {
@@ -112,6 +117,7 @@ impl Breaker {
             answered: AtomicU64::new(0),
             state: Mutex::new(State::Closed),
             short_circuited: AtomicU64::new(0),
+            failed_probes: Mutex::new(Throttle::default()),
         }
     }
 
@@ -205,13 +211,17 @@ impl Breaker {
                 );
             }
             (Admission::Probe, Outcome::Unreached | Outcome::Overtaken) => {
-                let mut state = self.state();
-                *state = State::Open { since_ms: now_ms };
-                tracing::warn!(
-                    part = self.part(),
-                    probe_in_ms = self.config.probe_interval_ms,
-                    "the store failed a probe; circuit open again"
-                );
+                *self.state() = State::Open { since_ms: now_ms };
+                let mut failed_probes =
+                    (self.failed_probes.lock()).unwrap_or_else(PoisonError::into_inner);
+                if let Some(suppressed) = failed_probes.admit(now_ms) {
+                    tracing::warn!(
+                        part = self.part(),
+                        probe_in_ms = self.config.probe_interval_ms,
+                        suppressed,
+                        "the store failed a probe; circuit open again"
+                    );
+                }
             }
         }
     }

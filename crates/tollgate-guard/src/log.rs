@@ -40,38 +40,45 @@ impl ErrorKind {
     }
 }
 
+/// One kind of log line, written at most once per [`LOG_INTERVAL_MS`].
 #[derive(Debug, Default, Clone, Copy)]
-struct Window {
+pub(crate) struct Throttle {
     /// When the last line was written (None: never).
     logged_at: Option<u64>,
-    /// Errors not logged since then.
+    /// Lines not written since then.
     suppressed: u64,
+}
+
+impl Throttle {
+    /// Whether a line at `now_ms` is written, and if so how many were held
+    /// back before it. A time earlier than the last line (a clock stepped
+    /// back) logs at once rather than going quiet.
+    pub(crate) fn admit(&mut self, now_ms: u64) -> Option<u64> {
+        let due = match self.logged_at {
+            None => true,
+            Some(at) => now_ms < at || now_ms - at >= LOG_INTERVAL_MS,
+        };
+        if !due {
+            self.suppressed += 1;
+            return None;
+        }
+        self.logged_at = Some(now_ms);
+        Some(std::mem::take(&mut self.suppressed))
+    }
 }
 
 /// The rate-limited log of one guarded store.
 #[derive(Debug, Default)]
 pub(crate) struct ErrorLog {
-    windows: Mutex<[Window; 3]>,
+    windows: Mutex<[Throttle; 3]>,
 }
 
 impl ErrorLog {
     /// Whether an error of `kind` at `now_ms` gets a log line, and if so how
-    /// many were suppressed before it. A time earlier than the last line
-    /// (a clock stepped back) logs at once rather than going quiet.
+    /// many were suppressed before it ([`Throttle::admit`]).
     fn admit(&self, kind: ErrorKind, now_ms: u64) -> Option<u64> {
         let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
-        let window = &mut windows[kind as usize];
-        let due = match window.logged_at {
-            None => true,
-            Some(at) => now_ms < at || now_ms - at >= LOG_INTERVAL_MS,
-        };
-        if !due {
-            window.suppressed += 1;
-            return None;
-        }
-        let suppressed = std::mem::take(&mut window.suppressed);
-        window.logged_at = Some(now_ms);
-        Some(suppressed)
+        windows[kind as usize].admit(now_ms)
     }
 
     /// Logs `message` (an error of `kind`) unless a line of its kind was
