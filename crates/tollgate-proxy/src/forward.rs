@@ -10,64 +10,17 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{
-    HeaderName, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION, TE, TRAILER,
-    TRANSFER_ENCODING, UPGRADE,
-};
+use http::header::{CONNECTION, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
 use hyper::body::{Body as _, Incoming};
 use tower::Service;
 
 use crate::body::ForwardBody;
+use crate::hop_by_hop::strip_hop_by_hop;
 use crate::pool::{Conn, Pool, RequestTimes, ReturningBody};
 use crate::unrelayable::relayable;
 use crate::upload::{Late, Progress, UploadBody};
 use crate::Upstream;
-
-/// Headers that describe one connection, not the message (RFC 9110 §7.6.1):
-/// never forwarded in either direction. Names, not strings: a string would
-/// be parsed into a name again on every request.
-static HOP_BY_HOP: [HeaderName; 8] = [
-    CONNECTION,
-    HeaderName::from_static("proxy-connection"),
-    HeaderName::from_static("keep-alive"),
-    TE,
-    TRAILER,
-    TRANSFER_ENCODING,
-    UPGRADE,
-    PROXY_AUTHORIZATION,
-];
-
-/// Takes the hop-by-hop headers out of a message to be passed on, and its
-/// `Content-Length` when it came with `Transfer-Encoding` (RFC 9112 §6.3:
-/// the coding frames the body, which goes on by chunks; a length kept would
-/// cut it short).
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages have none: one look at their few names is cheaper than
-    // eight removals, each a hash and a probe.
-    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
-        return;
-    }
-    if headers.contains_key(TRANSFER_ENCODING) {
-        headers.remove(CONTENT_LENGTH);
-    }
-    // Headers named in Connection are hop-by-hop too; but for Host, which
-    // every HTTP/1.1 request needs.
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .filter(|name| name != HOST)
-        .collect();
-    for name in named {
-        headers.remove(name);
-    }
-    for name in &HOP_BY_HOP {
-        headers.remove(name);
-    }
-}
 
 /// Sends requests to the upstream over HTTP/1.1 connections of its own:
 /// each `Forward::new` has its pool, which its clones share (the proxy
@@ -441,52 +394,5 @@ impl Service<Request<Incoming>> for Forward {
         let request = Request::from_parts(parts, body);
         let this = self.clone();
         Box::pin(async move { Ok(this.answer(request, progress).await) })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hop_by_hop_headers_go_and_the_rest_stay() {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            CONNECTION,
-            HeaderValue::from_static("keep-alive, x-private"),
-        );
-        headers.insert("x-private", HeaderValue::from_static("1"));
-        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        headers.insert("transfer-encoding", HeaderValue::from_static("chunked"));
-        headers.insert("x-kept", HeaderValue::from_static("yes"));
-        strip_hop_by_hop(&mut headers);
-        let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
-        assert_eq!(left, ["x-kept"]);
-    }
-
-    #[test]
-    fn a_message_framed_by_chunks_loses_its_content_length() {
-        // RFC 9112 §6.3: Transfer-Encoding overrides Content-Length, and an
-        // intermediary must remove it: the body is passed on by chunks (or
-        // by its end), and a length kept would cut it short.
-        let mut headers = HeaderMap::new();
-        headers.insert("content-length", HeaderValue::from_static("1"));
-        headers.insert("transfer-encoding", HeaderValue::from_static("chunked"));
-        strip_hop_by_hop(&mut headers);
-        assert!(headers.is_empty(), "{headers:?}");
-        // Without Transfer-Encoding, the length is the message's own.
-        let mut headers = HeaderMap::new();
-        headers.insert("content-length", HeaderValue::from_static("6"));
-        strip_hop_by_hop(&mut headers);
-        assert_eq!(headers.get("content-length").unwrap(), "6");
-    }
-
-    #[test]
-    fn connection_cannot_name_host_away() {
-        let mut headers = HeaderMap::new();
-        headers.insert(CONNECTION, HeaderValue::from_static("Host, close"));
-        headers.insert(HOST, HeaderValue::from_static("h"));
-        strip_hop_by_hop(&mut headers);
-        assert_eq!(headers.get(HOST).unwrap(), "h");
     }
 }

@@ -48,6 +48,7 @@ mod body;
 mod counted;
 mod error;
 pub mod forward;
+mod hop_by_hop;
 pub mod options;
 mod placement;
 mod pool;
